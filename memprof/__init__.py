@@ -1,0 +1,36 @@
+"""memprof: how much memory your PyTorch code needs, which op is responsible, and whether a
+change (torch.compile, channels_last, mmap loading, no_grad, checkpointing) lowers it.
+
+``import memprof`` is cheap: torch, pandas and the profiler load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["Report", "RunResult", "profile", "read_table", "load_report", "__version__"]
+
+if TYPE_CHECKING:
+    from memprof.api import profile
+    from memprof.model import Report, RunResult, load_report
+    from memprof.table import read_table
+
+_LAZY = {
+    "profile": "memprof.api",
+    "Report": "memprof.model",
+    "RunResult": "memprof.model",
+    "load_report": "memprof.model",
+    "read_table": "memprof.table",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy attributes keep `import memprof` (and so `memprof --help`) free of torch.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memprof' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,78 @@
+"""The ``memprof`` command line. The only module that prints to the terminal, reads argv or exits.
+
+Each command parses its options, calls one core function, renders, and returns. Errors are
+:class:`memprof.errors.MemprofError` subclasses and are turned into a one-line message and the
+documented exit code in one place, :func:`_handle_errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from memprof import __version__
+from memprof.errors import EXIT_INTERRUPTED, MemprofError, UserCodeError
+
+app = typer.Typer(
+    name="memprof",
+    help=(
+        "How much memory does your PyTorch code need, which op is responsible, and does a "
+        "change (torch.compile, channels_last, mmap, no_grad, checkpointing) lower it?\n\n"
+        "Exit codes: 0 ok, 1 memory gate failed, 2 usage or input error, "
+        "3 the profiled code failed, 130 interrupted."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def err(message: str) -> None:
+    """Print one line to stderr."""
+    typer.echo(message, err=True)
+
+
+def _handle_errors(func: F) -> F:
+    """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except MemprofError as error:
+            if isinstance(error, UserCodeError) and error.user_traceback:
+                err(error.user_traceback.rstrip("\n"))
+            err(f"memprof: error: {error.message}")
+            raise typer.Exit(error.exit_code) from None
+        except KeyboardInterrupt:
+            err("memprof: interrupted; no output was written")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"memprof {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    """memprof: memory profiles of PyTorch code, eager and compiled."""
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app(prog_name="memprof")
+    sys.exit(0)
