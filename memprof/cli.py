@@ -1,14 +1,14 @@
-"""The ``memprof`` command line. The only module that prints to the terminal, reads argv or exits.
+"""The ``memprof`` command line: the typer app, and the one place errors become exit codes.
 
-Each command parses its options, calls one core function, renders, and returns. Errors are
-:class:`memprof.errors.MemprofError` subclasses and are turned into a one-line message and the
-documented exit code in one place, :func:`_handle_errors`.
+Each command lives in ``memprof/commands/<name>.py``: it parses its options, calls one core
+function, renders, and returns. Errors are :class:`memprof.errors.MemprofError` subclasses;
+:func:`handle_errors` turns them into a one-line message on stderr and the documented exit
+code. Nothing here imports torch: ``memprof --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,7 +39,7 @@ def err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def _handle_errors(func: F) -> F:
+def handle_errors(func: F) -> F:
     """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130."""
 
     @functools.wraps(func)
@@ -73,6 +73,12 @@ def _main(
     """memprof: memory profiles of PyTorch code, eager and compiled."""
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app(prog_name="memprof")
-    sys.exit(0)
+def _register() -> None:
+    # Imported here, not at the top, so each command module may import `err` from this one.
+    from memprof.commands.run import run
+
+    for command in (run,):
+        app.command()(handle_errors(command))
+
+
+_register()

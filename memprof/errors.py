@@ -56,3 +56,22 @@ class UserCodeError(MemprofError):
     def __init__(self, message: str, *, user_traceback: str = "") -> None:
         super().__init__(message)
         self.user_traceback = user_traceback
+
+
+def format_user_traceback(error: BaseException) -> str:
+    """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
+    sees their own code (and the libraries it called), as Python would show it."""
+    import os
+    import traceback
+
+    package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(frame.filename).startswith(package_dir)
+        and not frame.filename.startswith("<frozen importlib")
+    ]
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(error), error)
+    return "".join(lines)

@@ -22,9 +22,7 @@ def check_output_path(path: str | os.PathLike[str], option: str = "output") -> P
     if out.is_dir():
         raise UsageError(f"{option} {str(out)!r} is a folder; give a file name, e.g. {out / 'x'}")
     if not parent.is_dir():
-        raise UsageError(
-            f"{option} {str(out)!r}: folder {str(parent)!r} does not exist; create it first"
-        )
+        raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} is not writable")
     if out.exists() and not os.access(out, os.W_OK):
@@ -40,7 +38,9 @@ def check_output_paths(paths: Iterable[tuple[str, str | os.PathLike[str] | None]
             continue
         resolved = check_output_path(path, option).resolve()
         if resolved in seen:
-            raise UsageError(f"{seen[resolved]} and {option} both write {str(path)!r}; give each its own file")
+            raise UsageError(
+                f"{seen[resolved]} and {option} both write {str(path)!r}; give each its own file"
+            )
         seen[resolved] = option
 
 
@@ -92,6 +92,5 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(
-            f"{what} {str(path)!r} is not valid JSON: {error.msg} at line {error.lineno} "
-            f"column {error.colno}"
+            f"{what} {str(path)!r} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None

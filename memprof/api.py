@@ -1,0 +1,139 @@
+"""The Python API: profile a callable, or a list of variants, into a :class:`Report`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memprof.errors import UsageError, UserCodeError
+from memprof.model import Report, RunResult
+from memprof.target import Inputs
+
+MODES = ("eager", "compile", "both")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One thing to profile: ``func(*inputs)`` in ``mode``, shown as ``label``."""
+
+    label: str
+    func: Callable[..., Any]
+    inputs: Inputs
+    mode: str = "eager"
+    name: str = "target"
+
+
+def run_variants(
+    target: str,
+    variants: Sequence[Variant],
+    *,
+    device: str | None = None,
+    warmup: int = 1,
+    repeat: int = 1,
+    compile_mode: str = "default",
+    backend: str = "inductor",
+    fresh_compile: bool = False,
+    keep_table: bool = False,
+    status: Callable[[str], None] | None = None,
+) -> tuple[Report, UserCodeError | None]:
+    """Profile each variant in turn. A variant whose code fails is kept as a failed run and the
+    rest still run; the first failure is returned next to the report (the CLI exits 3 on it)."""
+    from memprof.runner import RunOptions, environment, resolve_device, run_target
+
+    resolved = resolve_device(device)
+    base = RunOptions(
+        device=resolved,
+        warmup=warmup,
+        repeat=repeat,
+        compile_mode=compile_mode,
+        backend=backend,
+        fresh_compile=fresh_compile,
+        keep_table=keep_table,
+    )
+    runs: dict[str, RunResult] = {}
+    first_error: UserCodeError | None = None
+    for variant in variants:
+        options = replace(base, mode=variant.mode)
+        try:
+            runs[variant.label] = run_target(
+                variant.func, variant.inputs, options, label=variant.label, name=variant.name, status=status
+            )
+        except UserCodeError as error:
+            if len(variants) == 1:
+                raise
+            first_error = first_error or error
+            import pandas as pd
+
+            runs[variant.label] = RunResult(
+                label=variant.label,
+                mode=variant.mode,
+                peak_bytes=0,
+                allocated_bytes=0,
+                net_bytes=0,
+                inputs_bytes=0,
+                wall_ms=float("nan"),
+                ops=pd.DataFrame(
+                    columns=[
+                        "name",
+                        "calls",
+                        "self_bytes",
+                        "total_bytes",
+                        "allocated_bytes",
+                        "peak_bytes",
+                        "self_us",
+                        "total_us",
+                    ]
+                ),
+                failed=error.message,
+            )
+    report = Report(target=target, device=resolved, runs=runs, environment=environment(resolved))
+    return report, first_error
+
+
+def mode_variants(func: Callable[..., Any], inputs: Inputs, mode: str, name: str) -> list[Variant]:
+    """``eager``, ``compile`` or ``both`` (eager, then compiled) variants of one function."""
+    if mode not in MODES:
+        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}; e.g. mode='compile'")
+    modes = ["eager", "compile"] if mode == "both" else [mode]
+    return [Variant(label=m, func=func, inputs=inputs, mode=m, name=name) for m in modes]
+
+
+def profile(
+    fn: Callable[..., Any],
+    *args: Any,
+    mode: str = "eager",
+    device: str | None = None,
+    warmup: int = 1,
+    repeat: int = 1,
+    compile_mode: str = "default",
+    backend: str = "inductor",
+    **kwargs: Any,
+) -> Report:
+    """Profile ``fn(*args, **kwargs)`` and return a :class:`memprof.Report`.
+
+    ``mode`` is "eager", "compile" (torch.compile, compiled before profiling) or "both".
+    ``device`` "auto"/None picks CUDA when available; it selects whose allocator is measured
+    (your arguments must already live there). ``report.runs["eager"].ops`` is a DataFrame of
+    per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak. Raises
+    :class:`memprof.errors.UserCodeError` if ``fn`` raises.
+
+    >>> import torch, memprof
+    >>> report = memprof.profile(torch.ones, 1024, 1024)
+    >>> report.runs["eager"].peak_bytes
+    4194304
+    """
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    inputs = Inputs(args=tuple(args), kwargs=dict(kwargs), source="python")
+    report, error = run_variants(
+        f"{getattr(fn, '__module__', '') or ''}:{name}".lstrip(":"),
+        mode_variants(fn, inputs, mode, name),
+        device=device,
+        warmup=warmup,
+        repeat=repeat,
+        compile_mode=compile_mode,
+        backend=backend,
+    )
+    if error is not None:
+        raise error
+    return report

@@ -1,0 +1,1 @@
+"""Built-in workloads, runnable as targets (``memprof run memprof.examples.similarity:similarity``)."""

@@ -1,0 +1,14 @@
+"""CSV: one row per op and run, exact integer bytes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memprof.model import Report
+
+
+def render_csv(report: Report) -> str:
+    """Columns: run, name, calls, self_bytes, total_bytes, allocated_bytes, peak_bytes, self_us,
+    total_us. Names are quoted as CSV needs; nothing is escaped beyond that."""
+    return report.ops_long().to_csv(index=False, lineterminator="\n", float_format="%.3f")

@@ -1,0 +1,398 @@
+"""Eager and compiled runs of a target under torch.profiler. The only module that drives it.
+
+One run: build nothing (inputs are made before), warm up without the profiler (compiling
+there, timed as ``compile_seconds``), then profile ``repeat`` calls, each inside a
+``record_function`` range so the analysis knows exactly where each call starts and ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
+from memprof.errors import UsageError, UserCodeError, format_user_traceback
+from memprof.model import RunResult
+from memprof.target import Inputs
+from memprof.units import format_bytes
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+StatusFn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: ``mode`` is "eager" or "compile"; ``device`` a resolved torch device string."""
+
+    mode: str = "eager"
+    device: str = "cpu"
+    warmup: int = 1
+    repeat: int = 1
+    compile_mode: str = "default"
+    backend: str = "inductor"
+    fresh_compile: bool = False
+    keep_table: bool = False
+
+
+def resolve_device(spec: str | None) -> str:
+    """``auto`` (or None) -> "cuda:0" when CUDA is available, else "cpu"; validates the rest."""
+    text = (spec or "auto").strip().lower()
+    if text == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if text == "cpu":
+        return "cpu"
+    if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise UsageError(
+                f"--device {spec}: CUDA is not available here (torch {torch.__version__}); "
+                "use --device cpu or --device auto"
+            )
+        index = int(text[5:]) if ":" in text else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"--device {spec}: there are {torch.cuda.device_count()} CUDA devices (0-based)")
+        return f"cuda:{index}"
+    raise UsageError(f"--device {spec!r} is not a device; use auto, cpu, cuda or cuda:N (e.g. cuda:0)")
+
+
+def environment(device: str) -> dict[str, str]:
+    """What the numbers depend on: torch, python, platform, the device's name."""
+    if device.startswith("cuda"):
+        device_name = torch.cuda.get_device_name(torch.device(device))
+    else:
+        device_name = platform.processor() or platform.machine()
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device_name": device_name,
+        "cpu_count": str(os.cpu_count()),
+    }
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the distinct tensor storages reachable from ``obj`` (args, lists, dicts, modules)."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+
+    def visit(item: Any, depth: int) -> None:
+        nonlocal total
+        if depth > 6:
+            return
+        if isinstance(item, torch.Tensor):
+            try:
+                storage = item.untyped_storage()
+                key = (str(item.device), storage.data_ptr())
+                if key not in seen:
+                    seen.add(key)
+                    total += storage.nbytes()
+            except (RuntimeError, NotImplementedError):
+                total += item.numel() * item.element_size()
+            return
+        if isinstance(item, torch.nn.Module):
+            for tensor in [*item.parameters(), *item.buffers()]:
+                visit(tensor, depth + 1)
+            return
+        if isinstance(item, dict):
+            for value in item.values():
+                visit(value, depth + 1)
+        elif isinstance(item, list | tuple | set):
+            for value in item:
+                visit(value, depth + 1)
+
+    visit(obj, 0)
+    return total
+
+
+@contextlib.contextmanager
+def _quiet_profiler_stderr(notes: list[str]) -> Iterator[None]:
+    """Keep torch's C++ lines (``USDT … profiler_start``, "Memory block of unknown size …") off
+    the terminal; everything else written to fd 2 meanwhile is passed on afterwards."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real fd 2 (embedded interpreters)
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            unknown_blocks = 0
+            for line in sink.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if line.startswith("USDT:") or "SyncActivityProfilerHandler" in line:
+                    continue
+                if "Memory block of unknown size was allocated before the profiling started" in line:
+                    unknown_blocks += 1
+                    continue
+                sys.stderr.write(line)
+            if unknown_blocks:
+                notes.append(
+                    f"{unknown_blocks} block(s) allocated before profiling were freed during it; "
+                    "those frees are not in the records, so the live bytes never dip below the start"
+                )
+
+
+@contextlib.contextmanager
+def _ticker(status: StatusFn | None, what: str) -> Iterator[None]:
+    """Tell the user what is happening and for how long, every 5 s, until done."""
+    if status is None:
+        yield
+        return
+    status(f"{what} ...")
+    start = time.perf_counter()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(5.0):
+            status(f"{what} ... {time.perf_counter() - start:.0f} s")
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _is_compile_error(error: BaseException) -> bool:
+    module = type(error).__module__ or ""
+    return module.startswith(("torch._dynamo", "torch._inductor")) or type(error).__name__ in {
+        "BackendCompilerFailed",
+        "InductorError",
+        "InvalidCxxCompiler",
+    }
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _compile_config(options: RunOptions) -> contextlib.AbstractContextManager[Any]:
+    """Inductor settings that make compiled runs explain themselves: fused kernels and the
+    wrapper call appear as profiler ranges. They are part of the compile cache key, so
+    compiled code is cached under them like any other configuration."""
+    if options.mode != "compile" or options.backend != "inductor":
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    patch: dict[str, Any] = {"cpp.enable_kernel_profile": True, "profiler_mark_wrapper_call": True}
+    if options.fresh_compile:
+        patch["force_disable_caches"] = True
+    return inductor_config.patch(patch)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+
+
+def run_target(
+    func: Callable[..., Any],
+    inputs: Inputs,
+    options: RunOptions,
+    *,
+    label: str | None = None,
+    name: str = "target",
+    status: StatusFn | None = None,
+) -> RunResult:
+    """Profile ``func(*inputs.args, **inputs.kwargs)`` and return its :class:`RunResult`.
+
+    Raises :class:`UserCodeError` (exit 3) when the function or its compilation fails; the
+    message carries the peak reached before the failure and the op that was running.
+    """
+    if options.repeat < 1:
+        raise UsageError(f"--repeat must be 1 or more, got {options.repeat}")
+    if options.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {options.warmup}")
+    label = label or options.mode
+    notes: list[str] = []
+    compile_seconds: float | None = None
+    fn = func
+    with _compile_config(options):
+        if options.mode == "compile":
+            import torch._dynamo
+
+            torch._dynamo.reset()
+            kwargs: dict[str, Any] = {"backend": options.backend}
+            if options.compile_mode != "default":
+                kwargs["mode"] = options.compile_mode
+            try:
+                fn = torch.compile(func, **kwargs)
+            except Exception as error:
+                raise UserCodeError(
+                    f"torch.compile({name}) failed: {_first_line(error)}; try --mode eager"
+                ) from None
+        warmups = max(options.warmup, 1) if options.mode == "compile" else options.warmup
+        for index in range(warmups):
+            what = (
+                f"compiling {name} with torch.compile (backend {options.backend})"
+                if index == 0 and options.mode == "compile"
+                else None
+            )
+            start = time.perf_counter()
+            try:
+                with _ticker(status if what else None, what or ""):
+                    result = fn(*inputs.args, **inputs.kwargs)
+                    _sync(options.device)
+            except Exception as error:
+                if options.mode == "compile" and _is_compile_error(error):
+                    raise UserCodeError(
+                        f"torch.compile of {name} failed: {_first_line(error)}; try --mode eager"
+                    ) from None
+                raise UserCodeError(
+                    f"{name} raised {_first_line(error)} (warm-up call {index + 1})",
+                    user_traceback=format_user_traceback(error),
+                ) from None
+            del result
+            if what:
+                compile_seconds = time.perf_counter() - start
+                if status:
+                    status(f"compiled {name} in {compile_seconds:.1f} s")
+        return _profile_calls(
+            fn,
+            inputs,
+            options,
+            label=label,
+            name=name,
+            notes=notes,
+            compile_seconds=compile_seconds,
+            status=status,
+        )
+
+
+def _profile_calls(
+    fn: Callable[..., Any],
+    inputs: Inputs,
+    options: RunOptions,
+    *,
+    label: str,
+    name: str,
+    notes: list[str],
+    compile_seconds: float | None,
+    status: StatusFn | None,
+) -> RunResult:
+    cuda = options.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    device_counters: dict[str, int] = {}
+    if cuda:
+        torch.cuda.synchronize(torch.device(options.device))
+        torch.cuda.reset_peak_memory_stats(torch.device(options.device))
+        device_counters["memory_allocated_start_bytes"] = int(
+            torch.cuda.memory_allocated(torch.device(options.device))
+        )
+    if status:
+        status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
+    walls: list[float] = []
+    failure: BaseException | None = None
+    result: Any = None
+    with _quiet_profiler_stderr(notes), profile(activities=activities, profile_memory=True) as prof:
+        for _ in range(options.repeat):
+            result = None  # the previous call's output is freed here, between calls
+            try:
+                with record_function(CALL_MARKER):
+                    start = time.perf_counter()
+                    result = fn(*inputs.args, **inputs.kwargs)
+                    _sync(options.device)
+                    walls.append((time.perf_counter() - start) * 1e3)
+            except Exception as error:
+                failure = error
+                break
+    del result  # after the profile: the last output counts in net_bytes, its free is not recorded
+    if cuda:
+        device = torch.device(options.device)
+        device_counters["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+        device_counters["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    raw = raw_from_kineto(
+        prof.profiler.kineto_results.events(),
+        device_type="CUDA" if cuda else "CPU",
+        device_index=int(options.device.split(":")[1]) if cuda else None,
+    )
+    analysis = analyze(raw)
+    numbers = analysis.numbers
+    if failure is not None:
+        raise _failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options)
+    if cuda:
+        counted = (
+            device_counters["max_memory_allocated_bytes"] - device_counters["memory_allocated_start_bytes"]
+        )
+        device_counters["allocator_peak_above_start_bytes"] = counted
+        if numbers.peak_bytes and abs(counted - numbers.peak_bytes) > max(0.01 * counted, 1 << 20):
+            notes.append(
+                f"torch.cuda.max_memory_allocated() saw {format_bytes(counted)} above the start, the records "
+                f"{format_bytes(numbers.peak_bytes)}: another thread or stream allocated meanwhile"
+            )
+    if raw.other_thread_bytes:
+        notes.append(
+            f"{format_bytes(raw.other_thread_bytes)} allocated on other threads were recorded but "
+            "are not part of the call windows"
+        )
+    if numbers.records == 0:
+        notes.append(
+            "no allocations were recorded: the function allocates nothing through torch's allocator "
+            "(or does its work on other threads, which torch's profiler does not record)"
+        )
+    table = None
+    if options.keep_table:
+        table = prof.key_averages().table(
+            sort_by="self_cpu_memory_usage" if not cuda else "self_device_memory_usage", row_limit=-1
+        )
+    return RunResult(
+        label=label,
+        mode=options.mode,
+        peak_bytes=numbers.peak_bytes,
+        allocated_bytes=numbers.allocated_bytes,
+        net_bytes=numbers.net_bytes,
+        inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)),
+        wall_ms=statistics.median(walls) if walls else float("nan"),
+        wall_ms_all=walls,
+        repeat=options.repeat,
+        ops=analysis.ops,
+        peak_op=numbers.peak_op,
+        peak_op_stack=numbers.peak_op_stack,
+        compile_seconds=compile_seconds,
+        timeline_ns=analysis.timeline_ns.tolist(),
+        timeline_bytes=analysis.timeline_bytes.tolist(),
+        device_counters=device_counters,
+        torch_table=table,
+        records=numbers.records,
+        notes=notes,
+    )
+
+
+def _failure_error(
+    error: BaseException, name: str, peak: int, peak_op: str | None, options: RunOptions
+) -> UserCodeError:
+    where = f" while {peak_op} ran" if peak_op else ""
+    if isinstance(error, torch.OutOfMemoryError | MemoryError):
+        return UserCodeError(
+            f"{name} ran out of memory ({_first_line(error)}) after reaching {format_bytes(peak)} "
+            f"above its start{where}",
+            user_traceback=format_user_traceback(error),
+        )
+    if options.mode == "compile" and _is_compile_error(error):
+        return UserCodeError(f"torch.compile of {name} failed: {_first_line(error)}; try --mode eager")
+    return UserCodeError(
+        f"{name} raised {_first_line(error)} (peak before the failure: {format_bytes(peak)}{where})",
+        user_traceback=format_user_traceback(error),
+    )

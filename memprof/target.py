@@ -1,0 +1,196 @@
+"""Targets: ``pkg.mod:func``, ``pkg.mod:obj.attr`` or ``path/to/file.py:func`` -> a callable and
+its inputs.
+
+A target that does not exist is a usage error (exit 2); a target module that exists but fails
+while importing, or an inputs factory that raises, is the user's code failing (exit 3).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from memprof.errors import TargetNotFoundError, UsageError, UserCodeError, format_user_traceback
+
+SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved callable with where it came from."""
+
+    spec: str
+    func: Callable[..., Any]
+    module: ModuleType
+    attr_path: str
+
+
+@dataclass
+class Inputs:
+    """Arguments for a target: ``func(*args, **kwargs)``; ``source`` says where they came from."""
+
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    source: str = "none"
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``"a.b:c.d"`` -> ``("a.b", "c.d")``; raises UsageError for anything else."""
+    where, sep, attr_path = spec.rpartition(":")
+    valid_attr = bool(attr_path) and all(part.isidentifier() for part in attr_path.split("."))
+    if not sep or not where or not valid_attr:
+        raise UsageError(f"target {spec!r} is not of the form {SPEC_EXAMPLE}")
+    return where, attr_path
+
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def load_module(where: str, spec: str) -> ModuleType:
+    """Import the module part of a target, from the working directory first (as ``python -m``)."""
+    if _is_path(where):
+        return _load_file(Path(where), spec)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        # A console script does not put the working directory on sys.path; python -m does.
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if where == missing or where.startswith(missing + "."):
+            raise TargetNotFoundError(
+                f"module {missing!r} not found (searched the working directory {cwd} and "
+                f"PYTHONPATH); check the spelling of {spec!r} or run from the folder that holds it"
+            ) from None
+        raise UserCodeError(
+            f"importing {where!r} failed: it imports {missing!r}, which is not installed",
+            user_traceback=format_user_traceback(error),
+        ) from None
+    except Exception as error:
+        raise UserCodeError(
+            f"importing {where!r} failed: {type(error).__name__}: {error}",
+            user_traceback=format_user_traceback(error),
+        ) from None
+
+
+def _load_file(path: Path, spec: str) -> ModuleType:
+    if not path.is_file():
+        raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} does not exist")
+    resolved = path.resolve()
+    name = resolved.stem if resolved.stem.isidentifier() else "memprof_target"
+    existing = sys.modules.get(name)
+    if existing is not None and getattr(existing, "__file__", None) == str(resolved):
+        return existing
+    # Like `python path/to/file.py`: the file's folder comes first on sys.path, so it can
+    # import its neighbours.
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_spec = importlib.util.spec_from_file_location(name, resolved)
+    if module_spec is None or module_spec.loader is None:
+        raise TargetNotFoundError(f"{str(path)!r} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException as error:
+        sys.modules.pop(name, None)
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise
+        raise UserCodeError(
+            f"running {str(path)!r} failed: {type(error).__name__}: {error}",
+            user_traceback=format_user_traceback(error),
+        ) from None
+    return module
+
+
+def resolve(spec: str) -> Target:
+    """Resolve a target spec to its callable."""
+    where, attr_path = split_spec(spec)
+    module = load_module(where, spec)
+    obj: Any = module
+    walked: list[str] = []
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            owner = where if not walked else f"{where}:{'.'.join(walked)}"
+            names = [n for n in dir(obj) if not n.startswith("__")]
+            close = difflib.get_close_matches(part, names, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise TargetNotFoundError(f"{owner!r} has no attribute {part!r}{hint}")
+        obj = getattr(obj, part)
+        walked.append(part)
+    if not callable(obj):
+        raise UsageError(f"{spec!r} is a {type(obj).__name__}, not a function; name a callable")
+    return Target(spec=spec, func=obj, module=module, attr_path=attr_path)
+
+
+def required_parameters(func: Callable[..., Any]) -> list[str]:
+    """Names of parameters a call without arguments would leave unfilled."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+    ]
+
+
+def accepts(func: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def build_inputs(target: Target, inputs_spec: str | None, device: str) -> Inputs:
+    """Make the target's arguments: from ``--inputs SPEC``, else ``<func>_inputs`` in its module,
+    else none. A factory that accepts ``device`` gets the chosen device."""
+    factory: Callable[..., Any] | None
+    if inputs_spec is not None:
+        factory = resolve(inputs_spec).func
+        source = inputs_spec
+    else:
+        required = required_parameters(target.func)
+        if not required:
+            return Inputs(source="none")
+        factory_name = f"{target.attr_path.split('.')[-1]}_inputs"
+        factory = getattr(target.module, factory_name, None)
+        if factory is None or not callable(factory):
+            module_part = target.spec.rpartition(":")[0]
+            raise UsageError(
+                f"{target.spec!r} needs arguments ({', '.join(required)}): give them with "
+                f"--inputs {module_part}:make_inputs, or define {factory_name}() in {module_part}"
+            )
+        source = f"{target.spec.rpartition(':')[0]}:{factory_name}"
+    try:
+        made = factory(device=device) if accepts(factory, "device") else factory()
+    except Exception as error:
+        raise UserCodeError(
+            f"inputs factory {source!r} failed: {type(error).__name__}: {error}",
+            user_traceback=format_user_traceback(error),
+        ) from None
+    if isinstance(made, dict):
+        return Inputs(kwargs=dict(made), source=source)
+    if isinstance(made, tuple | list):
+        return Inputs(args=tuple(made), source=source)
+    return Inputs(args=(made,), source=source)
