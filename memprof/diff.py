@@ -65,7 +65,7 @@ class RunDiff:
             "base": self.base,
             "other": self.other,
             "peak_bytes_delta": int(self.peak_bytes_delta),
-            "peak_ratio": None if ratio is None else round(ratio, 6),
+            "peak_ratio": ratio,
             "verdict": self.verdict,
             "ops": [_op_dict(row, self.base, self.other) for row in self.ops.to_dict("records")],
         }

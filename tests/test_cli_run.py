@@ -1,0 +1,284 @@
+"""`memprof run` as a user calls it: targets, inputs, flags, exit codes, files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+
+MiB = 1024 * 1024
+
+WORKLOAD = """
+import torch
+
+MiB = 1024 * 1024
+
+def hold(size_mib):
+    a = torch.empty(size_mib * MiB, dtype=torch.uint8)
+    b = torch.empty(MiB, dtype=torch.uint8)
+    del a
+    return b
+
+def hold_inputs():
+    return (8,)
+
+def no_args():
+    return torch.zeros(256, dtype=torch.uint8)
+
+def make_kwargs():
+    return {"size_mib": 4}
+
+def make_single():
+    return 2
+
+def make_for(device):
+    assert device == "cpu"
+    return [3]
+
+class Model:
+    def forward(self, size_mib):
+        return torch.empty(size_mib * MiB, dtype=torch.uint8)
+
+model = Model()
+NUMBER = 3
+
+def needs_args(x, y):
+    return x + y
+
+def broken(size_mib):
+    raise ValueError("user bug")
+"""
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def run_cli(runner, *args):
+    return runner.invoke(app, ["run", *args, "-q", "--device", "cpu"])
+
+
+def test_module_target_from_the_working_directory_without_pythonpath(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:hold", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    run = data["runs"]["eager"]
+    # <func>_inputs gives (8,): 8 MiB + 1 MiB live at once.
+    assert run["peak_bytes"] == 9 * MiB
+    assert run["net_bytes"] == 1 * MiB
+    assert "eager" in result.output and "9.0 MiB" in result.output
+
+
+def test_json_contract_keys(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    path = tmp_path / "r.json"
+    assert run_cli(runner, f"{module}:hold", "--json", str(path)).exit_code == 0
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1
+    assert data["target"] == f"{module}:hold"
+    assert data["device"] == "cpu"
+    assert {"torch", "python", "platform", "device_name"} <= set(data["environment"])
+    run = data["runs"]["eager"]
+    assert {"peak_bytes", "allocated_bytes", "net_bytes", "inputs_bytes", "wall_ms", "peak_op", "ops"} <= set(
+        run
+    )
+    assert "compile_seconds" not in run
+    for op in run["ops"]:
+        assert {"name", "calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"} <= set(op)
+    assert "diff" not in data
+
+
+def test_file_target_and_explicit_inputs_forms(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    cases = {
+        "make_kwargs": 4 * MiB + MiB,  # dict -> **kwargs
+        "make_single": 2 * MiB + MiB,  # anything else -> one argument
+        "make_for": 3 * MiB + MiB,  # accepts device -> gets it
+    }
+    for factory, peak in cases.items():
+        out = tmp_path / f"{factory}.json"
+        result = run_cli(
+            runner, f"{module}.py:hold", "--inputs", f"{module}.py:{factory}", "--json", str(out)
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(out.read_text())["runs"]["eager"]["peak_bytes"] == peak
+
+
+def test_object_attribute_target(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    out = tmp_path / "r.json"
+    result = run_cli(
+        runner, f"{module}:model.forward", "--inputs", f"{module}:make_kwargs", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["runs"]["eager"]["peak_bytes"] == 4 * MiB
+
+
+def test_function_without_parameters_needs_no_inputs(runner, make_module):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:no_args")
+    assert result.exit_code == 0, result.output
+    assert "256 B" in result.output
+
+
+def test_missing_inputs_names_both_ways(runner, make_module):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:needs_args")
+    assert result.exit_code == 2
+    assert f"--inputs {module}:make_inputs" in result.output
+    assert f"define needs_args_inputs() in {module}" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_module_not_found_is_a_usage_error(runner, make_module):
+    make_module(WORKLOAD)
+    result = run_cli(runner, "no_such_module_xyz:f")
+    assert result.exit_code == 2
+    assert "module 'no_such_module_xyz' not found" in result.output
+    assert "working directory" in result.output and "PYTHONPATH" in result.output
+
+
+def test_attribute_not_found_lists_close_names(runner, make_module):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:hol")
+    assert result.exit_code == 2
+    assert "has no attribute 'hol'" in result.output and "'hold'" in result.output
+
+
+def test_not_callable(runner, make_module):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:NUMBER")
+    assert result.exit_code == 2
+    assert "not a function" in result.output
+
+
+def test_bad_target_form(runner):
+    result = run_cli(runner, "just_a_name")
+    assert result.exit_code == 2
+    assert "is not of the form" in result.output
+
+
+def test_user_module_failing_to_import_is_exit_3_with_its_traceback(runner, make_module):
+    module = make_module("import torch\nraise RuntimeError('boom at import')\n")
+    result = run_cli(runner, f"{module}:f")
+    assert result.exit_code == 3
+    assert "boom at import" in result.output
+    assert f"{module}.py" in result.output
+    assert "memprof/target.py" not in result.output
+
+
+def test_missing_dependency_of_user_module_is_exit_3(runner, make_module):
+    module = make_module("import not_installed_dependency_abc\n")
+    result = run_cli(runner, f"{module}:f")
+    assert result.exit_code == 3
+    assert "not_installed_dependency_abc" in result.output and "not installed" in result.output
+
+
+def test_function_raising_is_exit_3_with_traceback_and_no_output_file(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    out = tmp_path / "r.json"
+    result = run_cli(runner, f"{module}:broken", "--inputs", f"{module}:hold_inputs", "--json", str(out))
+    assert result.exit_code == 3
+    assert "ValueError: user bug" in result.output
+    assert 'raise ValueError("user bug")' in result.output
+    assert not out.exists()
+
+
+def test_inputs_factory_failing_is_exit_3(runner, make_module):
+    module = make_module(WORKLOAD + "\ndef bad_inputs():\n    return 1 / 0\n")
+    result = run_cli(runner, f"{module}:hold", "--inputs", f"{module}:bad_inputs")
+    assert result.exit_code == 3
+    assert "inputs factory" in result.output and "ZeroDivisionError" in result.output
+
+
+def test_output_folder_missing_fails_before_profiling(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:hold", "--csv", str(tmp_path / "nope" / "ops.csv"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+    assert "peak" not in result.output  # nothing was profiled
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--repeat", "0"], "--repeat"),
+        (["--warmup", "-1"], "--warmup"),
+        (["--mode", "fast"], "--mode"),
+        (["--sort", "size"], "--sort"),
+        (["--device", "tpu"], "tpu"),
+        (["--device", "cuda"], "CUDA is not available"),
+    ],
+)
+def test_bad_option_values_are_exit_2(runner, make_module, args, fragment):
+    module = make_module(WORKLOAD)
+    result = runner.invoke(app, ["run", f"{module}:hold", "-q", *args])
+    assert result.exit_code == 2
+    assert fragment in result.output
+
+
+def test_csv_has_one_row_per_op_and_run_with_exact_bytes(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    out = tmp_path / "ops.csv"
+    assert run_cli(runner, f"{module}:hold", "--csv", str(out), "--repeat", "2").exit_code == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "run,name,calls,self_bytes,total_bytes,allocated_bytes,peak_bytes,self_us,total_us"
+    empty = next(line for line in lines if ",aten::empty," in line).split(",")
+    assert empty[0] == "eager"
+    assert empty[2:7] == [
+        "4",
+        str(18 * MiB),
+        str(18 * MiB),
+        str(18 * MiB),
+        str(8 * MiB),
+    ]  # one call of empty allocates at most 8 MiB
+
+
+def test_sort_and_top(runner, make_module):
+    module = make_module(WORKLOAD)
+    result = run_cli(runner, f"{module}:hold", "--top", "1", "--sort", "allocated")
+    assert result.exit_code == 0
+    assert "Top 1 ops of eager by allocated bytes" in result.output
+    body = result.output.split("Top 1 ops")[1]
+    assert "aten::empty" in body
+
+
+def test_table_saves_torch_table(runner, make_module, tmp_path):
+    module = make_module(WORKLOAD)
+    out = tmp_path / "t.txt"
+    assert run_cli(runner, f"{module}:hold", "--table", str(out)).exit_code == 0
+    text = out.read_text()
+    assert text.startswith(f"memprof run eager: {module}:hold\n")
+    assert "Self CPU Mem" in text and "aten::empty" in text
+
+
+def test_python_dash_m(make_module, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    module = make_module(WORKLOAD)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", "memprof", "run", f"{module}:hold", "-q", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "9.0 MiB" in done.stdout
+    assert "USDT" not in done.stderr  # torch's profiler start/stop lines are kept off the terminal
+
+
+def test_help_lists_commands_and_exit_codes(runner):
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "run" in result.output and "Exit codes" in result.output
+    assert runner.invoke(app, ["run", "--help"]).exit_code == 0
