@@ -23,7 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
-from memprof.errors import UsageError, UserCodeError, format_user_traceback
+from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback
 from memprof.model import RunResult
 from memprof.target import Inputs
 from memprof.units import format_bytes
@@ -174,6 +174,31 @@ def _ticker(status: StatusFn | None, what: str) -> Iterator[None]:
         thread.join()
 
 
+@contextlib.contextmanager
+def _thread_starts() -> Iterator[list[str]]:
+    """Names of the Python threads started meanwhile: torch's profiler records only the calling
+    thread, so what those threads allocate is missing from the numbers and deserves a warning."""
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        threading.Thread.start = original  # type: ignore[method-assign]
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    # CPU allocation failures surface as RuntimeError from c10's DefaultCPUAllocator.
+    return isinstance(error, torch.OutOfMemoryError | MemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
+
+
 def _is_compile_error(error: BaseException) -> bool:
     module = type(error).__module__ or ""
     return module.startswith(("torch._dynamo", "torch._inductor")) or type(error).__name__ in {
@@ -255,15 +280,22 @@ def run_target(
                 with _ticker(status if what else None, what or ""):
                     result = fn(*inputs.args, **inputs.kwargs)
                     _sync(options.device)
+            except MemprofError:
+                raise
             except Exception as error:
                 if options.mode == "compile" and _is_compile_error(error):
                     raise UserCodeError(
                         f"torch.compile of {name} failed: {_first_line(error)}; try --mode eager"
                     ) from None
-                raise UserCodeError(
-                    f"{name} raised {_first_line(error)} (warm-up call {index + 1})",
-                    user_traceback=format_user_traceback(error),
-                ) from None
+                if options.mode == "compile":
+                    raise UserCodeError(
+                        f"{name} raised {_first_line(error)} (first compiled call)",
+                        user_traceback=format_user_traceback(error),
+                    ) from None
+                # Eager: go straight to the profiled call, which fails the same way and so tells
+                # how much memory was reached and where (what an out-of-memory user needs).
+                notes.append(f"warm-up call {index + 1} raised {_first_line(error)}")
+                break
             del result
             if what:
                 compile_seconds = time.perf_counter() - start
@@ -306,7 +338,11 @@ def _profile_calls(
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None
-    with _quiet_profiler_stderr(notes), profile(activities=activities, profile_memory=True) as prof:
+    with (
+        _quiet_profiler_stderr(notes),
+        _thread_starts() as threads,
+        profile(activities=activities, profile_memory=True) as prof,
+    ):
         for _ in range(options.repeat):
             result = None  # the previous call's output is freed here, between calls
             try:
@@ -342,6 +378,12 @@ def _profile_calls(
                 f"torch.cuda.max_memory_allocated() saw {format_bytes(counted)} above the start, the records "
                 f"{format_bytes(numbers.peak_bytes)}: another thread or stream allocated meanwhile"
             )
+    if threads:
+        names = ", ".join(sorted(set(threads))[:3])
+        notes.append(
+            f"{len(threads)} Python thread(s) started during the call ({names}); "
+            "torch's profiler records only the calling thread, so their allocations are not counted"
+        )
     if raw.other_thread_bytes:
         notes.append(
             f"{format_bytes(raw.other_thread_bytes)} allocated on other threads were recorded but "
@@ -382,9 +424,11 @@ def _profile_calls(
 
 def _failure_error(
     error: BaseException, name: str, peak: int, peak_op: str | None, options: RunOptions
-) -> UserCodeError:
+) -> MemprofError:
     where = f" while {peak_op} ran" if peak_op else ""
-    if isinstance(error, torch.OutOfMemoryError | MemoryError):
+    if isinstance(error, MemprofError):
+        return error
+    if _is_out_of_memory(error):
         return UserCodeError(
             f"{name} ran out of memory ({_first_line(error)}) after reaching {format_bytes(peak)} "
             f"above its start{where}",

@@ -1,0 +1,142 @@
+"""When the profiled code fails: the right exit code, the numbers reached, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+
+MiB = 1024 * 1024
+
+FAILING = """
+import threading
+
+import torch
+
+MiB = 1024 * 1024
+
+def runs_out():
+    keep = torch.empty(64 * MiB, dtype=torch.uint8)
+    more = torch.empty(2**60, dtype=torch.uint8)  # no machine has this: the allocator refuses
+    return keep, more
+
+def raises_memory_error():
+    keep = torch.empty(16 * MiB, dtype=torch.uint8)
+    raise MemoryError("simulated")
+
+def interrupted():
+    keep = torch.empty(MiB, dtype=torch.uint8)
+    raise KeyboardInterrupt
+
+def threaded():
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.empty(8 * MiB, dtype=torch.uint8)), name="loader")
+    worker.start()
+    worker.join()
+    return out
+
+def nothing():
+    return 42
+
+def simple():
+    return torch.ones(1024, dtype=torch.uint8)
+"""
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def invoke(runner, *args):
+    return runner.invoke(app, ["run", *args, "-q", "--device", "cpu"])
+
+
+def test_cpu_out_of_memory_reports_peak_reached_and_op(runner, make_module, tmp_path):
+    module = make_module(FAILING)
+    out = tmp_path / "r.json"
+    result = invoke(runner, f"{module}:runs_out", "--json", str(out))
+    assert result.exit_code == 3
+    assert "ran out of memory" in result.output
+    assert "after reaching 64.0 MiB above its start while aten::empty ran" in result.output
+    assert not out.exists()
+
+
+def test_memory_error_is_exit_3_with_the_peak(runner, make_module):
+    module = make_module(FAILING)
+    result = invoke(runner, f"{module}:raises_memory_error")
+    assert result.exit_code == 3
+    assert "ran out of memory (MemoryError: simulated) after reaching 16.0 MiB" in result.output
+
+
+def test_ctrl_c_is_130_and_writes_nothing(runner, make_module, tmp_path):
+    module = make_module(FAILING)
+    outputs = [tmp_path / "r.json", tmp_path / "ops.csv"]
+    result = invoke(runner, f"{module}:interrupted", "--json", str(outputs[0]), "--csv", str(outputs[1]))
+    assert result.exit_code == 130
+    assert "interrupted" in result.output
+    assert not any(p.exists() for p in outputs)
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_threads_started_during_the_call_are_warned_about(runner, make_module, tmp_path):
+    module = make_module(FAILING)
+    out = tmp_path / "r.json"
+    result = invoke(runner, f"{module}:threaded", "--json", str(out))
+    assert result.exit_code == 0
+    assert "thread(s) started during the call (loader)" in result.output
+    run = json.loads(out.read_text())["runs"]["eager"]
+    # The 8 MiB allocated on the loader thread are invisible to torch's profiler.
+    assert run["peak_bytes"] == 0
+    assert any("not counted" in note for note in run["notes"])
+
+
+def test_a_function_that_allocates_nothing_reports_zeros_and_a_note(runner, make_module, tmp_path):
+    module = make_module(FAILING)
+    out = tmp_path / "r.json"
+    result = invoke(runner, f"{module}:nothing", "--json", str(out))
+    assert result.exit_code == 0
+    run = json.loads(out.read_text())["runs"]["eager"]
+    assert (run["peak_bytes"], run["allocated_bytes"], run["net_bytes"]) == (0, 0, 0)
+    assert "no allocations were recorded" in result.output
+
+
+def test_unknown_compile_backend_is_exit_3_with_hint(runner, make_module):
+    module = make_module(FAILING)
+    result = invoke(runner, f"{module}:simple", "--mode", "compile", "--backend", "no_such_backend")
+    assert result.exit_code == 3
+    assert "torch.compile" in result.output and "try --mode eager" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
+    module = make_module(FAILING)
+    out = tmp_path / "r.json"
+    result = invoke(runner, f"{module}:simple", "--compare-compile", "--backend", "no_such_backend", "--json", str(out))
+    assert result.exit_code == 3
+    data = json.loads(out.read_text())
+    assert data["runs"]["eager"]["status"] == "ok"
+    assert data["runs"]["eager"]["peak_bytes"] == 1024
+    assert data["runs"]["compile"]["status"] == "failed"
+    assert "try --mode eager" in data["runs"]["compile"]["error"]
+    assert "diff" not in data
+    assert "compile  failed" in result.output
+
+
+def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
+    from memprof import fileio
+
+    target = tmp_path / "report.json"
+    target.write_text("previous")
+
+    def explode(handle):
+        handle.write("partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        fileio.atomic_write(target, explode)
+    assert target.read_text() == "previous"
+    assert list(tmp_path.iterdir()) == [target]
