@@ -141,29 +141,41 @@ class RunResult:
         frame = pd.DataFrame(rows, columns=[*OP_FIELDS, "self_us", "total_us"])
         for column in OP_FIELDS[1:]:
             frame[column] = frame[column].astype("int64")
-        timeline = data.get("timeline") or {}
+        at = f"runs.{label}"
+        timeline = _typed(data.get("timeline"), dict, {}, where, f"{at}.timeline")
+        counters = _typed(data.get("device_counters"), dict, {}, where, f"{at}.device_counters")
+        compile_seconds = data.get("compile_seconds")
+        peak_op = data.get("peak_op")
         return RunResult(
             label=label,
             mode=str(data.get("mode", label)),
-            peak_bytes=_int(data["peak_bytes"], where, f"runs.{label}.peak_bytes"),
-            allocated_bytes=_int(data.get("allocated_bytes", 0), where, f"runs.{label}.allocated_bytes"),
-            net_bytes=_int(data.get("net_bytes", 0), where, f"runs.{label}.net_bytes"),
-            inputs_bytes=_int(data.get("inputs_bytes", 0), where, f"runs.{label}.inputs_bytes"),
+            peak_bytes=_int(data["peak_bytes"], where, f"{at}.peak_bytes"),
+            allocated_bytes=_int(data.get("allocated_bytes", 0), where, f"{at}.allocated_bytes"),
+            net_bytes=_int(data.get("net_bytes", 0), where, f"{at}.net_bytes"),
+            inputs_bytes=_int(data.get("inputs_bytes", 0), where, f"{at}.inputs_bytes"),
             wall_ms=_float(data.get("wall_ms")),
-            wall_ms_all=[_float(v) for v in data.get("wall_ms_all") or []],
-            repeat=_int(data.get("repeat", 1), where, f"runs.{label}.repeat"),
+            wall_ms_all=[
+                _float(v) for v in _typed(data.get("wall_ms_all"), list, [], where, f"{at}.wall_ms_all")
+            ],
+            repeat=_int(data.get("repeat", 1), where, f"{at}.repeat"),
             ops=frame,
-            peak_op=data.get("peak_op"),
-            peak_op_stack=[str(s) for s in data.get("peak_op_stack") or []],
-            compile_seconds=_float(data["compile_seconds"])
-            if data.get("compile_seconds") is not None
-            else None,
-            timeline_ns=[int(t) for t in timeline.get("t_ns") or []],
-            timeline_bytes=[int(b) for b in timeline.get("bytes") or []],
-            device_counters={str(k): int(v) for k, v in (data.get("device_counters") or {}).items()},
-            records=int(data.get("records", 0) or 0),
-            notes=[str(n) for n in data.get("notes") or []],
-            failed=data.get("error") if data.get("status") == "failed" else None,
+            peak_op=None if peak_op is None else str(peak_op),
+            peak_op_stack=[
+                str(s) for s in _typed(data.get("peak_op_stack"), list, [], where, f"{at}.peak_op_stack")
+            ],
+            compile_seconds=None if compile_seconds is None else _float(compile_seconds),
+            timeline_ns=[
+                _int(t, where, f"{at}.timeline.t_ns")
+                for t in _typed(timeline.get("t_ns"), list, [], where, f"{at}.timeline.t_ns")
+            ],
+            timeline_bytes=[
+                _int(b, where, f"{at}.timeline.bytes")
+                for b in _typed(timeline.get("bytes"), list, [], where, f"{at}.timeline.bytes")
+            ],
+            device_counters={str(k): _int(v, where, f"{at}.device_counters") for k, v in counters.items()},
+            records=_int(data.get("records", 0) or 0, where, f"{at}.records"),
+            notes=[str(n) for n in _typed(data.get("notes"), list, [], where, f"{at}.notes")],
+            failed=str(data.get("error")) if data.get("status") == "failed" else None,
         )
 
 
@@ -288,6 +300,15 @@ def _require(data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
     missing = [k for k in keys if k not in data]
     if missing:
         raise InputError(f"{where}: missing {', '.join(repr(k) for k in missing)}; is this a memprof report?")
+
+
+def _typed(value: Any, kind: type, default: Any, where: str, key: str) -> Any:
+    """``value`` when it is a ``kind`` (None -> ``default``); anything else -> InputError."""
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise InputError(f"{where}: {key} must be a JSON {'object' if kind is dict else 'array'}")
+    return value
 
 
 def _int(value: Any, where: str, key: str) -> int:

@@ -33,7 +33,8 @@ def interrupted():
 
 def threaded():
     out = []
-    worker = threading.Thread(target=lambda: out.append(torch.empty(8 * MiB, dtype=torch.uint8)), name="loader")
+    load = lambda: out.append(torch.empty(8 * MiB, dtype=torch.uint8))  # noqa: E731
+    worker = threading.Thread(target=load, name="loader")
     worker.start()
     worker.join()
     return out
@@ -115,7 +116,9 @@ def test_unknown_compile_backend_is_exit_3_with_hint(runner, make_module):
 def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
     module = make_module(FAILING)
     out = tmp_path / "r.json"
-    result = invoke(runner, f"{module}:simple", "--compare-compile", "--backend", "no_such_backend", "--json", str(out))
+    result = invoke(
+        runner, f"{module}:simple", "--compare-compile", "--backend", "no_such_backend", "--json", str(out)
+    )
     assert result.exit_code == 3
     data = json.loads(out.read_text())
     assert data["runs"]["eager"]["status"] == "ok"
@@ -140,3 +143,34 @@ def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
         fileio.atomic_write(target, explode)
     assert target.read_text() == "previous"
     assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.slow
+def test_missing_cxx_compiler_is_one_line_exit_3_and_eager_still_written(make_module, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    module = make_module(
+        FAILING
+        + "\ndef small(x):\n    return (x * 2).sin().sum()\n"
+        + "\ndef small_inputs():\n    return (torch.randn(100),)\n"
+    )
+    env = {**os.environ, "CXX": "/nonexistent/g++", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "memprof", "run", f"{module}:small", "--compare-compile", "--fresh-compile"]
+        + ["--device", "cpu", "-q", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 3
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("memprof: error: torch.compile of small failed: InductorError: InvalidCxxCompiler")
+    assert last.endswith("try --mode eager")
+    assert "Traceback" not in done.stderr
+    data = json.loads(out.read_text())
+    assert data["runs"]["eager"]["status"] == "ok" and data["runs"]["compile"]["status"] == "failed"

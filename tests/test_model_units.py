@@ -1,0 +1,206 @@
+"""Reports load back as data only; sizes and percentages parse or say what a good one is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memprof.errors import InputError, MemprofError, UsageError
+from memprof.model import Report, load_report
+from memprof.units import (
+    format_bytes,
+    format_torch_memory,
+    parse_percent,
+    parse_size,
+    parse_torch_memory,
+)
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("800MB", 800 * MiB),
+        ("800 MB", 800 * MiB),
+        ("1.5GiB", 1536 * MiB),
+        ("123456", 123456),
+        ("2kb", 2048),
+        ("0", 0),
+        ("1e3", 1000),
+        (" 10 MiB ", 10 * MiB),
+    ],
+)
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "MB", "-5MB", "12 parsecs", "1.2.3GB", "nan", "inf GB"])
+def test_bad_size_names_a_good_example(text):
+    with pytest.raises(UsageError, match="800MB"):
+        parse_size(text)
+
+
+@given(st.text(max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_size_parser_raises_only_its_own_error(text):
+    try:
+        assert parse_size(text) >= 0
+    except UsageError:
+        pass
+
+
+@given(st.text(max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_percent_parser_raises_only_its_own_error(text):
+    try:
+        assert parse_percent(text) >= 0
+    except UsageError:
+        pass
+
+
+def test_percent():
+    assert parse_percent("5%") == pytest.approx(0.05)
+    assert parse_percent("5") == pytest.approx(0.05)
+    assert parse_percent("0.5%") == pytest.approx(0.005)
+    with pytest.raises(UsageError, match="5%"):
+        parse_percent("-3%")
+
+
+@given(st.integers(min_value=-(2**50), max_value=2**50))
+def test_torch_memory_format_round_trips_within_printed_rounding(nbytes):
+    text = format_torch_memory(nbytes)
+    parsed = parse_torch_memory(text)
+    assert parsed is not None
+    unit = 1 if abs(nbytes) < 1024 else 1024 ** min(3, (len(bin(abs(nbytes))) - 3) // 10)
+    assert abs(parsed - nbytes) <= 0.005 * unit + 1
+
+
+def test_torch_memory_spellings():
+    assert parse_torch_memory("244.14 MB") == round(244.14 * MiB)
+    assert parse_torch_memory("-486.37 MB") == -round(486.37 * MiB)
+    assert parse_torch_memory("40 B") == 40
+    assert parse_torch_memory("-40") == -40
+    assert parse_torch_memory("1.50 Gb") == 1536 * MiB
+    assert parse_torch_memory("12.00 Kb") == 12 * 1024
+    assert parse_torch_memory("1.00 TB") == 1024**4
+    assert parse_torch_memory("fast") is None
+
+
+def test_format_bytes():
+    assert format_bytes(834_000_000) == "795.4 MiB"
+    assert format_bytes(-40) == "-40 B"
+    assert format_bytes(2_000_000, signed=True) == "+1.9 MiB"
+    assert format_bytes(None) == "-"
+
+
+def _report_dict():
+    return {
+        "schema_version": 1,
+        "target": "m:f",
+        "device": "cpu",
+        "environment": {"torch": "2.13.0"},
+        "runs": {
+            "eager": {
+                "peak_bytes": 100,
+                "allocated_bytes": 150,
+                "net_bytes": 10,
+                "ops": [
+                    {
+                        "name": "aten::add",
+                        "calls": 2,
+                        "self_bytes": 10,
+                        "total_bytes": 10,
+                        "allocated_bytes": 150,
+                        "peak_bytes": 100,
+                    }
+                ],
+            }
+        },
+    }
+
+
+def test_report_round_trips(tmp_path):
+    report = Report.from_dict(_report_dict())
+    path = tmp_path / "r.json"
+    path.write_text(report.to_json())
+    again = load_report(path)
+    assert again.runs["eager"].peak_bytes == 100
+    assert again.runs["eager"].ops.iloc[0]["calls"] == 2
+    assert again.to_dict()["runs"] == report.to_dict()["runs"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(schema_version=2), "schema_version is 2"),
+        (lambda d: d.pop("runs"), "missing 'runs'"),
+        (lambda d: d.update(runs=[]), "'runs' must be an object"),
+        (lambda d: d["runs"]["eager"].update(peak_bytes="big"), "peak_bytes must be a number"),
+        (lambda d: d["runs"]["eager"].update(ops=[{"calls": 1}]), "must be an object with a 'name'"),
+    ],
+)
+def test_wrong_shapes_are_input_errors_with_the_path(tmp_path, mutate, message):
+    data = _report_dict()
+    mutate(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=message) as caught:
+        load_report(path)
+    assert str(path) in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_malformed_json_and_missing_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON: .* line 1 column 2"):
+        load_report(path)
+    with pytest.raises(InputError, match="does not exist"):
+        load_report(tmp_path / "missing.json")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+RUN_KEYS = ["peak_bytes", "allocated_bytes", "net_bytes", "inputs_bytes", "wall_ms", "wall_ms_all", "repeat",
+            "ops", "peak_op", "peak_op_stack", "compile_seconds", "timeline", "device_counters", "records",
+            "notes", "status", "error", "mode"]  # fmt: skip
+OP_KEYS = [
+    "name",
+    "calls",
+    "self_bytes",
+    "total_bytes",
+    "allocated_bytes",
+    "peak_bytes",
+    "self_us",
+    "total_us",
+]
+
+
+@given(json_values)
+@settings(max_examples=300, deadline=None)
+def test_report_loader_raises_only_memprof_errors(data):
+    try:
+        Report.from_dict(data)
+    except MemprofError:
+        pass
+
+
+@given(st.sampled_from(RUN_KEYS), json_values, st.sampled_from(OP_KEYS), json_values)
+@settings(max_examples=500, deadline=None)
+def test_one_wrong_field_in_a_valid_report_is_an_input_error_or_accepted(run_key, value, op_key, op_value):
+    data = _report_dict()
+    data["runs"]["eager"]["ops"][0][op_key] = op_value
+    data["runs"]["eager"][run_key] = value
+    try:
+        Report.from_dict(data).to_json()
+    except MemprofError:
+        pass
