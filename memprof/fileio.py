@@ -52,12 +52,20 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) 
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             write(handle)
+        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
+        os.chmod(tmp, out.stat().st_mode & 0o777 if out.exists() else 0o666 & ~_umask())
         os.replace(tmp, out)
     except BaseException:
         # Also on KeyboardInterrupt: the temporary file must not stay behind.
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

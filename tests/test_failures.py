@@ -174,3 +174,11 @@ def test_missing_cxx_compiler_is_one_line_exit_3_and_eager_still_written(make_mo
     assert "Traceback" not in done.stderr
     data = json.loads(out.read_text())
     assert data["runs"]["eager"]["status"] == "ok" and data["runs"]["compile"]["status"] == "failed"
+
+
+def test_atomic_write_gives_ordinary_permissions(tmp_path):
+    from memprof import fileio
+
+    path = fileio.atomic_write_text(tmp_path / "out.csv", "a,b\n")
+    assert path.read_text() == "a,b\n"
+    assert path.stat().st_mode & 0o044 == 0o044  # readable by group and others, as with open()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import pandas as pd
 from tabulate import tabulate
 
 from memprof.units import format_bytes
@@ -70,7 +71,11 @@ def _diff_ops(report: Report, sort: str, top: int) -> str:
     ops = diff.ops
     column = SORT_COLUMNS[sort]
     key = ops[[f"{column}_{a}", f"{column}_{b}"]].abs().fillna(0).max(axis=1)
-    ops = ops.loc[key.sort_values(ascending=False, kind="stable").index].head(top)
+    ordered = ops.loc[key.sort_values(ascending=False, kind="stable").index]
+    # Fused kernels explain where the eager ops went: always show them, even when they allocate nothing.
+    kernels = ordered[ordered["fused_ops"].map(bool)]
+    shown = ordered.head(top)
+    ops = pd.concat([shown, kernels[~kernels.index.isin(shown.index)]])
 
     def size(value: float) -> str:
         return "-" if isinstance(value, float) and math.isnan(value) else format_bytes(int(value))

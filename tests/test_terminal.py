@@ -1,0 +1,43 @@
+"""The terminal summary, golden: rendered from a real captured report (tests/data/similarity.json).
+
+Regenerate after an intended change with ``MEMPROF_REGEN_GOLDEN=1 pytest tests/test_terminal.py``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memprof.model import load_report
+from memprof.report.terminal import render_terminal
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("MEMPROF_REGEN_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.fixture
+def report():
+    return load_report(DATA / "similarity.json")
+
+
+def test_two_runs_side_by_side(report):
+    check_golden("terminal_similarity.txt", render_terminal(report, sort="peak", top=6))
+
+
+def test_single_run_sorted_by_self(report):
+    del report.runs["compile"]
+    check_golden("terminal_similarity_eager_self.txt", render_terminal(report, sort="self", top=5))
+
+
+def test_fused_kernel_always_shown(report):
+    text = render_terminal(report, top=1)
+    assert "cpp_fused_abs_lt_sub_sum_unsqueeze_0" in text and "fuses abs, lt, sub, sum, unsqueeze" in text
