@@ -150,6 +150,9 @@ class RunNumbers:
     peak_op_stack: list[str]
     calls: int
     records: int
+    region_peak_bytes: int = 0
+    """Highest live bytes over the whole profile above its start (between calls included):
+    what a device allocator's global high-water mark sees."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,7 @@ def analyze(raw: RawProfile) -> Analysis:
         peak_op_stack=stack,
         calls=len(raw.calls),
         records=len(times),
+        region_peak_bytes=int(max(live.max(), 0)) if len(live) else 0,
     )
     timeline_ns, timeline_bytes = _timeline(times, live, call_start, call_end, lo, hi)
     return Analysis(numbers=numbers, ops=ops, timeline_ns=timeline_ns, timeline_bytes=timeline_bytes)

@@ -369,15 +369,9 @@ def _profile_calls(
     if failure is not None:
         raise _failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options)
     if cuda:
-        counted = (
-            device_counters["max_memory_allocated_bytes"] - device_counters["memory_allocated_start_bytes"]
-        )
-        device_counters["allocator_peak_above_start_bytes"] = counted
-        if numbers.peak_bytes and abs(counted - numbers.peak_bytes) > max(0.01 * counted, 1 << 20):
-            notes.append(
-                f"torch.cuda.max_memory_allocated() saw {format_bytes(counted)} above the start, the records "
-                f"{format_bytes(numbers.peak_bytes)}: another thread or stream allocated meanwhile"
-            )
+        note = cuda_crosscheck(device_counters, numbers.region_peak_bytes)
+        if note:
+            notes.append(note)
     if threads:
         names = ", ".join(sorted(set(threads))[:3])
         notes.append(
@@ -420,6 +414,24 @@ def _profile_calls(
         records=numbers.records,
         notes=notes,
     )
+
+
+def cuda_crosscheck(counters: dict[str, int], region_peak_bytes: int) -> str | None:
+    """Compare the CUDA caching allocator's own peak with the records' peak over the same span.
+
+    Adds ``allocator_peak_above_start_bytes`` to ``counters``; returns a note when they differ by
+    more than 1% (and 1 MiB): then something the profiler did not record (another thread, a
+    stream callback) allocated meanwhile.
+    """
+    counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
+    counters["allocator_peak_above_start_bytes"] = counted
+    if abs(counted - region_peak_bytes) > max(0.01 * max(counted, region_peak_bytes), 1 << 20):
+        return (
+            f"torch.cuda.max_memory_allocated() rose {format_bytes(counted)} above the start, the "
+            f"profiler's records {format_bytes(region_peak_bytes)}: memory was allocated where the "
+            "profiler does not record (another thread?)"
+        )
+    return None
 
 
 def _failure_error(

@@ -1,0 +1,104 @@
+"""The CUDA branch, through the same code path as the CPU one, with recorded-event fixtures
+(there is no GPU here): kineto-like events carrying CUDA memory records, and the allocator
+cross-check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
+from memprof.runner import cuda_crosscheck
+
+MiB = 1024 * 1024
+
+
+class DeviceType(Enum):
+    CPU = 0
+    CUDA = 1
+
+
+@dataclass
+class FakeEvent:
+    """The accessors of torch's ``_KinetoEvent`` that memprof reads."""
+
+    _name: str
+    _start: int
+    _end: int
+    _device: DeviceType = DeviceType.CPU
+    _index: int = -1
+    _nbytes: int = 0
+    _thread: int = 1
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self._start
+
+    def end_ns(self):
+        return self._end
+
+    def device_type(self):
+        return self._device
+
+    def device_index(self):
+        return self._index
+
+    def nbytes(self):
+        return self._nbytes
+
+    def start_thread_id(self):
+        return self._thread
+
+    def end_thread_id(self):
+        return self._thread
+
+    def is_async(self):
+        return False
+
+    def is_hidden_event(self):
+        return False
+
+
+def mem(t, nbytes, device=DeviceType.CUDA, index=0):
+    return FakeEvent("[memory]", t, t, device, index, nbytes)
+
+
+def events():
+    return [
+        FakeEvent(CALL_MARKER, 0, 1000),
+        FakeEvent("aten::empty", 10, 20),
+        mem(15, 300 * MiB),  # cuda:0
+        mem(16, 64, DeviceType.CPU),  # a host-side scratch allocation
+        FakeEvent("aten::matmul", 100, 200),
+        mem(150, 200 * MiB),
+        mem(160, 900 * MiB, index=1),  # another GPU
+        mem(170, -200 * MiB),
+        # a device kernel event: not a CPU op, must not become an op row
+        FakeEvent("void at::native::elementwise_kernel<128, 2>", 120, 180, DeviceType.CUDA, 0),
+    ]
+
+
+def test_cuda_peak_counts_only_the_chosen_device():
+    raw = raw_from_kineto(events(), device_type="CUDA", device_index=0)
+    analysis = analyze(raw)
+    assert analysis.numbers.peak_bytes == 500 * MiB
+    assert analysis.numbers.peak_op == "aten::matmul"
+    names = set(analysis.ops["name"])
+    assert "void at::native::elementwise_kernel<128, 2>" not in names
+    matmul = analysis.ops.set_index("name").loc["aten::matmul"]
+    assert matmul.peak_bytes == 200 * MiB and matmul.total_bytes == 0
+
+
+def test_cpu_run_ignores_device_records():
+    analysis = analyze(raw_from_kineto(events(), device_type="CPU"))
+    assert analysis.numbers.peak_bytes == 64
+
+
+def test_allocator_crosscheck_agrees_or_says_why():
+    counters = {"memory_allocated_start_bytes": 100 * MiB, "max_memory_allocated_bytes": 600 * MiB}
+    assert cuda_crosscheck(counters, 500 * MiB) is None
+    assert counters["allocator_peak_above_start_bytes"] == 500 * MiB
+    note = cuda_crosscheck(dict(counters), 300 * MiB)
+    assert note is not None and "500.0 MiB" in note and "300.0 MiB" in note
