@@ -132,10 +132,13 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         "",
     ]
     verdicts = [d.verdict for d in report.diffs()]
+    ok = report.ok_runs()
+    if not verdicts and len(ok) == 1:
+        during = f" during {ok[0].peak_op}" if ok[0].peak_op else ""
+        verdicts = [f"{ok[0].label}: peak {format_bytes(ok[0].peak_bytes)} above the call's start{during}"]
     for verdict in verdicts:
         lines += [f"**{escape_text(verdict)}**", ""]
     lines += [*_runs_table(report), ""]
-    ok = report.ok_runs()
     if len(ok) >= 2:
         lines += [f"### Top {top} ops by peak, {escape_text(ok[0].label)} vs {escape_text(ok[1].label)}", ""]
         lines += [*_diff_ops(report, top), ""]
@@ -149,8 +152,8 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
     ]
     if notes:
         lines += ["### Notes", "", *notes, ""]
-    lines.append(
-        "<sub>peak: most live bytes above the call's start (allocator records); sizes in KiB/MiB/GiB "
-        "(1024-based); delta = second run - first.</sub>"
-    )
+    legend = "peak: most live bytes above the call's start (allocator records); sizes are 1024-based"
+    if len(ok) >= 2:
+        legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
+    lines.append(f"<sub>{legend}.</sub>")
     return "\n".join(lines) + "\n"
