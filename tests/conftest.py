@@ -15,7 +15,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--update-golden",
         action="store_true",
         default=False,
-        help="Rewrite tests/golden/* from the current output instead of comparing (or MEMPROF_UPDATE_GOLDEN=1).",
+        help="Rewrite tests/golden/* instead of comparing (or set MEMPROF_UPDATE_GOLDEN=1).",
     )
 
 
