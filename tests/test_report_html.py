@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 
+from memprof.errors import UsageError
 from memprof.model import Report, load_report
 from memprof.report.html import MAX_TIMELINE_POINTS, SECTION_IDS, _reduce, render_html
 
@@ -150,3 +151,17 @@ def test_long_timelines_are_reduced_keeping_the_peak(length: int) -> None:
     assert kept_ns == sorted(kept_ns)
     if length <= MAX_TIMELINE_POINTS:
         assert kept_values == values
+
+
+def test_jupyter_without_matplotlib_shows_everything_but_the_chart(
+    compare_report: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
+    fragment = compare_report._repr_html_()
+    assert "<svg" not in fragment
+    assert "The chart needs matplotlib: <code>pip install &#x27;memprof[html]&#x27;</code>" in fragment
+    assert re.findall(r'<section id="([^"]+)">', fragment) == list(SECTION_IDS)
+    with pytest.raises(UsageError, match=r"pip install 'memprof\[html\]'"):
+        render_html(compare_report)

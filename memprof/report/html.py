@@ -241,8 +241,13 @@ def _runs(report: Report) -> str:
 
 
 def _timeline(report: Report) -> str:
+    import importlib.util
+
     runs = [r for r in report.ok_runs() if r.timeline_ns]
-    if not runs:
+    if runs and importlib.util.find_spec("matplotlib") is None:
+        # Only reachable from Jupyter: files check for matplotlib before anything runs.
+        body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
+    elif not runs:
         body = '<p class="empty">No allocations were recorded, so there is no timeline to draw.</p>'
     else:
         caption = "Live bytes above the call's start over time" + (
@@ -489,7 +494,8 @@ def render_html(report: Report, standalone: bool = True) -> str:
     Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable table), fused,
     notes, torch-table (torch's own table, collapsible).
     """
-    check_available()
+    if standalone:
+        check_available()
     title = f"memprof: {report.target}"
     body = (
         '<div class="memprof-report">'
