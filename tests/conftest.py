@@ -1,18 +1,165 @@
-"""Shared fixtures. Compiling is slow (~11 s cold), so the compiled similarity report is made
-once per session and shared by every test that needs a compiled run."""
+"""Shared fixtures: hand-built reports with known numbers, a working directory for user modules,
+and one compiled run per session (compiling costs ~11 s cold: every test that needs a compiled
+run shares ``similarity_report``)."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-MiB = 1024 * 1024
+from memprof.model import Report, RunResult
+
 _counter = itertools.count()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="Rewrite tests/golden/* instead of comparing (or set MEMPROF_UPDATE_GOLDEN=1).",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden")) or os.environ.get("MEMPROF_UPDATE_GOLDEN") == "1"
+
+
+MIB = 1024 * 1024
+
+# Names that must survive every format: HTML-special, Markdown-special, a table pipe, backticks.
+SCRIPT_LABEL = "<script>alert(1)</script>"
+PIPE_NAME = "my|op & <b>'quoted' \"twice\"</b>"
+TICK_NAME = "weird `tick` *star* _under_"
+
+
+def ops_frame(rows: list[tuple[str, int, int, int, int, int]]) -> pd.DataFrame:
+    """(name, calls, self, total, allocated, peak) rows -> the canonical ops frame (times 1 us/call)."""
+    frame = pd.DataFrame(
+        rows, columns=["name", "calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"]
+    )
+    frame["self_us"] = frame["calls"].astype(float)
+    frame["total_us"] = frame["calls"].astype(float) * 2
+    return frame
+
+
+def _run(
+    label: str, mode: str, peak: int, allocated: int, net: int, ops: pd.DataFrame, **extra: object
+) -> RunResult:
+    return RunResult(
+        label=label,
+        mode=mode,
+        peak_bytes=peak,
+        allocated_bytes=allocated,
+        net_bytes=net,
+        inputs_bytes=2 * MIB,
+        wall_ms=12.5,
+        ops=ops,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def make_compare_report() -> Report:
+    """eager vs compile with exactly known bytes: eager allocates a 256 MiB temporary in
+    ``aten::sub`` and 64 MiB in ``aten::abs`` on top (peak 320 MiB during abs); the compiled run
+    fuses sub+abs into one kernel that allocates only its 1 MiB output."""
+    eager_ops = ops_frame(
+        [
+            ("aten::sub", 1, 256 * MIB, 256 * MIB, 256 * MIB, 256 * MIB),
+            ("aten::abs", 1, 64 * MIB, 64 * MIB, 64 * MIB, 64 * MIB),
+            (SCRIPT_LABEL, 1, -319 * MIB, 1 * MIB, 320 * MIB, 320 * MIB),
+            (PIPE_NAME, 2, 0, 0, 0, 0),
+            (TICK_NAME, 1, 1024, 1024, 1024, 1024),
+        ]
+    )
+    compile_ops = ops_frame(
+        [
+            ("cpp_fused_abs_sub_0", 1, 1 * MIB, 1 * MIB, 1 * MIB, 1 * MIB),
+            (SCRIPT_LABEL, 1, 0, 1 * MIB, 1 * MIB, 1 * MIB),
+            (PIPE_NAME, 2, 0, 0, 0, 0),
+        ]
+    )
+    eager = _run(
+        "eager",
+        "eager",
+        320 * MIB,
+        320 * MIB + 1024,
+        1 * MIB + 1024,
+        eager_ops,
+        peak_op="aten::abs",
+        peak_op_stack=[SCRIPT_LABEL, "aten::abs"],
+        timeline_ns=[0, 1_000_000, 2_000_000, 3_000_000, 4_000_000],
+        timeline_bytes=[0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB],
+        torch_table="Name  Self CPU Mem\n<script>alert(1)</script>  -319.00 MB\n",
+    )
+    compiled = _run(
+        "compile",
+        "compile",
+        1 * MIB,
+        1 * MIB,
+        1 * MIB,
+        compile_ops,
+        peak_op="cpp_fused_abs_sub_0",
+        compile_seconds=4.3,
+        timeline_ns=[0, 500_000, 900_000],
+        timeline_bytes=[0, 1 * MIB, 1 * MIB],
+        notes=["1 block(s) allocated before profiling were freed during it"],
+    )
+    return Report(
+        target="tests.workload:sub_abs",
+        device="cpu",
+        runs={"eager": eager, "compile": compiled},
+        environment={"torch": "2.13.0+cpu", "python": "3.11.7", "platform": "Linux", "device_name": "x86_64"},
+        created="2026-01-02T03:04:05+00:00",
+    )
+
+
+def make_single_report() -> Report:
+    """One eager run: three 4 MiB buffers from ``aten::empty`` and one from ``aten::add`` (16 MiB
+    allocated); at most two are alive at once (peak 8 MiB, during add); one is left (net 4 MiB)."""
+    ops = ops_frame(
+        [
+            ("aten::empty", 3, 12 * MIB, 12 * MIB, 12 * MIB, 4 * MIB),
+            ("aten::add", 1, 4 * MIB, 4 * MIB, 4 * MIB, 4 * MIB),
+            ("[memory]", 0, -12 * MIB, -12 * MIB, 0, 0),  # frees outside any op
+        ]
+    )
+    run = _run(
+        "eager",
+        "eager",
+        8 * MIB,
+        16 * MIB,
+        4 * MIB,
+        ops,
+        peak_op="aten::add",
+        timeline_ns=[0, 10, 20, 30],
+        timeline_bytes=[0, 4 * MIB, 8 * MIB, 4 * MIB],
+    )
+    return Report(
+        target="tests/workload.py:three",
+        device="cpu",
+        runs={"eager": run},
+        environment={"torch": "2.13.0+cpu"},
+        created="2026-01-02T03:04:05+00:00",
+    )
+
+
+@pytest.fixture
+def compare_report() -> Report:
+    return make_compare_report()
+
+
+@pytest.fixture
+def single_report() -> Report:
+    return make_single_report()
 
 
 @pytest.fixture(scope="session")
@@ -22,10 +169,10 @@ def similarity_report():
     from memprof.examples.similarity import similarity, similarity_inputs
     from memprof.target import Inputs
 
-    x, y = similarity_inputs()
+    inputs = Inputs(args=similarity_inputs(), source="memprof.examples.similarity:similarity_inputs")
     report, error = run_variants(
         "memprof.examples.similarity:similarity",
-        mode_variants(similarity, Inputs(args=(x, y)), "both", "similarity"),
+        mode_variants(similarity, inputs, "both", "similarity"),
         device="cpu",
         keep_table=True,
     )

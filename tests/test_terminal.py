@@ -1,10 +1,9 @@
 """The terminal summary, golden: rendered from a real captured report (tests/data/similarity.json).
 
-Regenerate after an intended change with ``MEMPROF_REGEN_GOLDEN=1 pytest tests/test_terminal.py``."""
+Regenerate after an intended change with ``pytest tests/test_terminal.py --update-golden``."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def check_golden(name: str, text: str) -> None:
+def check_golden(name: str, text: str, update: bool) -> None:
     path = GOLDEN / name
-    if os.environ.get("MEMPROF_REGEN_GOLDEN"):
+    if update:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert text == path.read_text()
@@ -29,13 +28,15 @@ def report():
     return load_report(DATA / "similarity.json")
 
 
-def test_two_runs_side_by_side(report):
-    check_golden("terminal_similarity.txt", render_terminal(report, sort="peak", top=6))
+def test_two_runs_side_by_side(report, update_golden):
+    check_golden("terminal_similarity.txt", render_terminal(report, sort="peak", top=6), update_golden)
 
 
-def test_single_run_sorted_by_self(report):
+def test_single_run_sorted_by_self(report, update_golden):
     del report.runs["compile"]
-    check_golden("terminal_similarity_eager_self.txt", render_terminal(report, sort="self", top=5))
+    check_golden(
+        "terminal_similarity_eager_self.txt", render_terminal(report, sort="self", top=5), update_golden
+    )
 
 
 def test_fused_kernel_always_shown(report):

@@ -49,7 +49,13 @@ def output_paths(
         for fmt, name in STANDARD_NAMES.items():
             if chosen[fmt] is None:
                 chosen[fmt] = out_dir / name
-    return {fmt: path for fmt, path in chosen.items() if path is not None}
+    outputs = {fmt: path for fmt, path in chosen.items() if path is not None}
+    if "html" in outputs:
+        # Before any profiling: a missing extra should not cost a whole run.
+        from memprof.report.html import check_available
+
+        check_available()
+    return outputs
 
 
 def write_outputs(report: Report, outputs: dict[str, Path], table_path: Path | None = None) -> None:

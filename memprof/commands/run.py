@@ -104,7 +104,7 @@ def run(
         compile_mode=compile_mode.value,
         backend=backend,
         fresh_compile=fresh_compile,
-        keep_table=table_path is not None,
+        keep_table=table_path is not None or "html" in outputs,
         status=status_printer(quiet),
     )
     typer.echo(render_terminal(report, sort=sort.value, top=top), nl=False)

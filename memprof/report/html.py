@@ -1,0 +1,522 @@
+"""HTML: one self-contained file (inline CSS, inline SVG chart, a small inline script).
+
+It makes no network request: no CDN, no web font, no image file. A Content-Security-Policy
+in the page forbids any other source, so it opens the same from ``file://`` offline, from a CI
+artifact or an e-mail attachment. Every name is HTML-escaped: op names and ``record_function``
+labels can hold ``<``, ``>``, ``&`` and quotes.
+
+The memory timeline is drawn by matplotlib (the ``html`` extra) into SVG, without pyplot and
+without touching matplotlib's global backend.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING, Any
+
+from memprof.errors import UsageError
+from memprof.units import format_bytes
+
+if TYPE_CHECKING:
+    from memprof.diff import RunDiff
+    from memprof.model import Report, RunResult
+
+INSTALL_HINT = "pip install 'memprof[html]'"
+
+# Section ids: stable anchors, also what the sample-report test compares.
+SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
+
+# Timelines longer than this are reduced (per-bucket minimum and maximum, peak kept) so the
+# SVG stays small; the peak and the shape survive, single short-lived steps may not.
+MAX_TIMELINE_POINTS = 4000
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+def check_available() -> None:
+    """Raise :class:`UsageError` (exit 2) when matplotlib, needed for the chart, is missing.
+
+    Called before profiling, so a missing extra does not cost a whole run."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(f"--html needs matplotlib for the memory timeline chart; {INSTALL_HINT}")
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _size_cell(value: Any, *, signed: bool = False) -> str:
+    """A right-aligned size: human text, exact bytes in ``data-sort`` and the tooltip."""
+    if _is_missing(value):
+        return '<td class="num" data-sort="">-</td>'
+    exact = int(value)
+    return (
+        f'<td class="num" data-sort="{exact}" title="{exact:,} B">'
+        f"{_e(format_bytes(exact, signed=signed))}</td>"
+    )
+
+
+def _int_cell(value: Any) -> str:
+    if _is_missing(value):
+        return '<td class="num" data-sort="">-</td>'
+    return f'<td class="num" data-sort="{int(value)}">{int(value):,}</td>'
+
+
+def _ms_cell(us: Any) -> str:
+    if _is_missing(us):
+        return '<td class="num" data-sort="">-</td>'
+    ms = float(us) / 1000
+    return f'<td class="num" data-sort="{float(us):.3f}">{ms:.2f} ms</td>'
+
+
+def _name_cell(name: str) -> str:
+    return f'<td class="name" data-sort="{_e(name)}"><code>{_e(name)}</code></td>'
+
+
+def _th(label: str, numeric: bool) -> str:
+    kind = "num" if numeric else "text"
+    return f'<th scope="col" data-type="{kind}" title="Click to sort">{_e(label)}</th>'
+
+
+def _ms_text(value: float | None) -> str:
+    if _is_missing(value):
+        return "-"
+    assert value is not None
+    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
+
+
+# ---------------------------------------------------------------------------------------- chart
+
+
+def _reduce(ns: list[int], values: list[int]) -> tuple[list[int], list[int]]:
+    """At most about MAX_TIMELINE_POINTS points: per bucket the first, minimum and maximum."""
+    if len(ns) <= MAX_TIMELINE_POINTS:
+        return ns, values
+    bucket = math.ceil(len(ns) / (MAX_TIMELINE_POINTS / 3))
+    keep: set[int] = {0, len(ns) - 1}
+    for start in range(0, len(ns), bucket):
+        chunk = range(start, min(start + bucket, len(ns)))
+        keep.add(start)
+        keep.add(max(chunk, key=values.__getitem__))
+        keep.add(min(chunk, key=values.__getitem__))
+    order = sorted(keep)
+    return [ns[i] for i in order], [values[i] for i in order]
+
+
+def _unit(peak: int) -> tuple[str, int]:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if peak >= scale:
+            return unit, scale
+    return "B", 1
+
+
+def timeline_svg(runs: list[RunResult]) -> str:
+    """The memory timeline as inline SVG: one panel per run (their scales can differ by 100x),
+    live bytes over time since the call started, the peak marked with the op running there."""
+    import io
+
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    drawn = [r for r in runs if r.timeline_ns]
+    fig = Figure(figsize=(11.0, 0.6 + 2.3 * len(drawn)), layout="constrained")
+    axes = fig.subplots(len(drawn), 1, squeeze=False)[:, 0]
+    colours = ("#1f6fb4", "#d9661f", "#2a9d4b", "#9b3fb5", "#8c564b")
+    for index, (ax, run) in enumerate(zip(axes, drawn, strict=True)):
+        ns, values = _reduce(run.timeline_ns, run.timeline_bytes)
+        top = max(max(values), run.peak_bytes, 1)
+        unit, scale = _unit(top)
+        ms = [t / 1e6 for t in ns]
+        ys = [v / scale for v in values]
+        colour = colours[index % len(colours)]
+        ax.step(ms, ys, where="post", color=colour, linewidth=1.4)
+        ax.fill_between(ms, ys, step="post", color=colour, alpha=0.15, linewidth=0)
+        peak_index = max(range(len(values)), key=values.__getitem__)
+        px, py = ms[peak_index], ys[peak_index]
+        ax.plot([px], [py], marker="v", color="#b00020", markersize=8, linestyle="none")
+        label = f"peak {format_bytes(run.peak_bytes)}"
+        if run.peak_op:
+            label += f" during {run.peak_op}"
+        right_half = px > (ms[-1] - ms[0]) / 2 + ms[0] if len(ms) > 1 else False
+        ax.annotate(
+            label,
+            (px, py),
+            xytext=(-8 if right_half else 8, -14),
+            textcoords="offset points",
+            ha="right" if right_half else "left",
+            va="top",
+            fontsize=9,
+            color="#b00020",
+            parse_math=False,
+        )
+        ax.set_ylim(0, top / scale * 1.12)
+        ax.set_ylabel(f"live {unit}", parse_math=False)
+        ax.set_title(f"{run.label}", loc="left", fontsize=10, parse_math=False)
+        ax.grid(True, color="#dddddd", linewidth=0.6)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[-1].set_xlabel("time since the call started (ms)")
+    buffer = io.StringIO()
+    # fonttype "none": text stays <text> (no font files, no outlines); a fixed hash salt keeps
+    # the ids, and so the sample reports, identical from one rendering to the next.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
+        fig.savefig(
+            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
+        )
+    svg = buffer.getvalue()
+    # Drop the XML declaration and the DOCTYPE (which names a DTD URL): inline SVG needs neither.
+    return svg[svg.index("<svg") :].strip()
+
+
+# ---------------------------------------------------------------------------------------- parts
+
+
+def _summary(report: Report) -> str:
+    env = report.environment
+    items = [
+        ("target", report.target),
+        ("device", f"{report.device} ({env['device_name']})" if env.get("device_name") else report.device),
+        ("torch", env.get("torch", "?")),
+        ("python", env.get("python", "?")),
+        ("platform", env.get("platform", "?")),
+    ]
+    if env.get("cpu_count"):
+        items.append(("CPUs", env["cpu_count"]))
+    items.append(("date", report.created or "?"))
+    known = {"torch", "python", "platform", "device_name", "cpu_count"}
+    items += [(key, value) for key, value in sorted(env.items()) if key not in known]
+    rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items)
+    return f'<section id="summary"><dl class="env">{rows}</dl></section>'
+
+
+def _verdict(report: Report) -> str:
+    verdicts = [d.verdict for d in report.diffs()]
+    ok = report.ok_runs()
+    if not verdicts:
+        if len(ok) == 1:
+            run = ok[0]
+            during = f" during {run.peak_op}" if run.peak_op else ""
+            verdicts = [f"{run.label}: peak {format_bytes(run.peak_bytes)} above the call's start{during}"]
+        else:
+            verdicts = ["no run succeeded"]
+    lines = "".join(f'<p class="verdict">{_e(v)}</p>' for v in verdicts)
+    return f'<section id="verdict">{lines}</section>'
+
+
+def _runs(report: Report) -> str:
+    headers = ["run", "peak", "allocated", "net", "inputs", "wall/call", "compile", "peak during"]
+    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
+    rows = []
+    for label, run in report.runs.items():
+        if run.failed:
+            rows.append(
+                f'<tr class="failed"><th scope="row">{_e(label)}</th>'
+                f'<td colspan="7">failed: {_e(run.failed)}</td></tr>'
+            )
+            continue
+        compile_s = f"{run.compile_seconds:.1f} s" if run.compile_seconds is not None else "-"
+        stack = " &gt; ".join(f"<code>{_e(s)}</code>" for s in run.peak_op_stack) or (
+            f"<code>{_e(run.peak_op)}</code>" if run.peak_op else "-"
+        )
+        rows.append(
+            f'<tr><th scope="row">{_e(label)}</th>'
+            f"{_size_cell(run.peak_bytes)}{_size_cell(run.allocated_bytes)}"
+            f"{_size_cell(run.net_bytes, signed=True)}{_size_cell(run.inputs_bytes)}"
+            f'<td class="num">{_e(_ms_text(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
+            f'<td class="name">{stack}</td></tr>'
+        )
+    return (
+        '<section id="runs"><h2>Runs</h2>'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "<p class=\"help\">peak: most live bytes above the call's start, from the allocator's own "
+        "records; allocated: all bytes allocated; net: left allocated at the end; inputs: the "
+        "arguments' tensors (allocated before the call, not in the peak).</p></section>"
+    )
+
+
+def _timeline(report: Report) -> str:
+    import importlib.util
+
+    runs = [r for r in report.ok_runs() if r.timeline_ns]
+    if runs and importlib.util.find_spec("matplotlib") is None:
+        # Only reachable from Jupyter: files check for matplotlib before anything runs.
+        body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
+    elif not runs:
+        body = '<p class="empty">No allocations were recorded, so there is no timeline to draw.</p>'
+    else:
+        caption = "Live bytes above the call's start over time" + (
+            ", one panel per run; ▼ marks each run's peak and the op running there."
+            if len(runs) > 1
+            else "; ▼ marks the peak and the op running there."
+        )
+        label = "; ".join(
+            f"{r.label}: peak {format_bytes(r.peak_bytes)}" + (f" during {r.peak_op}" if r.peak_op else "")
+            for r in runs
+        )
+        body = (
+            f'<figure class="chart" id="timeline-chart" role="img" aria-label="{_e(label)}">'
+            f"{timeline_svg(runs)}<figcaption>{_e(caption)}</figcaption></figure>"
+        )
+    return f'<section id="timeline"><h2>Memory timeline</h2>{body}</section>'
+
+
+def _single_ops_table(run: RunResult) -> str:
+    columns = [
+        ("op", False),
+        ("calls", True),
+        ("peak", True),
+        ("self", True),
+        ("total", True),
+        ("allocated", True),
+        ("cpu self", True),
+        ("cpu total", True),
+    ]
+    head = "".join(_th(label, numeric) for label, numeric in columns)
+    rows = [
+        "<tr>"
+        + _name_cell(str(row.name))
+        + _int_cell(row.calls)
+        + _size_cell(row.peak_bytes)
+        + _size_cell(row.self_bytes, signed=True)
+        + _size_cell(row.total_bytes, signed=True)
+        + _size_cell(row.allocated_bytes)
+        + _ms_cell(row.self_us)
+        + _ms_cell(row.total_us)
+        + "</tr>"
+        for row in run.ops_sorted("peak").itertuples(index=False)
+    ]
+    return (
+        f'<div class="scroll"><table class="ops sortable" data-run="{_e(run.label)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _note(row: dict[str, Any]) -> str:
+    if row["fused_ops"]:
+        return "fuses " + ", ".join(op.removeprefix("aten::") for op in row["fused_ops"])
+    if row["fused_into"]:
+        return "fused into " + ", ".join(row["fused_into"])
+    return "" if row["presence"] == "both" else str(row["presence"])
+
+
+def _diff_ops_table(diff: RunDiff) -> str:
+    a, b = diff.base, diff.other
+    columns = [
+        ("op", False),
+        (f"peak {a}", True),
+        (f"peak {b}", True),
+        ("peak delta", True),
+        (f"self {a}", True),
+        (f"self {b}", True),
+        (f"allocated {a}", True),
+        (f"allocated {b}", True),
+        ("note", False),
+    ]
+    head = "".join(_th(label, numeric) for label, numeric in columns)
+    rows = []
+    for row in diff.ops.to_dict("records"):
+        note = _note(row)
+        rows.append(
+            "<tr>"
+            + _name_cell(str(row["name"]))
+            + _size_cell(row[f"peak_bytes_{a}"])
+            + _size_cell(row[f"peak_bytes_{b}"])
+            + _size_cell(row["peak_bytes_delta"], signed=True)
+            + _size_cell(row[f"self_bytes_{a}"], signed=True)
+            + _size_cell(row[f"self_bytes_{b}"], signed=True)
+            + _size_cell(row[f"allocated_bytes_{a}"])
+            + _size_cell(row[f"allocated_bytes_{b}"])
+            + f'<td class="note" data-sort="{_e(note)}">{_e(note)}</td>'
+            + "</tr>"
+        )
+    return (
+        f'<div class="scroll"><table class="ops sortable" data-base="{_e(a)}" data-other="{_e(b)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _ops(report: Report) -> str:
+    diffs = report.diffs()
+    parts = ['<section id="ops"><h2>Ops</h2>']
+    if diffs:
+        for diff in diffs:
+            parts.append(f"<h3>{_e(diff.other)} vs {_e(diff.base)}</h3>")
+            parts.append(_diff_ops_table(diff))
+    else:
+        for run in report.ok_runs():
+            parts.append(f"<h3>{_e(run.label)}</h3>")
+            parts.append(_single_ops_table(run))
+    parts.append(
+        '<p class="help">Click a column header to sort (again to reverse). peak: the most live bytes '
+        "above the op's start while it ran (its children included); self: net bytes the op itself "
+        "left allocated (negative when it freed); allocated: all bytes it allocated. Deltas are "
+        "the second run minus the first, an absent op counting 0.</p></section>"
+    )
+    return "".join(parts)
+
+
+def _fused(report: Report) -> str:
+    rows = []
+    for diff in report.diffs():
+        peaks = dict(zip(diff.ops["name"], diff.ops[f"peak_bytes_{diff.base}"], strict=True))
+        for row in diff.ops.to_dict("records"):
+            if not row["fused_ops"]:
+                continue
+            replaced = ", ".join(
+                f"<code>{_e(op)}</code>"
+                + (
+                    f" ({_e(format_bytes(int(peaks[op])))} peak in {_e(diff.base)})"
+                    if op in peaks and not _is_missing(peaks[op])
+                    else ""
+                )
+                for op in row["fused_ops"]
+            )
+            rows.append(
+                f"<tr><td>{_e(diff.other)}</td>{_name_cell(str(row['name']))}"
+                f'<td class="name">{replaced}</td>{_size_cell(row[f"peak_bytes_{diff.other}"])}</tr>'
+            )
+    if rows:
+        body = (
+            '<table class="fused"><thead><tr><th scope="col">run</th><th scope="col">fused kernel</th>'
+            '<th scope="col">aten ops it replaced</th><th scope="col">kernel peak</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+    elif report.diffs():
+        body = '<p class="empty">No fused kernels in these runs.</p>'
+    else:
+        body = (
+            '<p class="empty">Fused kernels are listed when a compiled run is compared with eager '
+            "(<code>--compare-compile</code>).</p>"
+        )
+    return f'<section id="fused"><h2>Fused kernels</h2>{body}</section>'
+
+
+def _notes(report: Report) -> str:
+    items = [
+        f"<li><b>{_e(run.label)}</b>: {_e(note)}</li>" for run in report.runs.values() for note in run.notes
+    ]
+    body = f"<ul>{''.join(items)}</ul>" if items else '<p class="empty">None.</p>'
+    return f'<section id="notes"><h2>Notes</h2>{body}</section>'
+
+
+def _torch_tables(report: Report) -> str:
+    tables = [
+        f"<details><summary>{_e(label)}</summary><pre>{_e(run.torch_table)}</pre></details>"
+        for label, run in report.runs.items()
+        if run.torch_table
+    ]
+    body = "".join(tables) or (
+        '<p class="empty">Not kept in this report: <code>memprof run --html</code> or '
+        "<code>--table</code> keeps it (a report loaded from JSON has none).</p>"
+    )
+    return f'<section id="torch-table"><h2>torch.profiler table</h2>{body}</section>'
+
+
+_CSS = """
+.memprof-report{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;
+ max-width:1200px;margin:0 auto;padding:0 16px 32px}
+.memprof-report h1{font-size:1.5em;margin:.6em 0 .2em}
+.memprof-report h2{font-size:1.2em;margin:1.4em 0 .4em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+.memprof-report h3{font-size:1em;margin:1em 0 .3em}
+.memprof-report dl.env{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:0}
+.memprof-report dt{color:#555}.memprof-report dd{margin:0}
+.memprof-report .verdict{font-size:1.15em;font-weight:600;background:#f2f6fb;border-left:4px solid #1f6fb4;
+ padding:.5em .8em;margin:.6em 0}
+.memprof-report table{border-collapse:collapse;margin:.3em 0;font-variant-numeric:tabular-nums}
+.memprof-report th,.memprof-report td{padding:.25em .6em;border-bottom:1px solid #e4e4e4;text-align:left;
+ vertical-align:top}
+.memprof-report td.num{text-align:right;white-space:nowrap}
+.memprof-report td.name{min-width:16em}.memprof-report td.name code{overflow-wrap:anywhere}
+.memprof-report .scroll{overflow-x:auto}
+.memprof-report table.sortable th{cursor:pointer;user-select:none;white-space:nowrap;background:#f6f6f6}
+.memprof-report table.sortable th::after{content:" \\2195";color:#aaa}
+.memprof-report table.sortable th[aria-sort=ascending]::after{content:" \\25B2";color:#333}
+.memprof-report table.sortable th[aria-sort=descending]::after{content:" \\25BC";color:#333}
+.memprof-report tr.failed td{color:#b00020}
+.memprof-report figure.chart{margin:.4em 0}.memprof-report figure.chart svg{max-width:100%;height:auto}
+.memprof-report figcaption,.memprof-report .help,.memprof-report .empty{color:#555;font-size:.92em}
+.memprof-report pre{font-size:12px;overflow:auto;background:#f8f8f8;padding:.6em}
+.memprof-report code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em}
+"""
+
+# Sorting: numbers by their exact ``data-sort`` value (bytes, not the rounded text), text by
+# locale; empty cells (an op absent from a run) stay last in either direction.
+_JS = """
+(function () {
+  var here = document.currentScript;
+  var root = here && here.parentNode ? here.parentNode : document;
+  root.querySelectorAll("table.sortable").forEach(function (table) {
+    if (table.getAttribute("data-bound")) { return; }
+    table.setAttribute("data-bound", "1");
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.tabIndex = 0;
+      function sort() {
+        var numeric = th.getAttribute("data-type") === "num";
+        var first = numeric ? "descending" : "ascending";
+        var second = numeric ? "ascending" : "descending";
+        var dir = th.getAttribute("aria-sort") === first ? second : first;
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", dir);
+        var sign = dir === "ascending" ? 1 : -1;
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (r1, r2) {
+          var x = r1.cells[col].getAttribute("data-sort");
+          var y = r2.cells[col].getAttribute("data-sort");
+          if (x === null) { x = r1.cells[col].textContent; }
+          if (y === null) { y = r2.cells[col].textContent; }
+          if (x === "" || y === "") { return x === y ? 0 : (x === "" ? 1 : -1); }
+          if (numeric) { return sign * (Number(x) - Number(y)); }
+          return sign * x.localeCompare(y);
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      }
+      th.addEventListener("click", sort);
+      th.addEventListener("keydown", function (event) {
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); sort(); }
+      });
+    });
+  });
+})();
+"""
+
+
+def render_html(report: Report, standalone: bool = True) -> str:
+    """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
+
+    Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable table), fused,
+    notes, torch-table (torch's own table, collapsible).
+    """
+    if standalone:
+        check_available()
+    title = f"memprof: {report.target}"
+    body = (
+        '<div class="memprof-report">'
+        f"<h1>{_e(title)}</h1>"
+        + _summary(report)
+        + _verdict(report)
+        + _runs(report)
+        + _timeline(report)
+        + _ops(report)
+        + _fused(report)
+        + _notes(report)
+        + _torch_tables(report)
+        + f"<script>{_JS}</script></div>"
+    )
+    if not standalone:
+        # Jupyter shows the fragment inside its own page: the style comes along.
+        return f"<style>{_CSS}</style>{body}"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )

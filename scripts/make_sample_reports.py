@@ -1,0 +1,80 @@
+"""Regenerate ``sample_reports/``: the real reports of the built-in similarity example.
+
+Profiles ``memprof.examples.similarity:similarity`` eager and compiled (a torch.compile: about
+12 s cold, 2 s with Inductor's cache warm) and writes every format memprof has:
+
+    sample_reports/similarity.json  similarity.csv  similarity.md  similarity.html
+    sample_reports/similarity-torch-table.txt   (torch.profiler's own table of each run)
+
+Usage: PYTHONPATH=. python scripts/make_sample_reports.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memprof.model import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = "memprof.examples.similarity:similarity"
+STEM = "similarity"
+
+
+def build_report() -> Report:
+    """Run the example eager and compiled, keeping torch's tables."""
+    from memprof.api import mode_variants, run_variants
+    from memprof.examples.similarity import similarity, similarity_inputs
+    from memprof.target import Inputs
+
+    inputs = Inputs(args=similarity_inputs(), source=f"{TARGET}_inputs")
+    report, failure = run_variants(
+        TARGET,
+        mode_variants(similarity, inputs, "both", "similarity"),
+        device="cpu",
+        keep_table=True,
+        status=lambda message: print(f"memprof: {message}", file=sys.stderr),
+    )
+    if failure is not None:
+        raise failure
+    return report
+
+
+def write_reports(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Write every format of ``report`` into ``out_dir``; returns {format: path}."""
+    from memprof.fileio import atomic_write_text
+    from memprof.report import renderer
+
+    paths = {
+        "json": out_dir / f"{STEM}.json",
+        "csv": out_dir / f"{STEM}.csv",
+        "markdown": out_dir / f"{STEM}.md",
+        "html": out_dir / f"{STEM}.html",
+    }
+    rendered = {path: renderer(fmt)(report) for fmt, path in paths.items()}
+    paths["table"] = out_dir / f"{STEM}-torch-table.txt"
+    rendered[paths["table"]] = "\n".join(
+        f"memprof run {label}: {report.target}\n{run.torch_table}"
+        for label, run in report.runs.items()
+        if run.torch_table
+    )
+    for path, text in rendered.items():
+        atomic_write_text(path, text)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "sample_reports", help="output folder")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in write_reports(build_report(), args.out).values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""`memprof run` writing reports: --out, --html/--markdown/--csv, names escaped per format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT_LABEL
+from typer.testing import CliRunner
+
+from memprof.cli import app
+from memprof.report import STANDARD_NAMES
+
+# 1000 x 1000 float32 = 4,000,000 B inside a record_function range with a hostile label.
+WORKLOAD = f"""
+import torch
+from torch.profiler import record_function
+
+
+def labelled():
+    with record_function({SCRIPT_LABEL!r}):
+        return torch.ones(1000, 1000)
+"""
+
+
+@pytest.fixture
+def workload(tmp_path: Path) -> str:
+    path = tmp_path / "workload.py"
+    path.write_text(WORKLOAD, encoding="utf-8")
+    return f"{path}:labelled"
+
+
+def test_out_writes_every_format_with_standard_names(workload: str, tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    out.mkdir()
+    result = CliRunner().invoke(app, ["run", workload, "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(STANDARD_NAMES.values())
+
+    rows = list(csv.DictReader(io.StringIO((out / "memprof-ops.csv").read_text(encoding="utf-8"))))
+    label_rows = [r for r in rows if r["name"] == SCRIPT_LABEL]  # intact in the CSV
+    assert len(label_rows) == 1
+    assert label_rows[0]["peak_bytes"] == "4000000"
+
+    page = (out / "memprof.html").read_text(encoding="utf-8")
+    assert SCRIPT_LABEL not in page
+    assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in page
+    # --html keeps torch's own table for the collapsible section; it is escaped there too.
+    assert '<section id="torch-table"><h2>torch.profiler table</h2><details><summary>eager</summary>' in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.split('id="torch-table"')[1]
+
+    markdown = (out / "memprof.md").read_text(encoding="utf-8")
+    assert f"| `{SCRIPT_LABEL}` | 1 | 3.8 MiB |" in markdown
+    assert "**eager: peak 3.8 MiB above the call's start" in markdown
+
+
+def test_markdown_and_html_paths(workload: str, tmp_path: Path) -> None:
+    md, page = tmp_path / "summary.md", tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["run", workload, "--markdown", str(md), "--html", str(page), "-q"])
+    assert result.exit_code == 0, result.output
+    assert md.read_text(encoding="utf-8").startswith("## memprof: `")
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_html_without_matplotlib_fails_before_profiling(
+    workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["run", workload, "--html", str(page)])
+    assert result.exit_code == 2
+    assert "pip install 'memprof[html]'" in result.output
+    assert "profiling" not in result.output  # failed up front, nothing was run
+    assert not page.exists()
