@@ -224,8 +224,7 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
         if eager.failed or compiled.failed:
             return result
         result.checks += 1
-        allowed = eager.peak_bytes * (1 + config.tolerance)
-        if compiled.peak_bytes > allowed:
+        if grew_beyond(compiled.peak_bytes, eager.peak_bytes, config.tolerance):
             by = _by(compiled.peak_bytes, eager.peak_bytes, config.tolerance)
             line = (
                 f"{compiled.label} peak {format_bytes(compiled.peak_bytes)} exceeds {eager.label} peak "
@@ -285,17 +284,28 @@ def _op_peaks(run: RunResult) -> dict[str, int]:
     return peaks
 
 
+# Tolerances are compared in integer millionths: exact, so a peak exactly 5% above its baseline
+# passes a 5% tolerance on every machine (1.05 * 2_000_000 is not exact in floating point).
+_PARTS = 1_000_000
+
+
+def grew_beyond(peak: int, base: int, tolerance: float, *, relative_to: int | None = None) -> bool:
+    """Whether ``peak - base`` is more than ``tolerance`` of ``relative_to`` (default ``base``)."""
+    reference = base if relative_to is None else relative_to
+    return (peak - base) * _PARTS > round(tolerance * _PARTS) * reference
+
+
 def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: float) -> None:
     result.checks += 1
     tol = format_tolerance(tolerance)
-    if peak > base * (1 + tolerance) and peak > base:
+    if grew_beyond(peak, base, tolerance):
         if base > 0:
             by = _by(peak, base, tolerance)
         else:
             by = f" by {format_bytes(peak)}"
         line = f"{what} {format_bytes(peak)} exceeds baseline {format_bytes(base)}{by} (tolerance {tol})"
         result.violations.append(Violation("baseline", what.removesuffix(" peak"), peak, base, line))
-    elif base > 0 and peak < base * (1 - tolerance):
+    elif grew_beyond(base, peak, tolerance, relative_to=base):
         drop = (base - peak) / base * 100
         result.improvements.append(
             f"{what} {format_bytes(peak)} is {drop:.1f}% below baseline {format_bytes(base)}; "
