@@ -159,6 +159,15 @@ def format_tolerance(tolerance: float) -> str:
     return f"{tolerance * 100:g}%"
 
 
+def _sizes(peak: int, limit: int) -> tuple[str, str]:
+    """Both sizes in MiB style, or in exact bytes when the rounding would print them the same
+    (``2.0 MiB exceeds budget 2.0 MiB`` says nothing)."""
+    a, b = format_bytes(peak), format_bytes(limit)
+    if a == b:
+        return f"{peak:,} B", f"{limit:,} B"
+    return a, b
+
+
 def _by(peak: int, limit: int, tolerance: float | None = None) -> str:
     """`` by 4.9%``: how far above the limit. One decimal, or two when one would print the
     tolerance itself (5.04% over a 5% tolerance must not read as "by 5.0% (tolerance 5%)")."""
@@ -210,10 +219,8 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
             continue
         result.checks += 1
         if run.peak_bytes > limit:
-            line = (
-                f"{label} peak {format_bytes(run.peak_bytes)} exceeds budget {format_bytes(limit)}"
-                f"{_by(run.peak_bytes, limit)}"
-            )
+            peak, limit_text = _sizes(run.peak_bytes, limit)
+            line = f"{label} peak {peak} exceeds budget {limit_text}{_by(run.peak_bytes, limit)}"
             result.violations.append(Violation("budget", label, run.peak_bytes, limit, line))
 
     if config.baseline is not None:
@@ -226,9 +233,9 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
         result.checks += 1
         if grew_beyond(compiled.peak_bytes, eager.peak_bytes, config.tolerance):
             by = _by(compiled.peak_bytes, eager.peak_bytes, config.tolerance)
+            compiled_text, eager_text = _sizes(compiled.peak_bytes, eager.peak_bytes)
             line = (
-                f"{compiled.label} peak {format_bytes(compiled.peak_bytes)} exceeds {eager.label} peak "
-                f"{format_bytes(eager.peak_bytes)}{by}"
+                f"{compiled.label} peak {compiled_text} exceeds {eager.label} peak {eager_text}{by}"
                 f" (tolerance {format_tolerance(config.tolerance)}): torch.compile does not save memory"
             )
             result.violations.append(
@@ -303,11 +310,13 @@ def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: flo
             by = _by(peak, base, tolerance)
         else:
             by = f" by {format_bytes(peak)}"
-        line = f"{what} {format_bytes(peak)} exceeds baseline {format_bytes(base)}{by} (tolerance {tol})"
+        peak_text, base_text = _sizes(peak, base)
+        line = f"{what} {peak_text} exceeds baseline {base_text}{by} (tolerance {tol})"
         result.violations.append(Violation("baseline", what.removesuffix(" peak"), peak, base, line))
     elif grew_beyond(base, peak, tolerance, relative_to=base):
         drop = (base - peak) / base * 100
+        peak_text, base_text = _sizes(peak, base)
         result.improvements.append(
-            f"{what} {format_bytes(peak)} is {drop:.1f}% below baseline {format_bytes(base)}; "
+            f"{what} {peak_text} is {drop:.1f}% below baseline {base_text}; "
             "save a new baseline to keep the gain"
         )

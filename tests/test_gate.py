@@ -201,6 +201,24 @@ def test_tolerance_is_exact_at_the_boundary() -> None:
     assert not grew_beyond(0, 0, 0.05)
 
 
+def test_sizes_that_round_alike_are_shown_in_bytes() -> None:
+    # 2,100,000 B and 2 MiB (2,097,152 B) both print as 2.0 MiB.
+    result = evaluate(load("grown.json"), GateConfig(budgets=parse_budget("compile=2MB")))
+    assert [v.line for v in result.violations] == [
+        "compile peak 2,100,000 B exceeds budget 2,097,152 B by 0.1%"
+    ]
+
+
+def test_growth_that_rounds_onto_the_tolerance_gets_two_decimals() -> None:
+    base = load("base.json")
+    grown = load("base.json")
+    grown.runs["compile"].peak_bytes = 2_100_800  # +5.04%
+    result = evaluate(grown, GateConfig(baseline=base, tolerance=0.05))
+    assert [v.line for v in result.violations] == [
+        "compile peak 2.0 MiB exceeds baseline 1.9 MiB by 5.04% (tolerance 5%)"
+    ]
+
+
 def test_same_inputs_same_verdict() -> None:
     config = GateConfig(baseline=load("base.json"), tolerance=0.02, per_op=True)
     lines = {tuple(evaluate(load("grown.json"), config).lines()) for _ in range(10)}
