@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from memprof.commands import gate_options
 from memprof.commands.common import Sort, output_paths, status_printer, write_outputs
 
 
@@ -75,15 +76,46 @@ def run(
     sort: Sort = typer.Option(Sort.peak, "--sort", help="Order ops by peak, self or allocated bytes."),
     top: int = typer.Option(15, "--top", min=1, help="How many ops to show in the terminal."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No status lines on stderr."),
+    budget: str | None = gate_options.BUDGET,
+    baseline: Path | None = gate_options.BASELINE,
+    tolerance: str = gate_options.TOLERANCE,
+    per_op: bool = gate_options.PER_OP,
+    strict_env: bool = gate_options.STRICT_ENV,
+    require_compile_saves: bool = gate_options.REQUIRE_COMPILE_SAVES,
+    save_baseline: Path | None = gate_options.SAVE_BASELINE,
 ) -> None:
     """Profile a function's memory in eager mode, compiled mode, or both.
 
+    With --budget, --baseline or --require-compile-saves it is also a memory gate: the report
+    is printed and written first, then the gate's lines; exit 1 when a check fails.
+
     Example: memprof run memprof.examples.similarity:similarity --compare-compile
+
+    Example: memprof run mypkg.model:step --baseline ci/memprof.json --tolerance 2%
     """
+    from memprof.errors import UsageError
     from memprof.fileio import check_output_paths
 
     outputs = output_paths(json_path, csv_path, markdown_path, html_path, out_dir)
-    check_output_paths([*((f"--{fmt}", path) for fmt, path in outputs.items()), ("--table", table_path)])
+    if save_baseline is not None and outputs.get("json") is not None:
+        # --json and --save-baseline write the same report: one file when they name the same path.
+        if outputs["json"].resolve() == save_baseline.resolve():
+            save_baseline = None
+    check_output_paths(
+        [
+            *((f"--{fmt}", path) for fmt, path in outputs.items()),
+            ("--table", table_path),
+            ("--save-baseline", save_baseline),
+        ]
+    )
+    # The gate's options are checked before any torch work: a typo costs no profiling.
+    gate = gate_options.config_from_options(
+        budget, baseline, tolerance, per_op, strict_env, require_compile_saves
+    )
+    labels = ["eager", "compile"] if compare_compile else [mode.value]
+    gate.budgets.check_labels(labels)
+    if require_compile_saves and not compare_compile:
+        raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
 
     from memprof.api import mode_variants, run_variants
     from memprof.report.terminal import render_terminal
@@ -109,5 +141,13 @@ def run(
     )
     typer.echo(render_terminal(report, sort=sort.value, top=top), nl=False)
     write_outputs(report, outputs, table_path)
+    if save_baseline is not None:
+        from memprof.fileio import atomic_write_text
+
+        atomic_write_text(save_baseline, report.to_json())
     if failure is not None:
         raise failure
+    if gate.active:
+        from memprof.gate import evaluate
+
+        gate_options.report_gate(evaluate(report, gate))

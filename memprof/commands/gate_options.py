@@ -1,0 +1,115 @@
+"""The gate's command-line options, shared by ``run``, ``check`` and ``compare``.
+
+Declare them once here and reuse the constants as parameter defaults::
+
+    def check(report: Path = ..., budget: str | None = gate_options.BUDGET, ...) -> None:
+        config = gate_options.config_from_options(budget, baseline, tolerance, per_op, ...)
+        ...
+        gate_options.report_gate(evaluate(report, config))
+
+Parse with :func:`config_from_options` *before* any profiling, so a bad size or baseline
+exits 2 at once. Gate lines go to stdout (they belong in CI logs next to the report);
+:func:`report_gate` raises ``typer.Exit(1)`` when any check failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE, GateConfig, GateResult, evaluate, parse_budget
+from memprof.units import parse_percent
+
+if TYPE_CHECKING:
+    from memprof.model import Report
+
+BUDGET = typer.Option(
+    None,
+    "--budget",
+    metavar="SIZE|LABEL=SIZE,...",
+    help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
+)
+BASELINE = typer.Option(
+    None,
+    "--baseline",
+    help="A report JSON (from --json or --save-baseline): fail when a run's peak grew beyond --tolerance.",
+    dir_okay=False,
+)
+TOLERANCE = typer.Option(
+    f"{DEFAULT_TOLERANCE * 100:g}%",
+    "--tolerance",
+    help="Growth allowed over the baseline (and compiled over eager with --require-compile-saves).",
+)
+PER_OP = typer.Option(False, "--per-op", help="Also compare each op's peak with the baseline.")
+STRICT_ENV = typer.Option(
+    False,
+    "--strict-env",
+    help="A baseline from another device or torch version is an error (exit 2), not a warning.",
+)
+REQUIRE_COMPILE_SAVES = typer.Option(
+    False,
+    "--require-compile-saves",
+    help="Fail when the compiled peak is above the eager peak by more than --tolerance.",
+)
+SAVE_BASELINE = typer.Option(
+    None,
+    "--save-baseline",
+    help="Write the report JSON here, to gate later runs with --baseline (same file as --json).",
+    dir_okay=False,
+)
+
+
+def config_from_options(
+    budget: str | None,
+    baseline: Path | None,
+    tolerance: str,
+    per_op: bool,
+    strict_env: bool,
+    require_compile_saves: bool,
+) -> GateConfig:
+    """The gate's options parsed and the baseline loaded; any problem is exit 2 right here."""
+    from memprof.errors import UsageError
+
+    if per_op and baseline is None:
+        raise UsageError("--per-op compares each op with a baseline; give --baseline BASE.json too")
+    baseline_report = None
+    if baseline is not None:
+        from memprof.model import load_report
+
+        baseline_report = load_report(baseline)
+    try:
+        fraction = parse_percent(tolerance)
+    except UsageError as error:
+        raise UsageError(f"--tolerance: {error.message}") from None
+    return GateConfig(
+        budgets=parse_budget(budget),
+        baseline=baseline_report,
+        tolerance=fraction,
+        per_op=per_op,
+        require_compile_saves=require_compile_saves,
+        strict_env=strict_env,
+    )
+
+
+def gate_from_options(
+    report: Report,
+    budget: str | None,
+    baseline: Path | None,
+    tolerance: str,
+    per_op: bool,
+    strict_env: bool,
+    require_compile_saves: bool,
+) -> GateResult:
+    """Parse the options and evaluate the gate on ``report`` in one call."""
+    config = config_from_options(budget, baseline, tolerance, per_op, strict_env, require_compile_saves)
+    return evaluate(report, config)
+
+
+def report_gate(result: GateResult) -> None:
+    """Print the gate's lines on stdout; ``typer.Exit(1)`` when it failed."""
+    for line in result.lines():
+        typer.echo(line)
+    if not result.passed:
+        raise typer.Exit(1)

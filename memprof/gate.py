@@ -1,0 +1,322 @@
+"""The memory gate: budgets, baselines with a tolerance, and "compile must save memory".
+
+Pure: a :class:`memprof.model.Report` and a :class:`GateConfig` in, a :class:`GateResult` out.
+No I/O, no printing, no exit; the commands (``run``, ``check``, ``compare``) and the pytest
+plugin render the result. Every violation carries one line that says which run or op, its
+peak, the limit and by how much, e.g.::
+
+    eager peak 834.0 MiB exceeds baseline 795.4 MiB by 4.9% (tolerance 2%)
+
+Verdicts depend only on the integer byte counts in the report, so the same numbers always
+give the same answer (``memprof check`` on a saved report agrees with ``memprof run``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memprof.errors import InputError, UsageError
+from memprof.names import normalize_name
+from memprof.units import format_bytes, parse_size
+
+if TYPE_CHECKING:
+    from memprof.model import Report, RunResult
+
+DEFAULT_TOLERANCE = 0.05
+
+BUDGET_EXAMPLE = "'800MB' (every run) or 'eager=1GB,compile=100MB'"
+
+# The kinds of violation, in the order the summary lists them.
+KINDS = ("budget", "baseline", "compile", "failed")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Peak limits in bytes: ``default`` for every run not named in ``per_label``."""
+
+    default: int | None = None
+    per_label: dict[str, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.default is not None or bool(self.per_label)
+
+    def limit(self, label: str) -> int | None:
+        return self.per_label.get(label, self.default)
+
+    def check_labels(self, labels: list[str]) -> None:
+        """A budget naming a run that does not exist is a typo, not a pass: exit 2."""
+        unknown = [label for label in self.per_label if label not in labels]
+        if unknown:
+            raise UsageError(
+                f"--budget names {', '.join(repr(u) for u in unknown)}, but the runs are "
+                f"{', '.join(repr(label) for label in labels)}; e.g. --budget {labels[0]}=800MB"
+            )
+
+
+def parse_budget(text: str | None) -> Budgets:
+    """``800MB`` (every run) or ``eager=1GB,compile=100MB``; a bare size among labelled ones is
+    the limit of every run not named. Bad syntax or size -> :class:`UsageError` (exit 2)."""
+    if text is None:
+        return Budgets()
+    default: int | None = None
+    per_label: dict[str, int] = {}
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
+        raise UsageError(f"--budget is empty; write it like {BUDGET_EXAMPLE}")
+    for part in parts:
+        label, sep, size = part.partition("=")
+        try:
+            if not sep:
+                if default is not None:
+                    raise UsageError(f"--budget {text!r} gives two sizes for every run; keep one")
+                default = parse_size(part)
+                continue
+            label = label.strip()
+            if not label:
+                raise UsageError(f"--budget {text!r}: {part!r} has no run label before '='")
+            if label in per_label:
+                raise UsageError(f"--budget {text!r} names {label!r} twice")
+            per_label[label] = parse_size(size)
+        except UsageError as error:
+            if error.message.startswith("--budget"):
+                raise
+            raise UsageError(
+                f"--budget {text!r}: {error.message}; per run: 'eager=1GB,compile=100MB'"
+            ) from None
+    return Budgets(default=default, per_label=per_label)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """What to check. ``tolerance`` is a fraction (0.05 = 5%) allowed above the baseline, and
+    allowed for the compiled peak above the eager one with ``require_compile_saves``."""
+
+    budgets: Budgets = field(default_factory=Budgets)
+    baseline: Report | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    per_op: bool = False
+    require_compile_saves: bool = False
+    strict_env: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is checked at all."""
+        return bool(self.budgets) or self.baseline is not None or self.require_compile_saves
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One failed check. ``kind`` is budget, baseline, compile or failed; ``subject`` the run
+    (``eager``) or op (``eager op aten::sum``); ``line`` the message."""
+
+    kind: str
+    subject: str
+    peak_bytes: int
+    limit_bytes: int
+    line: str
+
+
+@dataclass
+class GateResult:
+    """Violations (the gate fails when there is any), improvements beyond the tolerance,
+    warnings (e.g. a baseline from another device) and how many checks were made."""
+
+    violations: list[Violation] = field(default_factory=list)
+    improvements: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    checks: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+    def summary(self) -> str:
+        """``memprof gate: passed (3 checks)`` or ``memprof gate: FAILED, 2 violations (budget 1,
+        baseline 1)``."""
+        if self.passed:
+            return f"memprof gate: passed ({_plural(self.checks, 'check')})"
+        counts = {kind: sum(v.kind == kind for v in self.violations) for kind in KINDS}
+        detail = ", ".join(f"{kind} {n}" for kind, n in counts.items() if n)
+        return f"memprof gate: FAILED, {_plural(len(self.violations), 'violation')} ({detail})"
+
+    def lines(self) -> list[str]:
+        """Everything to print, in order: warnings, violations, improvements, the summary."""
+        return [
+            *(f"warning: {w}" for w in self.warnings),
+            *(v.line for v in self.violations),
+            *(f"improved: {i}" for i in self.improvements),
+            self.summary(),
+        ]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def format_tolerance(tolerance: float) -> str:
+    """``0.02`` -> ``2%``, ``0.005`` -> ``0.5%``."""
+    return f"{tolerance * 100:g}%"
+
+
+def _sizes(peak: int, limit: int) -> tuple[str, str]:
+    """Both sizes in MiB style, or in exact bytes when the rounding would print them the same
+    (``2.0 MiB exceeds budget 2.0 MiB`` says nothing)."""
+    a, b = format_bytes(peak), format_bytes(limit)
+    if a == b:
+        return f"{peak:,} B", f"{limit:,} B"
+    return a, b
+
+
+def _by(peak: int, limit: int, tolerance: float | None = None) -> str:
+    """`` by 4.9%``: how far above the limit. One decimal, or two when one would print the
+    tolerance itself (5.04% over a 5% tolerance must not read as "by 5.0% (tolerance 5%)")."""
+    if limit <= 0:
+        return ""
+    growth = (peak - limit) / limit * 100
+    text = f"{growth:.1f}"
+    if tolerance is not None and float(text) <= tolerance * 100:
+        text = f"{growth:.2f}"
+    return f" by {text}%"
+
+
+def environment_mismatch(report: Report, baseline: Report) -> str | None:
+    """Why the baseline's numbers may not be comparable with the report's, or None."""
+    differences = []
+    if report.device != baseline.device:
+        differences.append(f"device {baseline.device} vs {report.device}")
+    base_torch = baseline.environment.get("torch")
+    torch = report.environment.get("torch")
+    if base_torch and torch and base_torch != torch:
+        differences.append(f"torch {base_torch} vs {torch}")
+    if not differences:
+        return None
+    return f"the baseline was measured on a different setup ({'; '.join(differences)})"
+
+
+def evaluate(report: Report, config: GateConfig) -> GateResult:
+    """Check ``report`` against ``config``.
+
+    Raises :class:`UsageError` when a budget names a run the report lacks or
+    ``require_compile_saves`` finds no eager and compiled run, and :class:`InputError` on an
+    environment mismatch with ``strict_env`` (all exit 2: the gate could not be applied).
+    """
+    result = GateResult()
+    labels = list(report.runs)
+    config.budgets.check_labels(labels)
+    pair = _compile_pair(report) if config.require_compile_saves else None
+
+    for label, run in report.runs.items():
+        if run.failed:
+            result.violations.append(
+                Violation("failed", label, 0, 0, f"{label} run failed, its memory is unknown: {run.failed}")
+            )
+    ok = {label: run for label, run in report.runs.items() if not run.failed}
+
+    for label, run in ok.items():
+        limit = config.budgets.limit(label)
+        if limit is None:
+            continue
+        result.checks += 1
+        if run.peak_bytes > limit:
+            peak, limit_text = _sizes(run.peak_bytes, limit)
+            line = f"{label} peak {peak} exceeds budget {limit_text}{_by(run.peak_bytes, limit)}"
+            result.violations.append(Violation("budget", label, run.peak_bytes, limit, line))
+
+    if config.baseline is not None:
+        _check_baseline(report, ok, config, result)
+
+    if pair is not None:
+        eager, compiled = pair
+        if eager.failed or compiled.failed:
+            return result
+        result.checks += 1
+        if grew_beyond(compiled.peak_bytes, eager.peak_bytes, config.tolerance):
+            by = _by(compiled.peak_bytes, eager.peak_bytes, config.tolerance)
+            compiled_text, eager_text = _sizes(compiled.peak_bytes, eager.peak_bytes)
+            line = (
+                f"{compiled.label} peak {compiled_text} exceeds {eager.label} peak {eager_text}{by}"
+                f" (tolerance {format_tolerance(config.tolerance)}): torch.compile does not save memory"
+            )
+            result.violations.append(
+                Violation("compile", compiled.label, compiled.peak_bytes, eager.peak_bytes, line)
+            )
+    return result
+
+
+def _compile_pair(report: Report) -> tuple[RunResult, RunResult]:
+    eager = next((run for run in report.runs.values() if run.mode == "eager"), None)
+    compiled = next((run for run in report.runs.values() if run.mode == "compile"), None)
+    if eager is None or compiled is None:
+        modes = ", ".join(f"{label} ({run.mode})" for label, run in report.runs.items())
+        raise UsageError(
+            "--require-compile-saves needs an eager and a compiled run, the report has "
+            f"{modes}; profile both, e.g. `memprof run TARGET --compare-compile`"
+        )
+    return eager, compiled
+
+
+def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig, result: GateResult) -> None:
+    baseline = config.baseline
+    assert baseline is not None
+    mismatch = environment_mismatch(report, baseline)
+    if mismatch is not None:
+        if config.strict_env:
+            raise InputError(f"{mismatch}; record a new baseline there, or drop --strict-env")
+        result.warnings.append(f"{mismatch}; comparing anyway (--strict-env makes this an error)")
+    tolerance = config.tolerance
+    for label in baseline.runs:
+        if label not in report.runs:
+            result.warnings.append(f"baseline run {label!r} is not in this report; not compared")
+    for label, run in ok.items():
+        base = baseline.runs.get(label)
+        if base is None or base.failed:
+            result.warnings.append(f"run {label!r} has no baseline; not compared")
+            continue
+        _compare(result, f"{label} peak", run.peak_bytes, base.peak_bytes, tolerance)
+        if config.per_op:
+            base_ops = _op_peaks(base)
+            for name, peak in _op_peaks(run).items():
+                # An op the baseline lacks has nothing to compare with; the run's peak covers it.
+                if name in base_ops:
+                    _compare(result, f"{label} op {name} peak", peak, base_ops[name], tolerance)
+
+
+def _op_peaks(run: RunResult) -> dict[str, int]:
+    """Peak per op, names normalised (compiled graph hashes and region ids differ per build)."""
+    peaks: dict[str, int] = {}
+    for name, peak in zip(run.ops["name"], run.ops["peak_bytes"], strict=True):
+        key = normalize_name(str(name))
+        peaks[key] = max(peaks.get(key, 0), int(peak))
+    return peaks
+
+
+# Tolerances are compared in integer millionths: exact, so a peak exactly 5% above its baseline
+# passes a 5% tolerance on every machine (1.05 * 2_000_000 is not exact in floating point).
+_PARTS = 1_000_000
+
+
+def grew_beyond(peak: int, base: int, tolerance: float, *, relative_to: int | None = None) -> bool:
+    """Whether ``peak - base`` is more than ``tolerance`` of ``relative_to`` (default ``base``)."""
+    reference = base if relative_to is None else relative_to
+    return (peak - base) * _PARTS > round(tolerance * _PARTS) * reference
+
+
+def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: float) -> None:
+    result.checks += 1
+    tol = format_tolerance(tolerance)
+    if grew_beyond(peak, base, tolerance):
+        if base > 0:
+            by = _by(peak, base, tolerance)
+        else:
+            by = f" by {format_bytes(peak)}"
+        peak_text, base_text = _sizes(peak, base)
+        line = f"{what} {peak_text} exceeds baseline {base_text}{by} (tolerance {tol})"
+        result.violations.append(Violation("baseline", what.removesuffix(" peak"), peak, base, line))
+    elif grew_beyond(base, peak, tolerance, relative_to=base):
+        drop = (base - peak) / base * 100
+        peak_text, base_text = _sizes(peak, base)
+        result.improvements.append(
+            f"{what} {peak_text} is {drop:.1f}% below baseline {base_text}; "
+            "save a new baseline to keep the gain"
+        )

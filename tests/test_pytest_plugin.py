@@ -1,0 +1,156 @@
+"""The pytest plugin, run on generated test files with ``pytester``: passing, failing and
+baseline cases. The workload allocates one float32 tensor of exactly 25 MiB.
+
+Each run is a subprocess (torch does not survive pytester's in-process module reset), so the
+cases share runs where they can."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # memprof is not installed: the pytest subprocess finds it through PYTHONPATH.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+WORKLOAD = """
+import pytest
+import torch
+
+def alloc():
+    return torch.empty(25 * 2**20 // 4)
+"""
+
+
+def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_mem=WORKLOAD + source)
+    return pytester.runpytest_subprocess("-p", "memprof.pytest_plugin", "-p", "no:cacheprovider", *args)
+
+
+def test_marker_passing_failing_and_misused(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+@pytest.mark.memprof(peak="26 MB")
+def test_ok(memprof_profile):
+    report = memprof_profile(alloc)
+    assert report.runs["eager"].peak_bytes == 25 * 2**20
+
+def test_unmarked_is_not_gated(memprof_profile):
+    assert memprof_profile(alloc).runs["eager"].peak_bytes == 25 * 2**20
+
+@pytest.mark.memprof(peak="20 MB", mode="eager")
+def test_too_big(memprof_profile):
+    memprof_profile(alloc)
+
+@pytest.mark.memprof(peak="1 GB")
+def test_forgot():
+    alloc()
+
+@pytest.mark.memprof(peak="lots")
+def test_bad_peak(memprof_profile):
+    memprof_profile(alloc)
+""",
+        "-rA",
+    )
+    result.assert_outcomes(passed=2, failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "PASSED test_mem.py::test_ok",
+            "PASSED test_mem.py::test_unmarked_is_not_gated",
+            "ERROR test_mem.py::test_bad_peak - Failed: @pytest.mark.memprof: peak: not a*",
+            "FAILED test_mem.py::test_too_big - Failed: eager peak 25.0 MiB exceeds budget*",
+            "FAILED test_mem.py::test_forgot - Failed: @pytest.mark.memprof: the test neve*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.memprof: peak: not a size: 'lots'; write it like '800MB', '800 MB'*",
+            "*never called the memprof_profile fixture, so nothing was measured*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("During handling of the above exception*")
+    result.stdout.fnmatch_lines(
+        [
+            "eager peak 25.0 MiB exceeds budget 20.0 MiB by 25.0%",
+            "top ops of eager by peak: aten::empty 25.0 MiB",
+            "memprof gate: FAILED, 1 violation (budget 1)",
+        ]
+    )
+
+
+def test_marker_is_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "memprof.pytest_plugin", "--markers")
+    result.stdout.fnmatch_lines(['@pytest.mark.memprof(peak="800 MB", mode="eager")*'])
+
+
+def test_baseline_save_then_compare(pytester: pytest.Pytester) -> None:
+    source = """
+def test_alloc(memprof_profile):
+    memprof_profile(alloc)
+    memprof_profile(alloc)
+"""
+    saved = run(pytester, source, "--memprof-baseline-dir", "base", "--memprof-save-baseline")
+    saved.assert_outcomes(passed=1)
+    files = sorted(p.name for p in (pytester.path / "base").iterdir())
+    assert files == ["test_mem.py__test_alloc-2.json", "test_mem.py__test_alloc.json"]
+    stored = json.loads((pytester.path / "base" / files[1]).read_text())
+    assert stored["runs"]["eager"]["peak_bytes"] == 25 * 2**20
+
+    run(pytester, source, "--memprof-baseline-dir", "base").assert_outcomes(passed=1)
+
+    # The stored peak 24 MiB: today's 25 MiB is 4.2% more, beyond 2% but within 5%.
+    for name in files:
+        path = pytester.path / "base" / name
+        data = json.loads(path.read_text())
+        data["runs"]["eager"]["peak_bytes"] = 24 * 2**20
+        path.write_text(json.dumps(data))
+    run(pytester, source, "--memprof-baseline-dir", "base").assert_outcomes(passed=1)
+    failed = run(pytester, source, "--memprof-baseline-dir", "base", "--memprof-tolerance", "2%")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "eager peak 25.0 MiB exceeds baseline 24.0 MiB by 4.2% (tolerance 2%)",
+            "top ops of eager by peak: aten::empty 25.0 MiB",
+            "memprof gate: FAILED, 1 violation (baseline 1)",
+        ]
+    )
+
+
+def test_missing_baseline_warns(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def test_alloc(memprof_profile):
+    memprof_profile(alloc)
+""",
+        "--memprof-baseline-dir",
+        "nowhere",
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*MemprofWarning: no memprof baseline nowhere*test_mem.py__test_alloc.json*"]
+    )
+
+
+def test_bad_tolerance_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "def test_x():\n    pass\n", "--memprof-tolerance", "lots")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--memprof-tolerance: not a percentage: 'lots'*"])
+
+
+def test_plugin_import_does_not_import_torch() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = "import sys, memprof.pytest_plugin; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
