@@ -312,7 +312,12 @@ def _typed(value: Any, kind: type, default: Any, where: str, key: str) -> Any:
 
 
 def _int(value: Any, where: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not -(2**63) <= value < 2**63
+    ):
         raise InputError(f"{where}: {key} must be a number of bytes, got {value!r}")
     return int(value)
 
