@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from memprof.errors import TargetNotFoundError, UsageError, UserCodeError, format_user_traceback
+from memprof.errors import MemprofError, TargetNotFoundError, UsageError, UserCodeError, format_user_traceback
 
 SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"
 
@@ -184,6 +184,10 @@ def build_inputs(target: Target, inputs_spec: str | None, device: str) -> Inputs
         source = f"{target.spec.rpartition(':')[0]}:{factory_name}"
     try:
         made = factory(device=device) if accepts(factory, "device") else factory()
+    except MemprofError:
+        # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
+        # own exit code stands, it is not the user's code failing.
+        raise
     except Exception as error:
         raise UserCodeError(
             f"inputs factory {source!r} failed: {type(error).__name__}: {error}",
