@@ -45,7 +45,9 @@ INPUTS_HELP = (
     "Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
     "(**kwargs) or one argument. Default: <function>_inputs in the target's module."
 )
-DEVICE_OPTION = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available).")
+DEVICE_OPTION = typer.Option(
+    "auto", "--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available)."
+)
 COMPILE_MODE_OPTION = typer.Option(CompileMode.default, "--compile-mode", help="torch.compile mode.")
 BACKEND_OPTION = typer.Option("inductor", "--backend", help="torch.compile backend.")
 WARMUP_OPTION = typer.Option(1, "--warmup", min=0, help="Unprofiled calls first (compiling happens there).")
@@ -193,7 +195,9 @@ def resolve_variants(specs: Sequence[TargetSpec], device: str) -> list[Variant]:
         if key not in inputs:
             inputs[key] = build_inputs(target, spec.inputs, device)
         variants.append(
-            Variant(label=spec.label, func=target.func, inputs=inputs[key], mode=spec.mode, name=target.attr_path)
+            Variant(
+                label=spec.label, func=target.func, inputs=inputs[key], mode=spec.mode, name=target.attr_path
+            )
         )
     return variants
 

@@ -130,7 +130,9 @@ def compare(
         raise UsageError(
             f"compare needs two or more targets, got {len(targets)}; to profile one, use `memprof run`"
         )
-    output = output_settings(json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet)
+    output = output_settings(
+        json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet
+    )
     split = [split_target(text, inputs) for text in targets]
     names = parse_labels(labels, [spec for spec, _ in split])
     profile_targets(

@@ -66,7 +66,9 @@ def run(
 
     Example: memprof run memprof.examples.similarity:similarity --compare-compile
     """
-    output = output_settings(json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet)
+    output = output_settings(
+        json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet
+    )
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     profile_targets(
