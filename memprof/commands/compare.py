@@ -122,7 +122,9 @@ def compare(
 ) -> None:
     """Profile two or more callables and compare each with the first: peak memory and wall time.
 
-    Each target gets its arguments from TARGET@INPUTS, else --inputs, else <function>_inputs in its own module. The JSON report has one entry per label under "runs" and a "diff" of the second run against the first ("diffs": every later run, when there are more than two).
+    Each target's arguments: TARGET@INPUTS, else --inputs, else <function>_inputs in its module.
+
+    JSON: one entry per label under "runs"; "diff" = second vs first; "diffs" = each later run vs first.
 
     Example: memprof compare memprof.examples.no_grad:with_autograd memprof.examples.no_grad:no_grad
     """

@@ -49,7 +49,7 @@ def _step(blocks: nn.ModuleList, x: torch.Tensor, target: torch.Tensor, checkpoi
     with torch.no_grad():
         for p in blocks.parameters():
             assert p.grad is not None
-            p -= LEARNING_RATE * p.grad
+            p.add_(p.grad, alpha=-LEARNING_RATE)
     # Gradients are dropped inside the step, so every call starts and ends with none.
     blocks.zero_grad(set_to_none=True)
     return float(loss.detach())

@@ -65,5 +65,6 @@ def contiguous_inputs(device: str = "cpu") -> tuple[nn.Module, torch.Tensor]:
 def channels_last_inputs(device: str = "cpu") -> tuple[nn.Module, torch.Tensor]:
     """The same model and batch converted to ``channels_last`` before profiling (the conversion
     is a one-off cost, not part of each forward)."""
-    model = make_model().to(device).to(memory_format=torch.channels_last)
+    # Module.to(memory_format=...) exists at runtime but is missing from torch's type stubs.
+    model = make_model().to(device).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     return model, _batch(device).to(memory_format=torch.channels_last)
