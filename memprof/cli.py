@@ -76,9 +76,10 @@ def _main(
 def _register() -> None:
     # Imported here, not at the top, so each command module may import `err` from this one.
     from memprof.commands.check import check
+    from memprof.commands.compare import compare
     from memprof.commands.run import run
 
-    for command in (run, check):
+    for command in (run, compare, check):
         app.command()(handle_errors(command))
 
 

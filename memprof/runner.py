@@ -313,6 +313,23 @@ def run_target(
         )
 
 
+_profiler_started: set[tuple[str, ...]] = set()
+
+
+def _warm_profiler(activities: list[ProfilerActivity]) -> None:
+    """Start and stop one throw-away profile per process and set of activities. The first
+    profiler session in a process is slow to start (~1 s), and calls timed inside it often ran
+    slower than the same calls in later sessions: without this, the first of several compared
+    runs would tend to look slower than it is."""
+    key = tuple(sorted(str(a) for a in activities))
+    if key in _profiler_started:
+        return
+    notes: list[str] = []
+    with _quiet_profiler_stderr(notes), profile(activities=activities, profile_memory=True):
+        torch.ones(1).add_(1)
+    _profiler_started.add(key)
+
+
 def _profile_calls(
     fn: Callable[..., Any],
     inputs: Inputs,
@@ -335,6 +352,7 @@ def _profile_calls(
         )
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
+    _warm_profiler(activities)
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None

@@ -185,7 +185,9 @@ def build_inputs(target: Target, inputs_spec: str | None, device: str) -> Inputs
     try:
         made = factory(device=device) if accepts(factory, "device") else factory()
     except MemprofError:
-        raise  # a factory may refuse with memprof's own error (e.g. "needs CUDA"): keep its exit code
+        # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
+        # own exit code stands, it is not the user's code failing.
+        raise
     except Exception as error:
         raise UserCodeError(
             f"inputs factory {source!r} failed: {type(error).__name__}: {error}",

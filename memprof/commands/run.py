@@ -2,80 +2,66 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 
 import typer
 
 from memprof.commands import gate_options
-from memprof.commands.common import Sort, output_paths, status_printer, write_outputs
+from memprof.commands.common import (
+    BACKEND_OPTION,
+    COMPILE_MODE_OPTION,
+    CSV_OPTION,
+    DEVICE_OPTION,
+    FRESH_COMPILE_OPTION,
+    HTML_OPTION,
+    INPUTS_HELP,
+    JSON_OPTION,
+    MARKDOWN_OPTION,
+    OUT_OPTION,
+    QUIET_OPTION,
+    REPEAT_OPTION,
+    SORT_OPTION,
+    TABLE_OPTION,
+    TOP_OPTION,
+    WARMUP_OPTION,
+    CompileMode,
+    Mode,
+    RunSettings,
+    Sort,
+    TargetSpec,
+    output_settings,
+    profile_targets,
+)
 
-
-class Mode(str, Enum):
-    eager = "eager"
-    compile = "compile"
-
-
-class CompileMode(str, Enum):
-    default = "default"
-    reduce_overhead = "reduce-overhead"
-    max_autotune = "max-autotune"
-    max_autotune_no_cudagraphs = "max-autotune-no-cudagraphs"
+__all__ = ["CompileMode", "Mode", "run"]
 
 
 def run(
     target: str = typer.Argument(
         ..., help="What to profile: pkg.module:function, pkg.module:obj.attr or path/to/file.py:function."
     ),
-    inputs: str | None = typer.Option(
-        None,
-        "--inputs",
-        help="Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
-        "(**kwargs) or one argument. Default: <function>_inputs in the target's module.",
-    ),
-    device: str = typer.Option(
-        "auto", "--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available)."
-    ),
+    inputs: str | None = typer.Option(None, "--inputs", help=INPUTS_HELP),
+    device: str = DEVICE_OPTION,
     mode: Mode = typer.Option(
         Mode.eager, "--mode", help="eager, or compile (torch.compile, compiled before profiling)."
     ),
     compare_compile: bool = typer.Option(
         False, "--compare-compile", help="Profile eager and compiled, side by side."
     ),
-    compile_mode: CompileMode = typer.Option(
-        CompileMode.default, "--compile-mode", help="torch.compile mode."
-    ),
-    backend: str = typer.Option("inductor", "--backend", help="torch.compile backend."),
-    warmup: int = typer.Option(
-        1, "--warmup", min=0, help="Unprofiled calls first (compiling happens there)."
-    ),
-    repeat: int = typer.Option(
-        1, "--repeat", min=1, help="Profiled calls; wall time is their median, peak their maximum."
-    ),
-    fresh_compile: bool = typer.Option(
-        False, "--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache."
-    ),
-    json_path: Path | None = typer.Option(
-        None, "--json", help="Write the report as JSON (also a baseline).", dir_okay=False
-    ),
-    csv_path: Path | None = typer.Option(
-        None, "--csv", help="Write per-op numbers as CSV, one row per op and run.", dir_okay=False
-    ),
-    markdown_path: Path | None = typer.Option(
-        None, "--markdown", help="Write a Markdown summary (for CI step summaries).", dir_okay=False
-    ),
-    html_path: Path | None = typer.Option(
-        None, "--html", help="Write a self-contained HTML report.", dir_okay=False
-    ),
-    out_dir: Path | None = typer.Option(
-        None, "--out", help="Write every format into this folder with standard names.", file_okay=False
-    ),
-    table_path: Path | None = typer.Option(
-        None, "--table", help="Also save torch's own printed table of each run.", dir_okay=False
-    ),
-    sort: Sort = typer.Option(Sort.peak, "--sort", help="Order ops by peak, self or allocated bytes."),
-    top: int = typer.Option(15, "--top", min=1, help="How many ops to show in the terminal."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No status lines on stderr."),
+    compile_mode: CompileMode = COMPILE_MODE_OPTION,
+    backend: str = BACKEND_OPTION,
+    warmup: int = WARMUP_OPTION,
+    repeat: int = REPEAT_OPTION,
+    fresh_compile: bool = FRESH_COMPILE_OPTION,
+    json_path: Path | None = JSON_OPTION,
+    csv_path: Path | None = CSV_OPTION,
+    markdown_path: Path | None = MARKDOWN_OPTION,
+    html_path: Path | None = HTML_OPTION,
+    out_dir: Path | None = OUT_OPTION,
+    table_path: Path | None = TABLE_OPTION,
+    sort: Sort = SORT_OPTION,
+    top: int = TOP_OPTION,
+    quiet: bool = QUIET_OPTION,
     budget: str | None = gate_options.BUDGET,
     baseline: Path | None = gate_options.BASELINE,
     tolerance: str = gate_options.TOLERANCE,
@@ -93,61 +79,26 @@ def run(
 
     Example: memprof run mypkg.model:step --baseline ci/memprof.json --tolerance 2%
     """
-    from memprof.errors import UsageError
-    from memprof.fileio import check_output_paths
-
-    outputs = output_paths(json_path, csv_path, markdown_path, html_path, out_dir)
-    if save_baseline is not None and outputs.get("json") is not None:
-        # --json and --save-baseline write the same report: one file when they name the same path.
-        if outputs["json"].resolve() == save_baseline.resolve():
-            save_baseline = None
-    check_output_paths(
-        [
-            *((f"--{fmt}", path) for fmt, path in outputs.items()),
-            ("--table", table_path),
-            ("--save-baseline", save_baseline),
-        ]
+    output = output_settings(
+        json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet, save_baseline
     )
+    # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
+    modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.
-    gate = gate_options.config_from_options(
-        budget, baseline, tolerance, per_op, strict_env, require_compile_saves
+    gate = gate_options.gate_for_runs(
+        modes, budget, baseline, tolerance, per_op, strict_env, require_compile_saves
     )
-    labels = ["eager", "compile"] if compare_compile else [mode.value]
-    gate.budgets.check_labels(labels)
-    if require_compile_saves and not compare_compile:
-        raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
-
-    from memprof.api import mode_variants, run_variants
-    from memprof.report.terminal import render_terminal
-    from memprof.runner import resolve_device
-    from memprof.target import build_inputs, resolve
-
-    resolved = resolve(target)
-    resolved_device = resolve_device(device)
-    arguments = build_inputs(resolved, inputs, resolved_device)
-    report, failure = run_variants(
+    profile_targets(
         target,
-        mode_variants(
-            resolved.func, arguments, "both" if compare_compile else mode.value, resolved.attr_path
+        [TargetSpec(spec=target, inputs=inputs, mode=m, label=m) for m in modes],
+        RunSettings(
+            device=device,
+            warmup=warmup,
+            repeat=repeat,
+            compile_mode=compile_mode.value,
+            backend=backend,
+            fresh_compile=fresh_compile,
         ),
-        device=resolved_device,
-        warmup=warmup,
-        repeat=repeat,
-        compile_mode=compile_mode.value,
-        backend=backend,
-        fresh_compile=fresh_compile,
-        keep_table=table_path is not None or "html" in outputs,
-        status=status_printer(quiet),
+        output,
+        gate,
     )
-    typer.echo(render_terminal(report, sort=sort.value, top=top), nl=False)
-    write_outputs(report, outputs, table_path)
-    if save_baseline is not None:
-        from memprof.fileio import atomic_write_text
-
-        atomic_write_text(save_baseline, report.to_json())
-    if failure is not None:
-        raise failure
-    if gate.active:
-        from memprof.gate import evaluate
-
-        gate_options.report_gate(evaluate(report, gate))

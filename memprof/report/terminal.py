@@ -129,6 +129,8 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15) -> str
     verdict = report.verdict()
     if verdict:
         lines += ["", verdict]
+    # Memory next to time for every comparison: most techniques trade one for the other.
+    lines += [diff.summary for diff in report.diffs()]
     for run in report.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
