@@ -63,30 +63,7 @@ def run_variants(
             if len(variants) == 1:
                 raise
             first_error = first_error or error
-            import pandas as pd
-
-            runs[variant.label] = RunResult(
-                label=variant.label,
-                mode=variant.mode,
-                peak_bytes=0,
-                allocated_bytes=0,
-                net_bytes=0,
-                inputs_bytes=0,
-                wall_ms=float("nan"),
-                ops=pd.DataFrame(
-                    columns=[
-                        "name",
-                        "calls",
-                        "self_bytes",
-                        "total_bytes",
-                        "allocated_bytes",
-                        "peak_bytes",
-                        "self_us",
-                        "total_us",
-                    ]
-                ),
-                failed=error.message,
-            )
+            runs[variant.label] = RunResult.failed_run(variant.label, variant.mode, error.message)
     report = Report(target=target, device=resolved, runs=runs, environment=environment(resolved))
     return report, first_error
 

@@ -55,6 +55,27 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     failed: str | None = None
 
+    @staticmethod
+    def failed_run(label: str, mode: str, message: str) -> RunResult:
+        """A run whose code failed: no numbers, the failure's message in ``failed``."""
+        import pandas as pd
+
+        ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in OP_FIELDS[1:]})
+        ops.insert(0, "name", pd.Series(dtype=object))
+        ops["self_us"] = pd.Series(dtype=float)
+        ops["total_us"] = pd.Series(dtype=float)
+        return RunResult(
+            label=label,
+            mode=mode,
+            peak_bytes=0,
+            allocated_bytes=0,
+            net_bytes=0,
+            inputs_bytes=0,
+            wall_ms=float("nan"),
+            ops=ops,
+            failed=message,
+        )
+
     def ops_sorted(self, by: str = "peak") -> pd.DataFrame:
         """Ops sorted by ``peak``, ``self``, ``allocated`` or ``total`` bytes, largest first."""
         column = {
