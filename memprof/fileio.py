@@ -16,7 +16,7 @@ from memprof.errors import InputError, UsageError
 
 
 def check_output_path(path: str | os.PathLike[str], option: str = "output") -> Path:
-    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, a folder."""
+    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder."""
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if out.is_dir():
@@ -40,7 +40,9 @@ def check_output_paths(paths: Iterable[tuple[str, str | os.PathLike[str] | None]
             continue
         resolved = check_output_path(path, option).resolve()
         if resolved in seen:
-            raise UsageError(f"{seen[resolved]} and {option} both write {str(path)!r}; give each its own file")
+            raise UsageError(
+                f"{seen[resolved]} and {option} both write {str(path)!r}; give each its own file"
+            )
         seen[resolved] = option
 
 

@@ -44,7 +44,9 @@ def parse_size(text: str) -> int:
         raise UsageError(f"not a size: {text!r}; write it like {SIZE_EXAMPLE}")
     value = float(match.group(1)) * _UNIT_BYTES[unit]
     if not math.isfinite(value) or value < 0:
-        raise UsageError(f"not a size: {text!r}; a size is a non-negative number like {SIZE_EXAMPLE}")
+        raise UsageError(
+            f"not a size: {text!r}; a size is a non-negative number like {SIZE_EXAMPLE}"
+        )
     return round(value)
 
 

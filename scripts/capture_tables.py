@@ -83,7 +83,8 @@ def main() -> None:
     )
     log = (
         _header("two tables in a training log")
-        + "epoch 1/2 loss=0.6931\nSTAGE:2024-05-01 12:00:00 1234:1234 ActivityProfilerController.cpp:314]"
+        + "epoch 1/2 loss=0.6931\n"
+        "STAGE:2024-05-01 12:00:00 1234:1234 ActivityProfilerController.cpp:314]"
         " Completed Stage: Warm Up\n"
         + first
         + "\nepoch 2/2 loss=0.5012\n-----\n"
