@@ -112,7 +112,8 @@ def _unprefix(line: str, prefix: str) -> str | None:
         return line
     if line.startswith(prefix):
         return line[len(prefix) :]
-    return "" if not line.strip() else None
+    # A blank line keeps at most the prefix without its trailing spaces.
+    return "" if not line.strip() or line.rstrip() == prefix.rstrip() else None
 
 
 def _header_names(line: str | None) -> list[str]:
@@ -165,16 +166,17 @@ def find_tables(text: str) -> list[TableLocation]:
             line = _unprefix(lines[k], prefix)
             return None if line is None else line.strip()
 
+        def equals_line(k: int) -> bool:
+            return _EQ_LINE_RE.match(plain(k) or "") is not None
+
         start, k, top_level, title = i, i - 1, False, None
         if plain(k) == TOP_LEVEL_NOTE:
             top_level, start = True, k
             k -= 1
-            if _EQ_LINE_RE.match(lines[k] if k >= 0 else ""):
+            if equals_line(k):
                 start = k
                 k -= 1
-        if k >= 1 and plain(k) and _EQ_LINE_RE.match(lines[k - 1]) and not _EQ_LINE_RE.match(
-            lines[k]
-        ):
+        if k >= 1 and plain(k) and equals_line(k - 1) and not equals_line(k):
             title, start = plain(k), k - 1
 
         # The body runs to the same dash line; an unclosed table ends where the next one starts.
