@@ -27,7 +27,7 @@ from memprof.units import parse_torch_memory, parse_torch_time_us
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TableLocation", "find_tables", "read_table"]
+__all__ = ["TableLocation", "find_tables", "read_table", "table_document"]
 
 TOP_LEVEL_NOTE = "This report only display top-level ops statistics"
 
@@ -558,3 +558,35 @@ def read_table(
             )
         table = tables[table_index]
     return _read_located(lines, table, lenient)
+
+
+def table_document(frame: pd.DataFrame) -> dict[str, Any]:
+    """The JSON document for a frame from :func:`read_table` (NaN becomes None)::
+
+        {"schema_version": 1, "kind": "torch_table", "totals": {"self_cpu_time_total_us": ...},
+         "table": {"index", "header_line", "title", "top_level_only"}, "skipped_rows": [...],
+         "columns": [...], "rows": [{column: value}, ...]}
+    """
+    attrs = frame.attrs
+    totals = {k: v for k, v in attrs.items() if k.endswith("_time_total_us")}
+    rows = frame.to_dict("records")
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float) and math.isnan(value):
+                row[key] = None
+            elif hasattr(value, "item"):  # a numpy scalar
+                row[key] = value.item()
+    return {
+        "schema_version": 1,
+        "kind": "torch_table",
+        "totals": totals,
+        "table": {
+            "index": attrs.get("table_index"),
+            "header_line": attrs.get("header_line"),
+            "title": attrs.get("title"),
+            "top_level_only": attrs.get("top_level_only", False),
+        },
+        "skipped_rows": list(attrs.get("skipped_rows", [])),
+        "columns": [str(c) for c in frame.columns],
+        "rows": rows,
+    }

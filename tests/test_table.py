@@ -533,7 +533,8 @@ def test_captured_cpu_memory_table() -> None:
 def test_captured_input_shapes_table() -> None:
     df = read_table((DATA / "input_shapes.txt").read_text())
     assert len(df) == 20
-    assert list(_rows(df, "aten::mm")[0].items())[-1] == ("input_shapes", "[[256, 1000], [1000, 100]]")
+    assert _rows(df, "aten::mm")[0]["input_shapes"] == "[[256, 1000], [1000, 100]]"
+    assert list(df.columns)[-1] == "input_shapes"
     sums = _rows(df, "aten::sum")
     assert [(r["input_shapes"], r["cpu_mem_bytes"]) for r in sums] == [
         ("[[256, 100], [], [], []]", 1024),
