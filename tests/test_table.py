@@ -582,3 +582,20 @@ def test_captured_log_with_two_tables_and_noise() -> None:
     assert list(second["name"]) == ["aten::fill_", "aten::mm", "my block: matmul & sum <fp3"]
     assert list(second["name_truncated"]) == [False, False, True]
     assert list(second["calls"]) == [4, 1, 1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.one_of(sizes.map(pu._format_memory), sizes.map(_old_format_memory)), min_size=1),
+    st.lists(times.map(pu._format_time), min_size=1),
+)
+def test_whole_column_path_agrees_with_the_units_functions(
+    sizes_: list[str], times_: list[str]
+) -> None:
+    from memprof.table import _convert, _convert_fast
+
+    for cells, kind in ((sizes_, "bytes"), (times_, "us")):
+        cells = [cell.rjust(12) for cell in cells]
+        slow, bad = _convert(cells, kind)
+        assert bad == []
+        assert list(_convert_fast(cells, kind)) == slow
