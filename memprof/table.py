@@ -496,7 +496,7 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
         raise InputError(f"line {line_no}: {reason}{hint}; --lenient skips bad rows")
     if bad:
         keep = [r for r in range(len(row_lines)) if r not in bad]
-        data = {key: [list(values)[r] for r in keep] for key, values in data.items()}
+        data = {key: [values[r] for r in keep] for key, values in data.items()}
 
     dtypes = {_INT: np.int64, _BYTES: np.int64, _US: np.float64, _PCT: np.float64}
     dtypes[_FLOAT] = np.float64
@@ -505,6 +505,10 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
             data[column.key] = np.array(data[column.key], dtype=dtypes[column.kind])
     data["name_truncated"] = np.array(data["name_truncated"], dtype=bool)
     frame = pd.DataFrame(data)
+    if frame.empty:  # no values to infer from: text columns must still be text
+        for column in columns:
+            if column.kind in (_NAME, _STR, _SRC):
+                frame[column.key] = frame[column.key].astype(str)
 
     skipped = [{"line": line_no, "reason": reason} for line_no, reason in problems]
     if not table.closed:

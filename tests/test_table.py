@@ -69,7 +69,7 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-NAME_CHARS = string.ascii_letters + string.digits + " _:<>&#[]().,/-*+=%'\"!?"
+NAME_CHARS = string.ascii_letters + string.digits + " _:<>&#[]().,/-*+=%'\"!?éμ√中"
 names = st.text(NAME_CHARS, min_size=1, max_size=70).map(str.strip).filter(bool)
 # Overload names and stack entries may overflow their column; then only single spaces are safe.
 overloads = st.text(string.ascii_letters + "_. ", max_size=60).map(_squash)
@@ -476,6 +476,27 @@ def test_a_cut_off_table_is_an_error_unless_lenient() -> None:
     with pytest.raises(InputError, match="not closed by a dash line"):
         read_table(cut)
     assert list(read_table(cut, lenient=True)["name"]) == ["aten::a", "aten::b"]
+
+
+def test_a_table_without_rows_keeps_its_columns_and_types() -> None:
+    lines = (DATA / "cpu_memory.txt").read_text().split("\n")
+    df = read_table("\n".join([*lines[:3], lines[0], lines[-2]]))
+    assert len(df) == 0 and df.attrs["self_cpu_time_total_us"] == 663.833
+    assert df["cpu_mem_bytes"].dtype == "int64" and df["calls"].dtype == "int64"
+    assert df["name"].dtype == object or str(df["name"].dtype) == "str"
+
+
+def test_windows_line_endings() -> None:
+    text = (DATA / "cpu_memory.txt").read_text()
+    crlf = read_table(text.replace("\n", "\r\n"))
+    assert crlf.equals(read_table(text))
+
+
+def test_header_and_dash_line_disagreeing_is_an_error() -> None:
+    lines = _table([_evt("aten::a")]).split("\n")
+    lines[1] = lines[1].replace("Self CPU %", "Self CPU  %")
+    with pytest.raises(InputError, match=r"^line 2: the header has 10 column names"):
+        read_table("\n".join(lines))
 
 
 def test_find_tables_reports_locations() -> None:
