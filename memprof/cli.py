@@ -138,7 +138,7 @@ def _json_text(document: dict[str, Any]) -> str:
 def parse(
     file: str = typer.Argument(
         ...,
-        metavar="FILE|-",
+        metavar="FILE",
         help="Text holding the table: a saved table, a whole log, or - for standard input.",
     ),
     csv_path: str | None = typer.Option(

@@ -172,7 +172,8 @@ def _time_close(parsed: float, value: float, unit: str | None) -> bool:
         scale = 1e6 if value >= 1e6 else 1e3 if value >= 1e3 else 1.0
     else:
         scale = {"us": 1.0, "ms": 1e3, "s": 1e6}[unit]
-    return math.isclose(parsed, value, rel_tol=1e-12, abs_tol=0.0005 * scale * 1.000001 + 1e-9)
+    # Three printed decimals, plus the float error of numbers as large as 1e14.
+    return abs(parsed - value) <= 0.0005 * scale * (1 + 1e-9) + abs(value) * 1e-15 + 1e-12
 
 
 def _bytes_close(parsed: int, value: int) -> bool:
