@@ -60,14 +60,29 @@ def build_table(rows: int, seed: int = 0) -> str:
     return _build_table(events, row_limit=-1, profile_memory=True)
 
 
+def replicate_table(path: Path, rows: int) -> str:
+    """A real captured table with its body rows repeated up to ``rows`` rows."""
+    lines = path.read_text().split("\n")
+    closing = max(k for k, line in enumerate(lines) if line.startswith("---"))
+    body = lines[3:closing]
+    repeated = (body * (rows // len(body) + 1))[:rows]
+    return "\n".join(lines[:3] + repeated + lines[closing:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--replicate",
+        type=Path,
+        metavar="TABLE",
+        help="repeat the rows of a captured table (e.g. tests/data/input_shapes.txt) instead",
+    )
     args = parser.parse_args()
 
     start = time.perf_counter()
-    text = build_table(args.rows)
+    text = replicate_table(args.replicate, args.rows) if args.replicate else build_table(args.rows)
     build_s = time.perf_counter() - start
     best = float("inf")
     for _ in range(args.repeat):
@@ -81,7 +96,8 @@ def main() -> None:
         f"read_table: {args.rows:,} rows x {frame.shape[1]} columns ({len(text) / 1e6:.1f} MB, "
         f"{lines:,} lines) in {best:.3f} s (best of {args.repeat}) = {args.rows / best:,.0f} rows/s"
     )
-    print(f"(building the table with torch's _build_table took {build_s:.1f} s)")
+    source = f"rows of {args.replicate}" if args.replicate else "torch's _build_table"
+    print(f"(building the table from {source} took {build_s:.1f} s)")
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; python {platform.python_version()}, torch {torch.__version__}, "
