@@ -127,8 +127,10 @@ def _header_names(line: str | None) -> list[str]:
 
 def _table_start(lines: list[str], i: int) -> tuple[dict[str, Any], int] | None:
     """If a table starts with the dash line at ``i``, return its layout and the header names."""
+    if i + 2 >= len(lines) or not lines[i].rstrip().endswith("-"):
+        return None
     match = _SEP_RE.match(lines[i])
-    if match is None or i + 2 >= len(lines):
+    if match is None:
         return None
     sep_line = lines[i].rstrip()
     if lines[i + 2].rstrip() != sep_line:

@@ -500,6 +500,38 @@ def test_header_and_dash_line_disagreeing_is_an_error() -> None:
         read_table("\n".join(lines))
 
 
+def test_old_left_aligned_layout_with_old_headers_and_units() -> None:
+    """torch 1.x left-aligned every column, said "Number of Calls", "Self CPU total" and "Kb"."""
+    text = (DATA / "cpu_memory.txt").read_text()
+    (table,) = find_tables(text)
+    old_names = {"Self CPU %": "Self CPU total %", "Self CPU": "Self CPU total"}
+    old_names["# of Calls"] = "Number of Calls"
+    lines = text.split("\n")
+    for k in range(1, table.body[1]):
+        if k == 2:
+            continue
+        cells = [lines[k][a : a + w].strip() for a, w in table.spans]
+        if k == 1:
+            cells = [old_names.get(c, c) for c in cells]
+        cells = [c.replace(" MB", " Mb").replace(" KB", " Kb").replace(" B", " b") for c in cells]
+        lines[k] = "".join(c.ljust(w) + "  " for c, (_, w) in zip(cells, table.spans, strict=True))
+    old = read_table("\n".join(lines))
+    new = read_table(text)
+    assert list(old.columns) == [
+        "name",
+        "name_truncated",
+        "self_cpu_total_pct",
+        "self_cpu_total_us",
+        "cpu_total_pct",
+        "cpu_total_us",
+        "cpu_time_avg_us",
+        "cpu_mem_bytes",
+        "self_cpu_mem_bytes",
+        "calls",
+    ]
+    assert (old.to_numpy() == new.to_numpy()).all()
+
+
 def test_find_tables_reports_locations() -> None:
     found = find_tables((DATA / "two_tables.log").read_text())
     assert [(t.start_line, t.header_line, t.end_line) for t in found] == [(4, 5, 13), (17, 18, 24)]
