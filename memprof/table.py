@@ -480,13 +480,20 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
                 continue
             values, bad_rows = _convert(raw, column.kind)
             for r in bad_rows:
-                if r not in bad:
-                    text = raw[r].strip()
-                    shown = repr(text) if text else "empty"
+                if r in bad:
+                    continue
+                if not any(cell.strip() for cell in rows[r][1:]):
                     bad[r] = (
-                        f"column {column.header!r} should be {_EXPECTED[column.kind]} "
-                        f"but is {shown}"
+                        "not a table row: there is text only under Name; expected the "
+                        f"{len(columns)} columns of the header at line {table.header_line} "
+                        f"({', '.join(c.header for c in columns)})"
                     )
+                    continue
+                text = raw[r].strip()
+                shown = repr(text) if text else "empty"
+                bad[r] = (
+                    f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
+                )
             data[column.key] = values
     problems.extend((row_lines[r], reason) for r, reason in bad.items())
     problems.sort()

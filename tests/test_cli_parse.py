@@ -140,6 +140,19 @@ def test_bad_row_is_exit_2_with_line_and_expectation(runner: CliRunner, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]  # no temporary file left
 
 
+def test_a_log_line_inside_the_table_is_not_a_row(runner: CliRunner) -> None:
+    lines = CPU_TABLE.read_text().split("\n")
+    lines[4] = "loss=0.25"
+    result = runner.invoke(app, ["parse", "-"], input="\n".join(lines))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "memprof: error: standard input: line 5: not a table row: there is text only under "
+        "Name; expected the 9 columns of the header at line 2 (Name, Self CPU %, Self CPU, "
+        "CPU total %, CPU total, CPU time avg, CPU Mem, Self CPU Mem, # of Calls); "
+        "--lenient skips bad rows\n"
+    )
+
+
 def test_lenient_skips_bad_rows_with_a_warning_each(runner: CliRunner, tmp_path: Path) -> None:
     path, line = _bad_row_table(tmp_path)
     out = tmp_path / "out.csv"
