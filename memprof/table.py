@@ -7,7 +7,8 @@ How torch lays the table out (``torch/autograd/profiler_util.py::_build_table``)
 the header, the same dash line, one line per row, the dash line again, then footer lines such as
 ``Self CPU time total: 886.017ms``. Each dash run is a column; every column is followed by two
 spaces. Values are right-aligned except Source Location (left-aligned, with continuation lines
-holding the rest of the stack, then a blank line). A value wider than its column pushes the
+holding the rest of the stack, then a blank line); torch 1.x left-aligned every column, which
+reads the same way. A value wider than its column pushes the
 rest of the line to the right; the parser follows that shift. Optionally, above the first dash
 line: ``====`` lines around a title and the note "This report only display top-level ops
 statistics".
@@ -125,7 +126,7 @@ def _header_names(line: str | None) -> list[str]:
     return _HEADER_SPLIT_RE.split(line.strip())
 
 
-def _table_start(lines: list[str], i: int) -> tuple[dict[str, Any], int] | None:
+def _table_start(lines: list[str], i: int) -> dict[str, Any] | None:
     """If a table starts with the dash line at ``i``, return its layout and the header names."""
     if i + 2 >= len(lines) or not lines[i].rstrip().endswith("-"):
         return None
@@ -140,7 +141,7 @@ def _table_start(lines: list[str], i: int) -> tuple[dict[str, Any], int] | None:
     if not names or names[0] != "Name":
         return None
     spans = tuple((m.start(), m.end() - m.start()) for m in re.finditer(r"-+", match["sep"]))
-    return {"prefix": prefix, "sep_line": sep_line, "names": tuple(names), "spans": spans}, i
+    return {"prefix": prefix, "sep_line": sep_line, "names": tuple(names), "spans": spans}
 
 
 def _snake(text: str) -> str:
@@ -160,11 +161,10 @@ def _find_tables(lines: list[str]) -> list[TableLocation]:
         if "-" not in lines[i]:
             i += 1
             continue
-        found = _table_start(lines, i)
-        if found is None:
+        layout = _table_start(lines, i)
+        if layout is None:
             i += 1
             continue
-        layout, _ = found
         prefix, sep_line = layout["prefix"], layout["sep_line"]
 
         # What torch prints above the first dash line: [====, title,] [====, top-level note].
