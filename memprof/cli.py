@@ -73,14 +73,27 @@ def _main(
     """memprof: memory profiles of PyTorch code, eager and compiled."""
 
 
+def reflowed(func: F) -> F:
+    """Join the lines of each help paragraph (rich help would keep every docstring line break);
+    indented paragraphs (examples) stay as written."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(func.__doc__ or "").split("\n\n")
+    func.__doc__ = "\n\n".join(
+        p if p.startswith(" ") else " ".join(line.strip() for line in p.splitlines()) for p in paragraphs
+    )
+    return func
+
+
 def _register() -> None:
     # Imported here, not at the top, so each command module may import `err` from this one.
     from memprof.commands.check import check
     from memprof.commands.compare import compare
+    from memprof.commands.parse import parse
     from memprof.commands.run import run
 
-    for command in (run, compare, check):
-        app.command()(handle_errors(command))
+    for command in (run, compare, check, parse):
+        app.command()(handle_errors(reflowed(command)))
 
 
 _register()

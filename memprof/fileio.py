@@ -16,7 +16,7 @@ from memprof.errors import InputError, UsageError
 
 
 def check_output_path(path: str | os.PathLike[str], option: str = "output") -> Path:
-    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, a folder."""
+    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder."""
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if out.is_dir():

@@ -1,0 +1,124 @@
+"""``memprof parse``: a printed torch profiler table -> CSV, JSON or a clean table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from memprof.commands.common import err
+from memprof.errors import InputError
+
+
+def _render_parsed(frame: Any) -> str:
+    """The parsed table for people: sizes in KiB/MiB, truncated names marked with '...'."""
+    import math
+
+    from tabulate import tabulate
+
+    from memprof.units import format_bytes
+
+    columns = [c for c in frame.columns if c != "name_truncated"]
+    rows = []
+    for record in frame.to_dict("records"):
+        row = []
+        for column in columns:
+            value = record[column]
+            if column == "name" and record.get("name_truncated"):
+                value = f"{value}..."
+            elif isinstance(value, float) and math.isnan(value):
+                value = "-"
+            elif column.endswith("_bytes"):
+                value = format_bytes(value)
+            elif column.endswith("_us"):
+                value = f"{value:,.3f}"
+            elif column.endswith("_pct"):
+                value = f"{value:.2f}"
+            row.append(value)
+        rows.append(row)
+    lines = [tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True)]
+    for key, value in frame.attrs.items():
+        if key.endswith("_time_total_us"):
+            lines.append(f"{key}: {value:,.3f}")
+    where = f"table {frame.attrs['table_index']} (header at line {frame.attrs['header_line']})"
+    scope = ", top-level ops only" if frame.attrs.get("top_level_only") else ""
+    lines.append(f"{len(frame)} rows from {where}{scope}")
+    return "\n".join(lines)
+
+
+def _json_text(document: dict[str, Any]) -> str:
+    """Indented JSON with one line per row: readable, and small for 100,000 rows."""
+    import json
+
+    rows = document.pop("rows")
+    head = json.dumps(document, indent=1, allow_nan=False)[: -len("\n}")]
+    body = ",\n  ".join(json.dumps(row, allow_nan=False) for row in rows)
+    return head + (',\n "rows": [\n  ' + body + "\n ]\n}\n" if rows else ',\n "rows": []\n}\n')
+
+
+def parse(
+    file: str = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="Text holding the table: a saved table, a whole log, or - for standard input.",
+    ),
+    csv_path: str | None = typer.Option(
+        None, "--csv", metavar="PATH", help="Write the rows as CSV (one header line) to PATH."
+    ),
+    json_path: str | None = typer.Option(
+        None,
+        "--json",
+        metavar="PATH",
+        help="Write rows, columns and the footer totals as JSON to PATH (NaN as null).",
+    ),
+    table_index: int | None = typer.Option(
+        None,
+        "--table-index",
+        metavar="N",
+        help="Which table when the text holds several: 0 is the first, -1 the last.",
+    ),
+    lenient: bool = typer.Option(
+        False, "--lenient", help="Skip rows that do not fit the columns, with a warning each."
+    ),
+) -> None:
+    """Turn a printed torch profiler table into data: CSV, JSON, or a clean table.
+
+    Reads what prof.key_averages().table(...) printed, from a log, a notebook or a bug report,
+    and gives one row per op with names kept whole (spaces, <>&:#, the memory row), sizes in bytes
+    (*_bytes), times in microseconds (*_us), percentages (*_pct), calls, and the Input Shapes,
+    Source Location, FLOPs and device (CUDA, XPU, ...) columns when present. Log lines around
+    the table are ignored. Without --csv or --json the parsed table is printed.
+
+    Example:
+
+        memprof parse train.log --table-index -1 --csv ops.csv --json ops.json
+
+        python train.py 2>&1 | memprof parse - --lenient
+
+    Exit codes: 0 ok; 2 no table, a row that does not fit (its line number is shown), a
+    missing file or a bad --table-index.
+    """
+    from memprof.fileio import atomic_write_text, check_output_paths, read_text
+    from memprof.table import read_table, table_document
+
+    check_output_paths([("--csv", csv_path), ("--json", json_path)])
+    source = "standard input" if file == "-" else file
+    text = read_text(file, "input")
+    try:
+        frame = read_table(text, table_index=table_index, lenient=lenient)
+    except InputError as error:
+        raise InputError(f"{source}: {error.message}") from None
+    for skipped in frame.attrs["skipped_rows"]:
+        err(f"memprof: warning: {source}: line {skipped['line']}: skipped: {skipped['reason']}")
+
+    outputs: list[tuple[str, str]] = []
+    if csv_path is not None:
+        outputs.append((csv_path, frame.to_csv(index=False, lineterminator="\n")))
+    if json_path is not None:
+        outputs.append((json_path, _json_text(table_document(frame))))
+    if not outputs:
+        typer.echo(_render_parsed(frame))
+        return
+    for path, content in outputs:
+        atomic_write_text(path, content)
+        err(f"memprof: wrote {len(frame)} rows to {path}")

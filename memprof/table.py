@@ -1,0 +1,665 @@
+"""Read the fixed-width table torch prints (``prof.key_averages().table(...)``) back into data.
+
+Pure text processing: no torch import, so it works on a laptop without torch for a table copied
+from a GPU job's log, a notebook or a bug report. pandas is imported when a frame is built.
+
+How torch lays the table out (``torch/autograd/profiler_util.py::_build_table``): a dash line,
+the header, the same dash line, one line per row, the dash line again, then footer lines such as
+``Self CPU time total: 886.017ms``. Each dash run is a column; every column is followed by two
+spaces. Values are right-aligned except Source Location (left-aligned, with continuation lines
+holding the rest of the stack, then a blank line); torch 1.x left-aligned every column, which
+reads the same way. A value wider than its column pushes the
+rest of the line to the right; the parser follows that shift. Optionally, above the first dash
+line: ``====`` lines around a title and the note "This report only display top-level ops
+statistics".
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memprof.errors import InputError
+from memprof.units import parse_torch_memory, parse_torch_time_us
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["TableLocation", "find_tables", "read_table", "table_document"]
+
+TOP_LEVEL_NOTE = "This report only display top-level ops statistics"
+
+# A dash line: an optional constant prefix (indentation, "[rank0]:"), dash runs two spaces apart.
+_SEP_RE = re.compile(r"^(?P<prefix>.*?)(?P<sep>-+(?:  -+)*)[ \t]*$")
+_HEADER_SPLIT_RE = re.compile(r" {2,}")
+_FOOTER_RE = re.compile(r"^\s*Self (?P<device>\S+) time total:\s*(?P<value>.*?)\s*$")
+_EQ_LINE_RE = re.compile(r"^\s*={3,}\s*$")
+
+_INT_RE = re.compile(r"^\s*-?\d{1,18}\s*$")
+_FLOAT_RE = re.compile(r"^\s*-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*$")
+_PCT_RE = re.compile(r"^\s*(-?(?:\d+(?:\.\d*)?|\.\d+))%?\s*$")
+_FLOPS_HEADER_RE = re.compile(r"^(?:Total )?[KMGTP]?FLOPs$")
+_TIME_HEADER_RE = re.compile(r"^(?:Self \S+|(?:Self )?\S+ (?:total|time avg|time))$")
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# Column kinds: how a cell is converted and what the column is called.
+_NAME, _STR, _SRC, _INT, _BYTES, _US, _PCT, _FLOAT = (
+    "name",
+    "str",
+    "source",
+    "int",
+    "bytes",
+    "us",
+    "pct",
+    "float",
+)
+
+_EXPECTED = {
+    _INT: "a whole number",
+    _BYTES: "a size like '244.14 MB', '-1.00 KB' or '40 B'",
+    _US: "a time like '12.345us', '1.234ms' or '1.000s'",
+    _PCT: "a percentage like '12.34%' or 'NaN'",
+    _FLOAT: "a number or '--'",
+}
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """Where a torch profiler table sits in a text; line numbers are 1-based.
+
+    ``start_line`` is the table's first line (the ``====`` block when there is one),
+    ``header_line`` the line with the column names, ``end_line`` the last line (the last footer
+    line, or the closing dash line). ``closed`` is False when the text ends before the closing
+    dash line. ``prefix`` is text repeated in front of every line (indentation, ``[rank0]:``).
+    """
+
+    index: int
+    start_line: int
+    header_line: int
+    end_line: int
+    columns: tuple[str, ...]
+    closed: bool = True
+    prefix: str = ""
+    title: str | None = None
+    top_level_only: bool = False
+    # (start, width) of each column in a line without its prefix; from the dash runs.
+    spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)
+    body: tuple[int, int] = field(default=(0, 0), repr=False)  # 0-based [first, end) row lines
+    footer: tuple[int, int] = field(default=(0, 0), repr=False)
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    key: str
+    kind: str
+    start: int
+    width: int
+
+
+def _split_lines(text: str) -> list[str]:
+    # split("\n") rather than splitlines(): line numbers must match what an editor shows, and
+    # names may contain characters that splitlines() treats as line breaks.
+    lines = text.split("\n")
+    if "\r" not in text:
+        return lines
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _unprefix(line: str, prefix: str) -> str | None:
+    if not prefix:
+        return line
+    if line.startswith(prefix):
+        return line[len(prefix) :]
+    # A blank line keeps at most the prefix without its trailing spaces.
+    return "" if not line.strip() or line.rstrip() == prefix.rstrip() else None
+
+
+def _header_names(line: str | None) -> list[str]:
+    if line is None or not line.strip():
+        return []
+    return _HEADER_SPLIT_RE.split(line.strip())
+
+
+def _table_start(lines: list[str], i: int) -> dict[str, Any] | None:
+    """If a table starts with the dash line at ``i``, return its layout and the header names."""
+    if i + 2 >= len(lines) or not lines[i].rstrip().endswith("-"):
+        return None
+    match = _SEP_RE.match(lines[i])
+    if match is None:
+        return None
+    sep_line = lines[i].rstrip()
+    if lines[i + 2].rstrip() != sep_line:
+        return None
+    prefix = match["prefix"]
+    names = _header_names(_unprefix(lines[i + 1], prefix))
+    if not names or names[0] != "Name":
+        return None
+    spans = tuple((m.start(), m.end() - m.start()) for m in re.finditer(r"-+", match["sep"]))
+    return {"prefix": prefix, "sep_line": sep_line, "names": tuple(names), "spans": spans}
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")
+
+
+def find_tables(text: str) -> list[TableLocation]:
+    """Find every torch profiler table in ``text`` (a log may hold several), in order."""
+    return _find_tables(_split_lines(text))
+
+
+def _find_tables(lines: list[str]) -> list[TableLocation]:
+    tables: list[TableLocation] = []
+    n = len(lines)
+    i = 0
+    while i < n - 2:
+        if "-" not in lines[i]:
+            i += 1
+            continue
+        layout = _table_start(lines, i)
+        if layout is None:
+            i += 1
+            continue
+        prefix, sep_line = layout["prefix"], layout["sep_line"]
+
+        # What torch prints above the first dash line: [====, title,] [====, top-level note].
+        def plain(k: int, prefix: str = prefix) -> str | None:
+            if k < 0:
+                return None
+            line = _unprefix(lines[k], prefix)
+            return None if line is None else line.strip()
+
+        def equals_line(k: int) -> bool:
+            return _EQ_LINE_RE.match(plain(k) or "") is not None
+
+        start, k, top_level, title = i, i - 1, False, None
+        if plain(k) == TOP_LEVEL_NOTE:
+            top_level, start = True, k
+            k -= 1
+            if equals_line(k):
+                start = k
+                k -= 1
+        if k >= 1 and plain(k) and equals_line(k - 1) and not equals_line(k):
+            title, start = plain(k), k - 1
+
+        # The body runs to the same dash line; an unclosed table ends where the next one starts.
+        j = i + 3
+        closed = False
+        next_start = prefix + "-"
+        while j < n:
+            line = lines[j]
+            if line.startswith(next_start):
+                if line.rstrip() == sep_line:
+                    closed = True
+                    break
+                if _table_start(lines, j) is not None:
+                    break
+            j += 1
+        body = (i + 3, j)
+        f = j + 1 if closed else j
+        footer_start = f
+        if closed:
+            while f < n:
+                footer_line = _unprefix(lines[f], prefix)
+                if footer_line is None or _FOOTER_RE.match(footer_line) is None:
+                    break
+                f += 1
+        end_line = f if closed else j  # 1-based number of the last line == 0-based index + 1
+        tables.append(
+            TableLocation(
+                index=len(tables),
+                start_line=start + 1,
+                header_line=i + 2,
+                end_line=max(end_line, i + 3),
+                columns=layout["names"],
+                closed=closed,
+                prefix=prefix,
+                title=title,
+                top_level_only=top_level,
+                spans=layout["spans"],
+                body=body,
+                footer=(footer_start, f),
+            )
+        )
+        i = max(f, i + 3)
+    return tables
+
+
+def _columns_for(table: TableLocation) -> list[_Column]:
+    if len(table.columns) != len(table.spans):
+        raise InputError(
+            f"line {table.header_line}: the header has {len(table.columns)} column names "
+            f"({', '.join(table.columns)}) but the dash line above it has {len(table.spans)} "
+            "columns; is the table cut or re-wrapped?"
+        )
+    columns: list[_Column] = []
+    seen: set[str] = {"name_truncated"}
+    for header, (start, width) in zip(table.columns, table.spans, strict=True):
+        if header == "Name":
+            key, kind = "name", _NAME
+        elif header in ("# of Calls", "Number of Calls", "Calls"):
+            key, kind = "calls", _INT
+        elif header == "Node ID":
+            key, kind = "node_id", _INT
+        elif header == "Source Location":
+            key, kind = "source_location", _SRC
+        elif header in ("Input Shapes", "Overload Name"):
+            key, kind = _snake(header), _STR
+        elif _FLOPS_HEADER_RE.match(header):
+            key, kind = _snake(header), _FLOAT
+        elif header.endswith(" %"):
+            key, kind = _snake(header[:-2]) + "_pct", _PCT
+        elif header.endswith(" Mem"):
+            key, kind = _snake(header) + "_bytes", _BYTES
+        elif _TIME_HEADER_RE.match(header):
+            key, kind = _snake(header) + "_us", _US
+        else:  # a column this parser does not know: kept as text
+            key, kind = _snake(header) or "column", _STR
+        base, n = key, 2
+        while key in seen:
+            key, n = f"{base}_{n}", n + 1
+        seen.add(key)
+        columns.append(_Column(header, key, kind, start, width))
+    return columns
+
+
+def _split_shifted(line: str, columns: list[_Column]) -> list[str] | None:
+    """Cut a row whose values overflow their columns: each value still ends in two spaces."""
+    fields: list[str] = []
+    pos, n = 0, len(line)
+    for column in columns:
+        end = pos + column.width
+        if end >= n or line[end : end + 2] == "  ":
+            fields.append(line[pos:end])
+            pos = end + 2
+        else:
+            stop = line.find("  ", end)
+            if stop < 0:
+                stop = n
+            fields.append(line[pos:stop])
+            pos = stop + 2
+    if line[pos:].strip():
+        return None
+    return fields
+
+
+def _to_int(text: str) -> int | None:
+    return int(text) if _INT_RE.match(text) else None
+
+
+def _to_bytes(text: str) -> int | None:
+    try:
+        value = parse_torch_memory(text)
+    except (OverflowError, ValueError):
+        return None
+    if value is None or not _INT64_MIN <= value <= _INT64_MAX:
+        return None
+    return value
+
+
+def _to_pct(text: str) -> float | None:
+    stripped = text.strip()
+    if stripped == "NaN":
+        return math.nan
+    match = _PCT_RE.match(stripped)
+    return float(match.group(1)) if match else None
+
+
+def _to_float(text: str) -> float | None:
+    stripped = text.strip()
+    if stripped == "--":
+        return math.nan
+    return float(stripped) if _FLOAT_RE.match(stripped) else None
+
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    _INT: _to_int,
+    _BYTES: _to_bytes,
+    _US: parse_torch_time_us,
+    _PCT: _to_pct,
+    _FLOAT: _to_float,
+}
+
+
+def _convert(raw: list[str], kind: str) -> tuple[list[Any], list[int]]:
+    """Convert one column's cells; return the values and the positions of bad cells."""
+    parse = _CONVERTERS[kind]
+    memo: dict[str, Any] = {}
+    values: list[Any] = []
+    bad: list[int] = []
+    append = values.append
+    for k, text in enumerate(raw):
+        value = memo.get(text)
+        if value is None:
+            value = parse(text)
+            if value is None:
+                bad.append(k)
+                append(0)
+                continue
+            memo[text] = value
+        append(value)
+    return values, bad
+
+
+# Whole-column fast paths: one regex pass over the column joined by newlines, numpy for the
+# arithmetic. Same grammar and arithmetic as units.parse_torch_memory / parse_torch_time_us;
+# when a cell does not match, the column goes through those functions cell by cell instead.
+_FAST_NUMBER = r"^ *(-?\d+(?:\.\d+)?)"
+_FAST_RE = {
+    _US: re.compile(_FAST_NUMBER + r"(us|ms|s) *$", re.MULTILINE),
+    _BYTES: re.compile(_FAST_NUMBER + r"(?: *(B|KB|MB|GB|TB|b|Kb|Mb|Gb|Tb))? *$", re.MULTILINE),
+    _PCT: re.compile(r"^ *(-?\d+(?:\.\d+)?|NaN)%? *$", re.MULTILINE),
+    _INT: re.compile(r"^ *(-?\d{1,18}) *$", re.MULTILINE),
+}
+_FAST_SCALE: dict[str, dict[str, float]] = {
+    _US: {"us": 1.0, "ms": 1e3, "s": 1e6},
+    _BYTES: {"": 1.0, "B": 1.0, "b": 1.0, "KB": 1024.0, "Kb": 1024.0, "MB": 1024.0**2}
+    | {"Mb": 1024.0**2, "GB": 1024.0**3, "Gb": 1024.0**3, "TB": 1024.0**4, "Tb": 1024.0**4},
+}
+
+
+def _convert_fast(raw: list[str], kind: str) -> Any:
+    """The column as a numpy array, or None when some cell needs a closer look."""
+    import numpy as np
+
+    pattern = _FAST_RE.get(kind)
+    if pattern is None or not raw:
+        return None
+    found = pattern.findall("\n".join(raw))
+    if len(found) != len(raw):  # each line matches at most once: all matched iff counts agree
+        return None
+    if kind == _INT:
+        return np.array(found, dtype=np.int64)
+    if kind == _PCT:
+        return np.array(found, dtype=np.float64)
+    values = np.array([number for number, _ in found], dtype=np.float64)
+    scale_of = _FAST_SCALE[kind]
+    values *= np.array([scale_of[unit] for _, unit in found], dtype=np.float64)
+    if kind == _US:
+        return values
+    values = np.rint(values)
+    if not np.all(np.abs(values) < 2.0**63):  # also catches inf and nan
+        return None
+    return values.astype(np.int64)
+
+
+def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
+
+    columns = _columns_for(table)
+    prefix = table.prefix
+    total = sum(c.width + 2 for c in columns)
+    pattern = re.compile("".join(f"(.{{{c.width}}})  " for c in columns), re.DOTALL)
+    src = next((k for k, c in enumerate(columns) if c.kind == _SRC), None)
+    flops = next((k for k, c in enumerate(columns) if c.kind == _FLOAT), None)
+    # torch prints the FLOPs value before the source location although the header has them the
+    # other way round; the cells are swapped back when their contents show it.
+    swap = src is not None and flops is not None and src < flops
+    src_start = columns[src].start if src is not None else 0
+    name_width = columns[0].width
+
+    rows: list[tuple[str, ...] | list[str]] = []
+    row_lines: list[int] = []
+    extra: dict[int, list[str]] = {}
+    problems: list[tuple[int, str]] = []
+    last_ok = False
+    first, end = table.body
+    for index in range(first, end):
+        raw_line = lines[index]
+        line = raw_line if not prefix else _unprefix(raw_line, prefix)
+        if line is None:
+            reason = f"the line does not start with the table's prefix {prefix!r}"
+            problems.append((index + 1, reason))
+            last_ok = False
+            continue
+        if not line or line.isspace():
+            continue
+        if src is not None and not line[:src_start].strip():
+            # A continuation line of the Source Location column.
+            if last_ok:
+                extra.setdefault(len(rows) - 1, []).append(line.strip())
+            elif not rows and not problems:
+                problems.append((index + 1, "a Source Location continuation line without a row"))
+            # else: it continues a bad row and goes with it
+            continue
+        padded = line if len(line) >= total else line + " " * (total - len(line))
+        match = pattern.fullmatch(padded)
+        fields: tuple[str, ...] | list[str] | None
+        if match is not None:
+            fields = match.groups()
+        else:
+            fields = _split_shifted(line, columns)
+            if fields is None:
+                problems.append(
+                    (
+                        index + 1,
+                        f"the row does not fit the {len(columns)} columns of the header at line "
+                        f"{table.header_line} ({', '.join(c.header for c in columns)}); "
+                        "text is left over after the last column",
+                    )
+                )
+                last_ok = False
+                continue
+        if swap:
+            assert src is not None and flops is not None
+            shown_src, shown_flops = fields[src].strip(), fields[flops].strip()
+            if _to_float(shown_src) is not None and _to_float(shown_flops) is None:
+                fields = list(fields)
+                fields[src], fields[flops] = fields[flops], fields[src]
+        rows.append(fields)
+        row_lines.append(index + 1)
+        last_ok = True
+
+    data: dict[str, Any] = {}
+    bad: dict[int, str] = {}
+    cells = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    for k, column in enumerate(columns):
+        raw = list(cells[k])
+        if column.kind == _NAME:
+            names = [text.strip() for text in raw]
+            truncated = [len(s) == name_width and s.endswith("...") for s in names]
+            data["name"] = [s[:-3] if t else s for s, t in zip(names, truncated, strict=True)]
+            data["name_truncated"] = np.array(truncated, dtype=bool)
+        elif column.kind == _STR:
+            data[column.key] = [text.strip() for text in raw]
+        elif column.kind == _SRC:
+            data[column.key] = [
+                "\n".join([text.strip(), *extra[r]]) if r in extra else text.strip()
+                for r, text in enumerate(raw)
+            ]
+        else:
+            fast = _convert_fast(raw, column.kind)
+            if fast is not None:
+                data[column.key] = fast
+                continue
+            values, bad_rows = _convert(raw, column.kind)
+            for r in bad_rows:
+                if r in bad:
+                    continue
+                if not any(cell.strip() for cell in rows[r][1:]):
+                    bad[r] = (
+                        "not a table row: there is text only under Name; expected the "
+                        f"{len(columns)} columns of the header at line {table.header_line} "
+                        f"({', '.join(c.header for c in columns)})"
+                    )
+                    continue
+                text = raw[r].strip()
+                shown = repr(text) if text else "empty"
+                bad[r] = f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
+            data[column.key] = values
+    problems.extend((row_lines[r], reason) for r, reason in bad.items())
+    problems.sort()
+
+    if problems and not lenient:
+        line_no, reason = problems[0]
+        more = len(problems) - 1
+        hint = f" ({more} more bad rows)" if more else ""
+        raise InputError(f"line {line_no}: {reason}{hint}; --lenient skips bad rows")
+    if bad:
+        keep = [r for r in range(len(row_lines)) if r not in bad]
+        data = {key: [values[r] for r in keep] for key, values in data.items()}
+
+    dtypes = {_INT: np.int64, _BYTES: np.int64, _US: np.float64, _PCT: np.float64}
+    dtypes[_FLOAT] = np.float64
+    for column in columns:
+        if column.kind in dtypes:
+            data[column.key] = np.array(data[column.key], dtype=dtypes[column.kind])
+    data["name_truncated"] = np.array(data["name_truncated"], dtype=bool)
+    frame = pd.DataFrame(data)
+    if frame.empty:  # no values to infer from: text columns must still be text
+        for column in columns:
+            if column.kind in (_NAME, _STR, _SRC):
+                frame[column.key] = frame[column.key].astype(str)
+
+    skipped = [{"line": line_no, "reason": reason} for line_no, reason in problems]
+    if not table.closed:
+        reason = (
+            f"the table whose header is at line {table.header_line} is not closed by a dash "
+            "line; the text may be cut off"
+        )
+        if not lenient:
+            raise InputError(f"line {table.end_line}: {reason}; --lenient reads it anyway")
+        skipped.append({"line": table.end_line, "reason": reason})
+    attrs: dict[str, Any] = {}
+    for index in range(*table.footer):
+        line = _unprefix(lines[index], prefix) or ""
+        footer = _FOOTER_RE.match(line)
+        assert footer is not None  # find_tables only counts matching lines
+        value = parse_torch_time_us(footer["value"])
+        if value is None:
+            reason = f"the total should be a time like '886.017ms' but is {footer['value']!r}"
+            if not lenient:
+                raise InputError(f"line {index + 1}: {reason}")
+            skipped.append({"line": index + 1, "reason": reason})
+            continue
+        attrs[f"self_{_snake(footer['device'])}_time_total_us"] = value
+    attrs["top_level_only"] = table.top_level_only
+    attrs["title"] = table.title
+    attrs["table_index"] = table.index
+    attrs["header_line"] = table.header_line
+    attrs["skipped_rows"] = skipped
+    frame.attrs.update(attrs)
+    return frame
+
+
+def _where(tables: list[TableLocation]) -> str:
+    return ", ".join(str(t.header_line) for t in tables)
+
+
+def read_table(text: str, *, table_index: int | None = None, lenient: bool = False) -> pd.DataFrame:
+    """Parse the table printed by ``prof.key_averages().table(...)`` into a DataFrame.
+
+    ``text`` may be a whole log: lines before and after the table are ignored, and a constant
+    prefix on every table line (indentation, ``[rank0]:``) is removed. With several tables,
+    ``table_index`` picks one (0-based; negative counts from the end); with one table it may
+    be left out. Any torch release's table works: memory in ``B KB MB GB TB`` or the older
+    ``b Kb Mb Gb``, times in ``us ms s``, device columns for CUDA, XPU or any other device.
+
+    One row per table row, in the table's order. Columns, in the table's order (only those the
+    table has):
+
+    - ``name`` (str): the op or label, as shown. torch cuts names longer than its name column
+      to ``name[:52] + "..."``; such names are kept without the three dots.
+    - ``name_truncated`` (bool): the name was cut by torch.
+    - ``overload_name`` (str): as shown (a cut one keeps its ``...``).
+    - ``self_cpu_pct``, ``cpu_total_pct``, ``self_<dev>_pct`` (float, percent; NaN when torch
+      printed ``NaN`` because the total time was zero).
+    - ``self_cpu_us``, ``cpu_total_us``, ``cpu_time_avg_us``, ``self_<dev>_us``,
+      ``<dev>_total_us``, ``<dev>_time_avg_us`` (float, microseconds).
+    - ``cpu_mem_bytes``, ``self_cpu_mem_bytes``, ``<dev>_mem_bytes``, ``self_<dev>_mem_bytes``
+      (int64 bytes; net allocations minus frees, may be negative; exact below 1 KiB, else
+      within the two printed decimals).
+    - ``calls`` (int64): "# of Calls".
+    - ``node_id`` (int64): "Node ID".
+    - ``input_shapes`` (str): as shown; torch cuts long ones at the column width without a mark.
+    - ``source_location`` (str): the stack lines of the row joined with ``"\\n"``.
+    - ``total_flops``, ``total_kflops``, ``total_mflops``, ... (float; NaN where torch printed
+      ``--``): the FLOPs column in the unit of its header.
+    - any other column: its header in snake case, as text.
+
+    ``<dev>`` is the device's name in lower case (``cuda``, ``xpu``, ``mtia``, ...).
+
+    ``frame.attrs`` holds ``self_cpu_time_total_us`` and ``self_<dev>_time_total_us`` (float,
+    from the footer, when printed), ``top_level_only`` (bool: the table was printed with
+    ``top_level_events_only=True``), ``title`` (the ``header=`` text or None), ``table_index``,
+    ``header_line`` (1-based line of the header in ``text``) and ``skipped_rows``: a list of
+    ``{"line": int, "reason": str}`` for rows skipped by ``lenient=True`` (empty otherwise).
+
+    Raises :class:`memprof.errors.InputError` when there is no table, ``table_index`` is needed
+    or out of range, or a row does not fit the columns (its line number and what was expected;
+    with ``lenient=True`` such rows are skipped and listed in ``attrs["skipped_rows"]``).
+    """
+    # Parsing makes millions of small objects that all stay alive until the frame is built;
+    # the cyclic garbage collector would rescan them again and again (2-3x the parse time).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_table(text, table_index, lenient)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _read_table(text: str, table_index: int | None, lenient: bool) -> pd.DataFrame:
+    lines = _split_lines(text)
+    tables = _find_tables(lines)
+    if not tables:
+        raise InputError(
+            "no torch profiler table found: expected a dash line ('------  ------'), a header "
+            "line starting with 'Name' ('Name    Self CPU %  ...'), then the same dash line, as "
+            "printed by prof.key_averages().table()"
+        )
+    if table_index is None:
+        if len(tables) > 1:
+            raise InputError(
+                f"found {len(tables)} profiler tables (header lines {_where(tables)}); choose "
+                f"one with --table-index 0 to {len(tables) - 1} (table_index= in Python)"
+            )
+        table = tables[0]
+    else:
+        if not -len(tables) <= table_index < len(tables):
+            count = "1 profiler table" if len(tables) == 1 else f"{len(tables)} profiler tables"
+            raise InputError(
+                f"table index {table_index} is out of range: found {count} (header lines "
+                f"{_where(tables)}); use 0 to {len(tables) - 1}, or -1 for the last"
+            )
+        table = tables[table_index]
+    return _read_located(lines, table, lenient)
+
+
+def table_document(frame: pd.DataFrame) -> dict[str, Any]:
+    """The JSON document for a frame from :func:`read_table` (NaN becomes None)::
+
+    {"schema_version": 1, "kind": "torch_table", "totals": {"self_cpu_time_total_us": ...},
+     "table": {"index", "header_line", "title", "top_level_only"}, "skipped_rows": [...],
+     "columns": [...], "rows": [{column: value}, ...]}
+    """
+    attrs = frame.attrs
+    totals = {k: v for k, v in attrs.items() if k.endswith("_time_total_us")}
+    rows = frame.to_dict("records")
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float) and math.isnan(value):
+                row[key] = None
+            elif hasattr(value, "item"):  # a numpy scalar
+                row[key] = value.item()
+    return {
+        "schema_version": 1,
+        "kind": "torch_table",
+        "totals": totals,
+        "table": {
+            "index": attrs.get("table_index"),
+            "header_line": attrs.get("header_line"),
+            "title": attrs.get("title"),
+            "top_level_only": attrs.get("top_level_only", False),
+        },
+        "skipped_rows": list(attrs.get("skipped_rows", [])),
+        "columns": [str(c) for c in frame.columns],
+        "rows": rows,
+    }
