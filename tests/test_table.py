@@ -25,9 +25,7 @@ from memprof.errors import InputError, MemprofError
 from memprof.table import find_tables, read_table
 
 DATA = Path(__file__).parent / "data"
-SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------------------------------------
 # Rendering synthetic events with torch's table code
@@ -337,9 +335,7 @@ def test_arbitrary_text_raises_only_memprof_errors(text: str, lenient: bool) -> 
 
 @SETTINGS
 @given(rendered_tables(), st.data(), st.booleans())
-def test_mutated_tables_raise_only_memprof_errors(
-    r: Rendered, data: st.DataObject, lenient: bool
-) -> None:
+def test_mutated_tables_raise_only_memprof_errors(r: Rendered, data: st.DataObject, lenient: bool) -> None:
     text = r.text
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, max(len(text) - 1, 0)))
@@ -598,13 +594,9 @@ def test_captured_input_shapes_table() -> None:
 
 def test_captured_source_location_table() -> None:
     df = read_table((DATA / "source_location.txt").read_text())
-    assert list(df["name"]) == ["aten::empty"] * 2 + ["aten::mm", "aten::sum", "aten::add"] + [
-        "aten::empty"
-    ]
+    assert list(df["name"]) == ["aten::empty"] * 2 + ["aten::mm", "aten::sum", "aten::add"] + ["aten::empty"]
     assert df["source_location"].iloc[2] == (
-        "capture_tables.py(22): _workload\n"
-        "capture_tables.py(34): _profile\n"
-        "capture_tables.py(64): main"
+        "capture_tables.py(22): _workload\ncapture_tables.py(34): _profile\ncapture_tables.py(64): main"
     )
     assert df["source_location"].iloc[5].startswith("<built-in method empty of type object")
     assert list(df["cpu_mem_bytes"]) == [1024000, 399995, 102400, 1024, 1024, 40]
@@ -643,9 +635,7 @@ def test_captured_log_with_two_tables_and_noise() -> None:
     st.lists(st.one_of(sizes.map(pu._format_memory), sizes.map(_old_format_memory)), min_size=1),
     st.lists(times.map(pu._format_time), min_size=1),
 )
-def test_whole_column_path_agrees_with_the_units_functions(
-    sizes_: list[str], times_: list[str]
-) -> None:
+def test_whole_column_path_agrees_with_the_units_functions(sizes_: list[str], times_: list[str]) -> None:
     from memprof.table import _convert, _convert_fast
 
     for cells, kind in ((sizes_, "bytes"), (times_, "us")):
