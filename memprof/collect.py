@@ -378,7 +378,8 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
         child_time = np.bincount(parent[has_parent], weights=duration[has_parent], minlength=count)
         # Normalise each distinct name once (not once per op), then group by integer codes.
         raw_codes, raw_names = pd.factorize(raw.op_name)
-        group_of_raw, names = pd.factorize(np.array([normalize_name(str(n)) for n in raw_names], dtype=object))
+        normalized = np.array([normalize_name(str(n)) for n in raw_names], dtype=object)
+        group_of_raw, names = pd.factorize(normalized)
         group = group_of_raw[raw_codes]
         groups = len(names)
         peak = np.zeros(groups, dtype=np.int64)
