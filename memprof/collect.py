@@ -490,7 +490,7 @@ def _timeline(
         highest = np.maximum.reduceat(b, edges)
         bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, len(t))))
         hits = np.flatnonzero(b == highest[bucket])
-        _, first = np.unique(bucket[hits], return_index=True)
-        keep = hits[first]
+        _, first_hit = np.unique(bucket[hits], return_index=True)
+        keep = hits[first_hit]
         t, b = t[keep], b[keep]
     return t.astype(np.int64), b.astype(np.int64)
