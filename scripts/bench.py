@@ -174,12 +174,13 @@ ANALYSIS_SCRIPT = textwrap.dedent(
         hwm_reset = True
     except OSError:
         hwm_reset = False
+    # Imports happen before the clock starts, as torch's own are already done.
+    from memprof.collect import analyze, raw_from_profiler
     start = time.perf_counter()
     if which == "memprof":
-        from memprof.collect import analyze, raw_from_kineto
-        events = prof.profiler.kineto_results.events()
-        count = len(events)
-        analysis = analyze(raw_from_kineto(events))
+        raw = raw_from_profiler(prof)  # includes reading kineto_results.events()
+        count = len(raw.mem_time) + len(raw.op_name)
+        analysis = analyze(raw)
         rows = len(analysis.ops)
     else:
         averages = prof.key_averages()
@@ -205,6 +206,7 @@ def bench_analysis(sizes: list[int]) -> list[str]:
         "| events | memprof analysis | peak RSS added | key_averages() | peak RSS added | speed-up |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
+    print("\n".join(lines), flush=True)
     for size in sizes:
         ours = measure_analysis(size, "memprof")
         theirs = measure_analysis(size, "torch")
