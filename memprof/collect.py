@@ -9,7 +9,9 @@ query on a sparse table — O((N + M) log N) for N records and M ops.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import gc
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +93,25 @@ class RawProfile:
         )
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: reading a million events creates a million objects,
+    none in cycles, and each collection pass would walk them all again (~40% of the time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | None = None) -> RawProfile:
+    """:func:`raw_from_kineto` of a finished ``torch.profiler.profile``'s events."""
+    with _gc_paused():
+        return raw_from_kineto(prof.profiler.kineto_results.events(), device_type, device_index)
+
+
 def raw_from_kineto(
     events: Iterable[Any], device_type: str = "CPU", device_index: int | None = None
 ) -> RawProfile:
@@ -100,43 +121,74 @@ def raw_from_kineto(
     (CPU/MKLDNN/IDEEP, as torch's "CPU Mem"); "CUDA" keeps that accelerator's, optionally
     only ``device_index``'s.
     """
-    kinds = HOST_DEVICE_TYPES if device_type == "CPU" else ACCELERATOR_DEVICE_TYPES
-    op_rows: list[tuple[str, int, int, int, bool]] = []
+    # This loop is the one per-event cost memprof cannot vectorise: every accessor is a C++
+    # call (~0.2 us). Compare device types as enum members (``.name`` costs ~1 us per event),
+    # call the unbound accessors (no bound-method objects) and fill flat lists, not tuples.
+    events = events if isinstance(events, list) else list(events)
+    wanted_names = HOST_DEVICE_TYPES if device_type == "CPU" else ACCELERATOR_DEVICE_TYPES
+    op_names: list[str] = []
+    op_start: list[int] = []
+    op_end: list[int] = []
+    op_thread: list[int] = []
+    op_async: list[bool] = []
     mem_time: list[int] = []
     mem_bytes: list[int] = []
-    call_threads: set[int] = set()
-    calls: list[tuple[int, int]] = []
     mem_threads: list[int] = []
-    for event in events:
-        name = event.name()
-        if name == "[memory]":
-            if event.device_type().name not in kinds:
+    calls: list[tuple[int, int]] = []
+    call_threads: set[int] = set()
+    if events:
+        kind = type(events[0])
+        name_of, device_of, index_of = kind.name, kind.device_type, kind.device_index
+        start_of, end_of, nbytes_of = kind.start_ns, kind.end_ns, kind.nbytes
+        thread_of, end_thread_of = kind.start_thread_id, kind.end_thread_id
+        async_of, hidden_of = kind.is_async, kind.is_hidden_event
+        device_types = type(device_of(events[0]))
+        cpu = device_types.CPU
+        kinds = {member for member in device_types.__members__.values() if member.name in wanted_names}
+        check_index = device_index is not None and device_type != "CPU"
+        skipped = _SKIPPED_NAMES
+        for event in events:
+            name = name_of(event)
+            if name == "[memory]":
+                if device_of(event) not in kinds:
+                    continue
+                if check_index and index_of(event) != device_index:
+                    continue
+                mem_time.append(start_of(event))
+                mem_bytes.append(nbytes_of(event))
+                mem_threads.append(thread_of(event))
                 continue
-            if device_index is not None and device_type != "CPU" and event.device_index() != device_index:
+            if name in skipped or device_of(event) != cpu or hidden_of(event):
                 continue
-            mem_time.append(event.start_ns())
-            mem_bytes.append(event.nbytes())
-            mem_threads.append(event.start_thread_id())
-            continue
-        if name in _SKIPPED_NAMES or event.device_type().name != "CPU":
-            continue
-        if event.is_hidden_event():
-            continue
-        start, end = event.start_ns(), event.end_ns()
-        thread = event.start_thread_id()
-        if name == CALL_MARKER:
-            calls.append((start, end))
-            call_threads.add(thread)
-            continue
-        is_async = bool(event.is_async()) or thread != event.end_thread_id()
-        op_rows.append((name, start, end, thread, is_async))
-    raw = RawProfile.from_lists(op_rows, list(zip(mem_time, mem_bytes, strict=True)), sorted(calls))
+            thread = thread_of(event)
+            if name == CALL_MARKER:
+                calls.append((start_of(event), end_of(event)))
+                call_threads.add(thread)
+                continue
+            op_names.append(name)
+            op_start.append(start_of(event))
+            op_end.append(end_of(event))
+            op_thread.append(thread)
+            op_async.append(async_of(event) or thread != end_thread_of(event))
+    names = np.empty(len(op_names), dtype=object)
+    names[:] = op_names
+    other_thread_bytes = 0
     if call_threads and mem_threads:
         threads = np.array(mem_threads, dtype=np.int64)
+        sizes = np.array(mem_bytes, dtype=np.int64)
         other = ~np.isin(threads, np.array(sorted(call_threads), dtype=np.int64))
-        positive = raw.mem_bytes > 0
-        object.__setattr__(raw, "other_thread_bytes", int(raw.mem_bytes[other & positive].sum()))
-    return raw
+        other_thread_bytes = int(sizes[other & (sizes > 0)].sum())
+    return RawProfile(
+        op_name=names,
+        op_start=np.array(op_start, dtype=np.int64),
+        op_end=np.array(op_end, dtype=np.int64),
+        op_thread=np.array(op_thread, dtype=np.int64),
+        op_async=np.array(op_async, dtype=bool),
+        mem_time=np.array(mem_time, dtype=np.int64),
+        mem_bytes=np.array(mem_bytes, dtype=np.int64),
+        calls=sorted(calls),
+        other_thread_bytes=other_thread_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -166,7 +218,10 @@ class Analysis:
 
 
 class _RangeMax:
-    """Sparse table: max of ``values[lo:hi]`` in O(1) after O(N log N) preparation."""
+    """Sparse table: max of ``values[lo:hi]`` in O(1) after O(N log N) preparation.
+
+    ``levels[k][i]`` is the max of ``values[i : i + 2**k]``.
+    """
 
     def __init__(self, values: np.ndarray) -> None:
         self.levels = [values]
@@ -180,59 +235,95 @@ class _RangeMax:
         """Max over ``[lo, hi)`` for each pair; callers guarantee ``hi > lo``."""
         length = hi - lo
         level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
-        out = np.empty(len(lo), dtype=np.int64)
+        out = np.empty(len(lo), dtype=self.levels[0].dtype)
         for k in np.unique(level):
             sel = level == k
             table = self.levels[int(k)]
             out[sel] = np.maximum(table[lo[sel]], table[hi[sel] - (1 << int(k))])
         return out
 
+    def last_at_least(self, before: np.ndarray, floor: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+        """For each query, the largest ``j`` in ``[floor, before)`` with ``values[j] >= threshold``,
+        or -1. Binary lifting: step left by 2**k while the whole block stays below threshold."""
+        p = before.copy()
+        for k in range(len(self.levels) - 1, -1, -1):
+            cand = p - (1 << k)
+            ok = cand >= floor
+            idx = np.flatnonzero(ok)
+            below = self.levels[k][cand[idx]] < threshold[idx]
+            p[idx[below]] = cand[idx[below]]
+        return np.where(p > floor, p - 1, -1)
+
+    def first_above(self, after: np.ndarray, ceiling: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+        """For each query, the smallest ``j`` in ``[after, ceiling)`` with ``values[j] > threshold``,
+        or ``ceiling``."""
+        p = after.copy()
+        for k in range(len(self.levels) - 1, -1, -1):
+            width = 1 << k
+            idx = np.flatnonzero(p + width <= ceiling)
+            not_above = self.levels[k][p[idx]] <= threshold[idx]
+            p[idx[not_above]] += width
+        return p
+
 
 def _parents(raw: RawProfile) -> tuple[np.ndarray, np.ndarray]:
     """Parent index of each op (-1 for none) and whether an ancestor has the same name.
 
     Same rule as torch's ``EventList._populate_cpu_children``: per thread, sorted by
-    (start, -end), a child lies inside its parent's [start, end]. Async ops take no part.
+    (start, -end), each op is pushed on a stack after popping every op it does not fit in
+    (``start >= top.end or end > top.end``); its parent is the op then on top. Async ops take
+    no part. An op popped that way fits no later op either, so the parent is simply the
+    nearest earlier op (same thread, sorted order) with ``end >= op.end and end > op.start``,
+    and an op's descendants are the contiguous run after it that fits in it. Both are found
+    with range-maximum binary lifting over the sorted ends: O(M log M), no per-op Python.
     """
     count = len(raw.op_name)
     parent = np.full(count, -1, dtype=np.int64)
     nested_same = np.zeros(count, dtype=bool)
-    order = np.lexsort((-raw.op_end, raw.op_start, raw.op_thread))
-    names = raw.op_name
-    starts = raw.op_start.tolist()
-    ends = raw.op_end.tolist()
-    threads = raw.op_thread.tolist()
-    asyncs = raw.op_async.tolist()
-    stack: list[int] = []
-    open_names: dict[str, int] = {}
-    current_thread = None
-    for idx in order.tolist():
-        if asyncs[idx]:
-            continue
-        if threads[idx] != current_thread:
-            stack.clear()
-            open_names.clear()
-            current_thread = threads[idx]
-        while stack:
-            top = stack[-1]
-            if starts[idx] >= ends[top] or ends[idx] > ends[top]:
-                stack.pop()
-                top_name = names[top]
-                if open_names[top_name] == 1:
-                    del open_names[top_name]
-                else:
-                    open_names[top_name] -= 1
-            else:
-                break
-        if stack:
-            parent[idx] = stack[-1]
-        name = names[idx]
-        if name in open_names:
-            nested_same[idx] = True
-            open_names[name] += 1
-        else:
-            open_names[name] = 1
-        stack.append(idx)
+    sync = np.flatnonzero(~raw.op_async)
+    if not len(sync):
+        return parent, nested_same
+    local = np.lexsort((-raw.op_end[sync], raw.op_start[sync], raw.op_thread[sync]))
+    order = sync[local]  # original op index of each sorted position
+    starts, ends, threads = raw.op_start[order], raw.op_end[order], raw.op_thread[order]
+    size = len(order)
+    positions = np.arange(size, dtype=np.int64)
+    # Thread segments [seg_start, seg_end) of the sorted positions.
+    boundary = np.flatnonzero(threads[1:] != threads[:-1]) + 1
+    seg_first = np.concatenate(([0], boundary))
+    seg_last = np.concatenate((boundary, [size]))
+    seg_id = np.repeat(np.arange(len(seg_first)), seg_last - seg_first)
+    seg_start, seg_end = seg_first[seg_id], seg_last[seg_id]
+
+    ends_max = _RangeMax(ends)
+    # end_j > start_i on integer times: end_j >= start_i + 1.
+    threshold = np.maximum(ends, starts + 1)
+    sorted_parent = ends_max.last_at_least(positions, seg_start, threshold)
+    has = sorted_parent >= 0
+    parent[order[has]] = order[sorted_parent[has]]
+
+    # Descendants of j: positions (j, last_j], ending before the first later op that starts at
+    # or after j's end, or ends after it.
+    # Starts are sorted within each thread segment (few segments: one per thread).
+    seg_offsets = np.zeros(size, dtype=np.int64)
+    for first, last in zip(seg_first.tolist(), seg_last.tolist(), strict=True):
+        seg_offsets[first:last] = first + np.searchsorted(starts[first:last], ends[first:last], side="left")
+    starts_after = np.clip(seg_offsets, positions + 1, seg_end)
+    ends_after = ends_max.first_above(positions + 1, seg_end, ends)
+    last = np.minimum(starts_after, ends_after) - 1
+
+    # An op is nested in a same-name op when an earlier op of its name (same thread) reaches
+    # past it: a running maximum of `last` per (thread, name) group, exclusive of itself.
+    codes, _ = pd.factorize(raw.op_name[order])
+    group_order = np.lexsort((positions, codes, seg_id))
+    group_key = seg_id[group_order] * (int(codes.max()) + 1) + codes[group_order]
+    new_group = np.concatenate(([True], group_key[1:] != group_key[:-1]))
+    # Offset each group so a plain running max cannot leak across groups.
+    offset = np.cumsum(new_group) * (size + 1)
+    reach = np.maximum.accumulate(last[group_order] + offset)
+    earlier = np.concatenate(([0], reach[:-1]))
+    inside = ~new_group & (earlier >= positions[group_order] + offset)
+    nested_same[order[group_order[inside]]] = True
     return parent, nested_same
 
 
@@ -306,32 +397,30 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
         total, allocated, rise, _, _ = window_stats(raw.op_start, raw.op_end)
         parent, nested_same = _parents(raw)
         has_parent = parent >= 0
-        child_total = np.bincount(parent[has_parent], weights=total[has_parent], minlength=count)
-        self_bytes = total - child_total.astype(np.int64)
+        self_bytes = total - _int_sums(parent[has_parent], total[has_parent], count)
         self_bytes[raw.op_async] = 0
         duration = (raw.op_end - raw.op_start).astype(np.float64) / 1e3
         child_time = np.bincount(parent[has_parent], weights=duration[has_parent], minlength=count)
-        frame = pd.DataFrame(
+        # Normalise each distinct name once (not once per op), then group by integer codes.
+        raw_codes, raw_names = pd.factorize(raw.op_name)
+        normalized = np.array([normalize_name(str(n)) for n in raw_names], dtype=object)
+        group_of_raw, names = pd.factorize(normalized)
+        group = group_of_raw[raw_codes]
+        groups = len(names)
+        peak = np.zeros(groups, dtype=np.int64)
+        np.maximum.at(peak, group, rise)
+        ops = pd.DataFrame(
             {
-                "name": [normalize_name(n) for n in raw.op_name],
-                "self_bytes": self_bytes,
-                "total_bytes": total,
-                "allocated_bytes": np.where(nested_same, 0, allocated),
-                "peak_bytes": rise,
-                "self_us": duration - child_time,
-                "total_us": duration,
+                "name": np.asarray(names, dtype=object),
+                "calls": np.bincount(group, minlength=groups),
+                "self_bytes": _int_sums(group, self_bytes, groups),
+                "total_bytes": _int_sums(group, total, groups),
+                "allocated_bytes": _int_sums(group, np.where(nested_same, 0, allocated), groups),
+                "peak_bytes": peak,
+                "self_us": np.bincount(group, weights=duration - child_time, minlength=groups),
+                "total_us": np.bincount(group, weights=duration, minlength=groups),
             }
         )
-        grouped = frame.groupby("name", sort=False)
-        ops = grouped.agg(
-            calls=("name", "size"),
-            self_bytes=("self_bytes", "sum"),
-            total_bytes=("total_bytes", "sum"),
-            allocated_bytes=("allocated_bytes", "sum"),
-            peak_bytes=("peak_bytes", "max"),
-            self_us=("self_us", "sum"),
-            total_us=("total_us", "sum"),
-        ).reset_index()
     else:
         ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in OP_COLUMNS})
         ops["name"] = ops["name"].astype(object)
@@ -361,6 +450,14 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
     for column in ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"):
         ops[column] = ops[column].astype(np.int64)
     return ops[OP_COLUMNS]
+
+
+def _int_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Exact int64 sums per group (``np.bincount`` weights go through float64, which is not
+    exact above 2**53 bytes summed)."""
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, group, values)
+    return out
 
 
 def _outside_ops(raw: RawProfile, times: np.ndarray) -> np.ndarray:
@@ -413,9 +510,12 @@ def _timeline(
     t = np.concatenate(([call_start.min()], times[first:last], [call_end.max()])) - call_start.min()
     b = np.concatenate(([0], live[first:last] - base, [live[last - 1] - base if last > 0 else 0]))
     if len(t) > max_points:
-        buckets = np.linspace(0, len(t), max_points + 1).astype(np.int64)
-        keep = np.array(
-            [s + int(np.argmax(b[s:e])) for s, e in zip(buckets[:-1], buckets[1:], strict=True) if e > s]
-        )
+        edges = np.unique(np.linspace(0, len(t), max_points + 1).astype(np.int64)[:-1])
+        # Each bucket's highest point (its first occurrence, as argmax would pick).
+        highest = np.maximum.reduceat(b, edges)
+        bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, len(t))))
+        hits = np.flatnonzero(b == highest[bucket])
+        _, first_hit = np.unique(bucket[hits], return_index=True)
+        keep = hits[first_hit]
         t, b = t[keep], b[keep]
     return t.astype(np.int64), b.astype(np.int64)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
+from memprof.collect import CALL_MARKER, analyze, raw_from_profiler
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback
 from memprof.model import RunResult
 from memprof.target import Inputs
@@ -377,8 +377,8 @@ def _profile_calls(
         device = torch.device(options.device)
         device_counters["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
         device_counters["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
-    raw = raw_from_kineto(
-        prof.profiler.kineto_results.events(),
+    raw = raw_from_profiler(
+        prof,
         device_type="CUDA" if cuda else "CPU",
         device_index=int(options.device.split(":")[1]) if cuda else None,
     )

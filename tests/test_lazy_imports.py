@@ -1,0 +1,95 @@
+"""Commands that do not profile (``--help``, ``parse``, ``check``, rendering a saved report) never
+import torch or matplotlib: importing torch alone costs over a second."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("torch", "matplotlib")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def heavy_modules_after(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter; return the heavy modules it left in ``sys.modules``."""
+    probe = (
+        f"{code}\nimport sys, json\n"
+        f"print('\\n' + json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def heavy_modules_after_cli(*args: str) -> list[str]:
+    """Run ``memprof <args>`` in-process of a fresh interpreter (exit code kept); return the heavy
+    modules loaded by the time it exits. Add a command's check in one line with this."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['memprof', *{list(args)!r}]\n"
+        "from memprof.cli import app\n"
+        "try:\n"
+        "    app(prog_name='memprof')\n"
+        "except SystemExit as done:\n"
+        "    sys.stderr.write(f'exit {done.code}\\n')\n"
+    )
+    return heavy_modules_after(code)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["memprof", "memprof.cli", "memprof.model", "memprof.units", "memprof.diff", "memprof.report.terminal"],
+)
+def test_importing_the_light_modules_loads_no_torch(module: str) -> None:
+    assert heavy_modules_after(f"import {module}") == []
+
+
+def test_help_loads_no_torch() -> None:
+    assert heavy_modules_after_cli("--help") == []
+
+
+def test_run_help_loads_no_torch() -> None:
+    assert heavy_modules_after_cli("run", "--help") == []
+
+
+def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
+    report = {
+        "schema_version": 1,
+        "target": "pkg.mod:fn",
+        "device": "cpu",
+        "runs": {
+            "eager": {
+                "peak_bytes": 1024,
+                "ops": [{"name": "aten::empty", "calls": 1, "self_bytes": 1024, "peak_bytes": 1024}],
+            }
+        },
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    code = (
+        "from memprof.model import load_report\n"
+        "from memprof.report import renderer\n"
+        "from memprof.report.terminal import render_terminal\n"
+        f"report = load_report({str(path)!r})\n"
+        "assert '1.0 KiB' in render_terminal(report)\n"
+        "renderer('json')(report); renderer('csv')(report)\n"
+    )
+    assert heavy_modules_after(code) == []
+
+
+def test_the_probe_sees_torch_when_it_is_imported() -> None:
+    # The helper itself must be able to fail.
+    assert heavy_modules_after("import torch") == ["torch"]
