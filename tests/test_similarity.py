@@ -9,8 +9,9 @@ pytestmark = pytest.mark.slow
 
 def test_eager_peak_is_exact(similarity_report):
     eager = similarity_report.runs["eager"]
-    # x[:, :, None] - y[:, None, :] is 256*500*500 float32 = 256,000,000 B; the sum's bool->int64
-    # copy of 512,000,000 B and its 2,000,000 B result and the 64,000,000 B bool mask are live together.
+    # Live during aten::sum: xy = x[:, :, None] - y[:, None, :] (256*500*500 float32 = 256,000,000 B,
+    # held by the local), the 64,000,000 B bool mask, sum's 512,000,000 B int64 copy of it and its
+    # 2,000,000 B result; abs's 256,000,000 B temporary is already freed.
     assert eager.peak_bytes == 834_000_000
     assert eager.peak_op == "aten::sum"
     assert eager.inputs_bytes == 2 * 256 * 500 * 4
