@@ -14,6 +14,22 @@ MODES = ("eager", "compile", "both")
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
+    (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
+    options; ``keep_table`` keeps torch's own printed table of the run."""
+
+    mode: str = "eager"
+    device: str = "auto"
+    warmup: int = 1
+    repeat: int = 1
+    compile_mode: str = "default"
+    backend: str = "inductor"
+    fresh_compile: bool = False
+    keep_table: bool = False
+
+
+@dataclass(frozen=True)
 class Variant:
     """One thing to profile: ``func(*inputs)`` in ``mode``, shown as ``label``."""
 
@@ -27,30 +43,16 @@ class Variant:
 def run_variants(
     target: str,
     variants: Sequence[Variant],
-    *,
-    device: str | None = None,
-    warmup: int = 1,
-    repeat: int = 1,
-    compile_mode: str = "default",
-    backend: str = "inductor",
-    fresh_compile: bool = False,
-    keep_table: bool = False,
+    options: RunOptions = RunOptions(),
     status: Callable[[str], None] | None = None,
 ) -> tuple[Report, UserCodeError | None]:
-    """Profile each variant in turn. A variant whose code fails is kept as a failed run and the
-    rest still run; the first failure is returned next to the report (the CLI exits 3 on it)."""
-    from memprof.runner import RunOptions, environment, resolve_device, run_target
+    """Profile each variant in turn (``options.mode`` is taken from each variant). A variant
+    whose code fails is kept as a failed run and the rest still run; the first failure is
+    returned next to the report (the CLI exits 3 on it)."""
+    from memprof.runner import environment, resolve_device, run_target
 
-    resolved = resolve_device(device)
-    base = RunOptions(
-        device=resolved,
-        warmup=warmup,
-        repeat=repeat,
-        compile_mode=compile_mode,
-        backend=backend,
-        fresh_compile=fresh_compile,
-        keep_table=keep_table,
-    )
+    resolved = resolve_device(options.device)
+    base = replace(options, device=resolved)
     runs: dict[str, RunResult] = {}
     first_error: UserCodeError | None = None
     for variant in variants:
@@ -105,11 +107,9 @@ def profile(
     report, error = run_variants(
         f"{getattr(fn, '__module__', '') or ''}:{name}".lstrip(":"),
         mode_variants(fn, inputs, mode, name),
-        device=device,
-        warmup=warmup,
-        repeat=repeat,
-        compile_mode=compile_mode,
-        backend=backend,
+        RunOptions(
+            device=device or "auto", warmup=warmup, repeat=repeat, compile_mode=compile_mode, backend=backend
+        ),
     )
     if error is not None:
         raise error

@@ -16,12 +16,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from memprof.api import RunOptions
 from memprof.collect import CALL_MARKER, analyze, raw_from_profiler
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback
 from memprof.model import RunResult
@@ -31,20 +31,6 @@ from memprof.units import format_bytes
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 StatusFn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run: ``mode`` is "eager" or "compile"; ``device`` a resolved torch device string."""
-
-    mode: str = "eager"
-    device: str = "cpu"
-    warmup: int = 1
-    repeat: int = 1
-    compile_mode: str = "default"
-    backend: str = "inductor"
-    fresh_compile: bool = False
-    keep_table: bool = False
 
 
 def resolve_device(spec: str | None) -> str:

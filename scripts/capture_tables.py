@@ -55,9 +55,7 @@ def main() -> None:
     (DATA / "cpu_memory.txt").write_text(table)
 
     prof = _profile(record_shapes=True)
-    table = prof.key_averages(group_by_input_shape=True).table(
-        sort_by="cpu_memory_usage", row_limit=-1
-    )
+    table = prof.key_averages(group_by_input_shape=True).table(sort_by="cpu_memory_usage", row_limit=-1)
     (DATA / "input_shapes.txt").write_text(table)
 
     # torch 2.13 fills op stacks only with the verbose experimental config.
@@ -65,9 +63,7 @@ def main() -> None:
         with_stack=True,
         experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
     )
-    table = prof.key_averages(group_by_stack_n=3).table(
-        sort_by="self_cpu_memory_usage", row_limit=6
-    )
+    table = prof.key_averages(group_by_stack_n=3).table(sort_by="self_cpu_memory_usage", row_limit=6)
     (DATA / "source_location.txt").write_text(table)
 
     prof = _profile(with_flops=True)
@@ -78,18 +74,15 @@ def main() -> None:
 
     # A log: noise before, between and after two tables, as a training script would print.
     first = _profile().key_averages().table(sort_by="cpu_memory_usage", row_limit=5)
-    second = _profile(record_shapes=True).key_averages().table(
-        sort_by="self_cpu_time_total", row_limit=3, max_name_column_width=30
+    second = (
+        _profile(record_shapes=True)
+        .key_averages()
+        .table(sort_by="self_cpu_time_total", row_limit=3, max_name_column_width=30)
     )
     log = (
-        _header("two tables in a training log")
-        + "epoch 1/2 loss=0.6931\n"
+        _header("two tables in a training log") + "epoch 1/2 loss=0.6931\n"
         "STAGE:2024-05-01 12:00:00 1234:1234 ActivityProfilerController.cpp:314]"
-        " Completed Stage: Warm Up\n"
-        + first
-        + "\nepoch 2/2 loss=0.5012\n-----\n"
-        + second
-        + "done in 3.2s\n"
+        " Completed Stage: Warm Up\n" + first + "\nepoch 2/2 loss=0.5012\n-----\n" + second + "done in 3.2s\n"
     )
     (DATA / "two_tables.log").write_text(log)
 

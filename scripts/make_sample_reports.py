@@ -24,7 +24,7 @@ STEM = "similarity"
 
 def build_report() -> Report:
     """Run the example eager and compiled, keeping torch's tables."""
-    from memprof.api import mode_variants, run_variants
+    from memprof.api import RunOptions, mode_variants, run_variants
     from memprof.examples.similarity import similarity, similarity_inputs
     from memprof.target import Inputs
 
@@ -32,8 +32,7 @@ def build_report() -> Report:
     report, failure = run_variants(
         TARGET,
         mode_variants(similarity, inputs, "both", "similarity"),
-        device="cpu",
-        keep_table=True,
+        RunOptions(device="cpu", keep_table=True),
         status=lambda message: print(f"memprof: {message}", file=sys.stderr),
     )
     if failure is not None:

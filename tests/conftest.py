@@ -165,7 +165,7 @@ def single_report() -> Report:
 @pytest.fixture(scope="session")
 def similarity_report():
     """Eager and compiled profiles of the built-in similarity example (256 x 500)."""
-    from memprof.api import mode_variants, run_variants
+    from memprof.api import RunOptions, mode_variants, run_variants
     from memprof.examples.similarity import similarity, similarity_inputs
     from memprof.target import Inputs
 
@@ -173,8 +173,7 @@ def similarity_report():
     report, error = run_variants(
         "memprof.examples.similarity:similarity",
         mode_variants(similarity, inputs, "both", "similarity"),
-        device="cpu",
-        keep_table=True,
+        RunOptions(device="cpu", keep_table=True),
     )
     assert error is None
     return report

@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memprof.api import run_variants
+from memprof.api import RunOptions, run_variants
 from memprof.cli import app
 from memprof.commands.common import TargetSpec, resolve_variants
 from memprof.model import Report
@@ -24,7 +24,7 @@ def compare(module: str, *funcs: str, repeat: int = 1) -> Report:
     """Profile ``memprof.examples.<module>:<func>`` for each func, on CPU, first one the base."""
     specs = [TargetSpec(f"memprof.examples.{module}:{f}", None, "eager", f) for f in funcs]
     report, failure = run_variants(
-        module, resolve_variants(specs, "cpu"), device="cpu", warmup=1, repeat=repeat
+        module, resolve_variants(specs, "cpu"), RunOptions(device="cpu", warmup=1, repeat=repeat)
     )
     assert failure is None
     return report

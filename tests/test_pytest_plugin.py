@@ -32,9 +32,30 @@ def alloc():
 """
 
 
+def _entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "memprof.pytest_plugin" for ep in entry_points(group="pytest11"))
+
+
+# Installed (`pip install -e .`), pytest loads the plugin through its pytest11 entry point, as it
+# does for a user; from a bare checkout it is loaded by name.
+PLUGIN_ARGS = [] if _entry_point_installed() else ["-p", "memprof.pytest_plugin"]
+
+
+def test_installed_memprof_registers_the_plugin_entry_point() -> None:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("memprof")
+    except PackageNotFoundError:
+        pytest.skip("memprof is not installed here (tests run from the checkout)")
+    assert _entry_point_installed()
+
+
 def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_mem=WORKLOAD + source)
-    return pytester.runpytest_subprocess("-p", "memprof.pytest_plugin", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
 
 
 def test_marker_passing_failing_and_misused(pytester: pytest.Pytester) -> None:
@@ -90,7 +111,7 @@ def test_bad_peak(memprof_profile):
 
 
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "memprof.pytest_plugin", "--markers")
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--markers")
     result.stdout.fnmatch_lines(['@pytest.mark.memprof(peak="800 MB", mode="eager")*'])
 
 

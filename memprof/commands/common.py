@@ -8,7 +8,7 @@ output files. ``run --compare-compile`` is the comparison of a function with its
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +18,7 @@ import typer
 from memprof.errors import UsageError
 
 if TYPE_CHECKING:
-    from memprof.api import Variant
+    from memprof.api import RunOptions, Variant
     from memprof.gate import GateConfig
     from memprof.model import Report
 
@@ -145,18 +145,6 @@ class TargetSpec:
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """How every variant runs (``--device``, ``--warmup``, ``--repeat``, compile options)."""
-
-    device: str = "auto"
-    warmup: int = 1
-    repeat: int = 1
-    compile_mode: str = "default"
-    backend: str = "inductor"
-    fresh_compile: bool = False
-
-
-@dataclass(frozen=True)
 class OutputSettings:
     """Where the report goes: files by format, torch's table, terminal ordering, status lines."""
 
@@ -225,7 +213,7 @@ def resolve_variants(specs: Sequence[TargetSpec], device: str) -> list[Variant]:
 def profile_targets(
     report_target: str,
     specs: Sequence[TargetSpec],
-    settings: RunSettings,
+    settings: RunOptions,
     output: OutputSettings,
     gate: GateConfig | None = None,
 ) -> Report:
@@ -238,16 +226,11 @@ def profile_targets(
 
     device = resolve_device(settings.device)
     variants = resolve_variants(specs, device)
+    keep_table = output.table_path is not None or "html" in output.files
     report, failure = run_variants(
         report_target,
         variants,
-        device=device,
-        warmup=settings.warmup,
-        repeat=settings.repeat,
-        compile_mode=settings.compile_mode,
-        backend=settings.backend,
-        fresh_compile=settings.fresh_compile,
-        keep_table=output.table_path is not None or "html" in output.files,
+        replace(settings, device=device, keep_table=keep_table),
         status=status_printer(output.quiet),
     )
     typer.echo(render_terminal(report, sort=output.sort, top=output.top), nl=False)

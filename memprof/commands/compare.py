@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from memprof.api import RunOptions
 from memprof.commands import gate_options
 from memprof.commands.common import (
     BACKEND_OPTION,
@@ -26,7 +27,6 @@ from memprof.commands.common import (
     WARMUP_OPTION,
     CompileMode,
     Mode,
-    RunSettings,
     Sort,
     TargetSpec,
     output_settings,
@@ -156,7 +156,7 @@ def compare(
             TargetSpec(spec=spec, inputs=factory, mode=mode.value, label=label)
             for (spec, factory), label in zip(split, names, strict=True)
         ],
-        RunSettings(
+        RunOptions(
             device=device,
             warmup=warmup,
             repeat=repeat,

@@ -15,15 +15,11 @@ exits 2 at once. Gate lines go to stdout (they belong in CI logs next to the rep
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE, GateConfig, GateResult, evaluate, parse_budget
+from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE, GateConfig, GateResult, parse_budget
 from memprof.units import parse_percent
-
-if TYPE_CHECKING:
-    from memprof.model import Report
 
 BUDGET = typer.Option(
     None,
@@ -111,20 +107,6 @@ def gate_for_runs(
     if require_compile_saves and not {"eager", "compile"} <= set(labels):
         raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
     return config
-
-
-def gate_from_options(
-    report: Report,
-    budget: str | None,
-    baseline: Path | None,
-    tolerance: str,
-    per_op: bool,
-    strict_env: bool,
-    require_compile_saves: bool,
-) -> GateResult:
-    """Parse the options and evaluate the gate on ``report`` in one call."""
-    config = config_from_options(budget, baseline, tolerance, per_op, strict_env, require_compile_saves)
-    return evaluate(report, config)
 
 
 def report_gate(result: GateResult) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from memprof.api import RunOptions
 from memprof.commands import gate_options
 from memprof.commands.common import (
     BACKEND_OPTION,
@@ -26,7 +27,6 @@ from memprof.commands.common import (
     WARMUP_OPTION,
     CompileMode,
     Mode,
-    RunSettings,
     Sort,
     TargetSpec,
     output_settings,
@@ -91,7 +91,7 @@ def run(
     profile_targets(
         target,
         [TargetSpec(spec=target, inputs=inputs, mode=m, label=m) for m in modes],
-        RunSettings(
+        RunOptions(
             device=device,
             warmup=warmup,
             repeat=repeat,
