@@ -282,3 +282,71 @@ def test_help_lists_commands_and_exit_codes(runner):
     assert result.exit_code == 0
     assert "run" in result.output and "Exit codes" in result.output
     assert runner.invoke(app, ["run", "--help"]).exit_code == 0
+
+
+COUNTED = """
+import torch
+
+CALLS = []
+
+def counted():
+    CALLS.append(1)
+    return torch.empty(1024, dtype=torch.uint8)
+"""
+
+
+def test_compile_options_reach_torch_compile_and_calls_are_counted(
+    runner, make_module, tmp_path, monkeypatch
+):
+    import importlib
+
+    import torch
+
+    seen = {}
+
+    def fake_compile(func, **kwargs):
+        # Stands in for torch.compile (tested for real in test_similarity.py): records its options.
+        seen.update(kwargs)
+        return func
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    module = make_module(COUNTED)
+    out = tmp_path / "r.json"
+    result = run_cli(
+        runner,
+        f"{module}:counted",
+        "--mode", "compile",
+        "--compile-mode", "max-autotune-no-cudagraphs",
+        "--backend", "aot_eager",
+        "--warmup", "2",
+        "--repeat", "3",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert seen == {"backend": "aot_eager", "mode": "max-autotune-no-cudagraphs"}
+    assert len(importlib.import_module(module).CALLS) == 2 + 3
+    run = json.loads(out.read_text())["runs"]["compile"]
+    assert run["compile_seconds"] >= 0 and run["repeat"] == 3 and len(run["wall_ms_all"]) == 3
+    assert run["peak_bytes"] == 1024
+
+
+def test_eager_warmup_zero_calls_only_the_profiled_ones(runner, make_module):
+    import importlib
+
+    module = make_module(COUNTED)
+    assert run_cli(runner, f"{module}:counted", "--warmup", "0", "--repeat", "2").exit_code == 0
+    assert len(importlib.import_module(module).CALLS) == 2
+
+
+def test_unwritable_output_folder_is_exit_2(runner, make_module, tmp_path, monkeypatch):
+    import os
+
+    module = make_module(COUNTED)
+    real_access = os.access
+    # Tests may run as root, for whom every folder is writable: simulate a read-only folder.
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode)
+    )
+    result = run_cli(runner, f"{module}:counted", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 2
+    assert "is not writable" in result.output
