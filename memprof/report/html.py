@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from memprof.diff import RunDiff
     from memprof.model import Report, RunResult
 
-INSTALL_HINT = "pip install 'memprof[html]'"
+INSTALL_HINT = "pip install matplotlib"
 
 # Section ids: stable anchors, also what the sample-report test compares.
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
