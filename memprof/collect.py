@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprof.model import OP_COLUMNS, empty_ops
 from memprof.names import MEMORY_ROW, normalize_name
 
 CALL_MARKER = "memprof.call"
@@ -40,17 +41,6 @@ _SKIPPED_NAMES = frozenset(
 # Device types whose allocations count as "CPU Mem" / device ("CUDA Mem") in torch's table.
 HOST_DEVICE_TYPES = frozenset({"CPU", "MKLDNN", "IDEEP"})
 ACCELERATOR_DEVICE_TYPES = frozenset({"CUDA", "PrivateUse1", "HIP", "XPU", "MTIA"})
-
-OP_COLUMNS = [
-    "name",
-    "calls",
-    "self_bytes",
-    "total_bytes",
-    "allocated_bytes",
-    "peak_bytes",
-    "self_us",
-    "total_us",
-]
 
 
 @dataclass(frozen=True)
@@ -422,10 +412,7 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
             }
         )
     else:
-        ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in OP_COLUMNS})
-        ops["name"] = ops["name"].astype(object)
-        ops["self_us"] = ops["self_us"].astype(float)
-        ops["total_us"] = ops["total_us"].astype(float)
+        ops = empty_ops()
 
     # Records outside every op: torch's `[memory]` row.
     if len(times):
@@ -449,7 +436,7 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
             ops = pd.concat([ops, memory_row], ignore_index=True) if len(ops) else memory_row
     for column in ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"):
         ops[column] = ops[column].astype(np.int64)
-    return ops[OP_COLUMNS]
+    return ops[list(OP_COLUMNS)]
 
 
 def _int_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:

@@ -23,6 +23,22 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 OP_FIELDS = ("name", "calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes")
+OP_COLUMNS = (*OP_FIELDS, "self_us", "total_us")
+"""The per-op frame's columns: integer bytes and calls, then CPU microseconds."""
+
+
+def empty_ops() -> pd.DataFrame:
+    """A per-op frame with no rows and the right column types."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            column: pd.Series(
+                dtype=object if column == "name" else float if column.endswith("_us") else "int64"
+            )
+            for column in OP_COLUMNS
+        }
+    )
 
 
 @dataclass
@@ -58,12 +74,6 @@ class RunResult:
     @staticmethod
     def failed_run(label: str, mode: str, message: str) -> RunResult:
         """A run whose code failed: no numbers, the failure's message in ``failed``."""
-        import pandas as pd
-
-        ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in OP_FIELDS[1:]})
-        ops.insert(0, "name", pd.Series(dtype=object))
-        ops["self_us"] = pd.Series(dtype=float)
-        ops["total_us"] = pd.Series(dtype=float)
         return RunResult(
             label=label,
             mode=mode,
@@ -72,7 +82,7 @@ class RunResult:
             net_bytes=0,
             inputs_bytes=0,
             wall_ms=float("nan"),
-            ops=ops,
+            ops=empty_ops(),
             failed=message,
         )
 
@@ -159,7 +169,7 @@ class RunResult:
                     "total_us": _float(op.get("total_us")),
                 }
             )
-        frame = pd.DataFrame(rows, columns=[*OP_FIELDS, "self_us", "total_us"])
+        frame = pd.DataFrame(rows, columns=list(OP_COLUMNS))
         for column in OP_FIELDS[1:]:
             frame[column] = frame[column].astype("int64")
         at = f"runs.{label}"
@@ -271,9 +281,9 @@ class Report:
             run.ops_sorted("peak").assign(run=label) for label, run in self.runs.items() if not run.failed
         ]
         if not frames:
-            return pd.DataFrame(columns=["run", *OP_FIELDS, "self_us", "total_us"])
+            return pd.DataFrame(columns=["run", *OP_COLUMNS])
         frame = pd.concat(frames, ignore_index=True)
-        return frame[["run", *OP_FIELDS, "self_us", "total_us"]]
+        return frame[["run", *OP_COLUMNS]]
 
     def _repr_html_(self) -> str:
         from memprof.report.html import render_html
