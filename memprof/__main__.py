@@ -1,6 +1,6 @@
 """``python -m memprof``."""
 
-from memprof.cli import app
+from memprof.cli import main
 
 if __name__ == "__main__":
-    app(prog_name="memprof")
+    main()

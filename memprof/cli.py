@@ -97,3 +97,26 @@ def _register() -> None:
 
 
 _register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``memprof`` console script and ``python -m memprof``: the typer app, with the errors
+    of option parsing (unknown option, bad value, missing argument) shown as one line, like
+    memprof's own, instead of a framed panel."""
+    import sys
+
+    try:
+        code = app(args=argv, prog_name="memprof", standalone_mode=False)
+    except Exception as error:
+        # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and
+        # format_message(); anything else is not a usage error and propagates.
+        format_message = getattr(error, "format_message", None)
+        if getattr(error, "exit_code", None) != 2 or format_message is None:
+            raise
+        message = format_message()
+        if message:  # empty when `memprof` alone printed the help
+            ctx = getattr(error, "ctx", None)
+            command = getattr(ctx, "command_path", None) or "memprof"
+            err(f"memprof: error: {message.rstrip('.')}; see '{command} --help'")
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

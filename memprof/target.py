@@ -85,6 +85,8 @@ def load_module(where: str, spec: str) -> ModuleType:
 
 
 def _load_file(path: Path, spec: str) -> ModuleType:
+    if path.is_dir():
+        raise TargetNotFoundError(f"{str(path)!r} in target {spec!r} is a folder; name a .py file")
     if not path.is_file():
         raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} does not exist")
     resolved = path.resolve()

@@ -350,3 +350,27 @@ def test_unwritable_output_folder_is_exit_2(runner, make_module, tmp_path, monke
     result = run_cli(runner, f"{module}:counted", "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 2
     assert "is not writable" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["run", "m:f", "--top", "0"],
+            "memprof: error: Invalid value for '--top': Input should be greater than or equal to 1; "
+            "see 'memprof run --help'",
+        ),
+        (["run"], "memprof: error: Missing argument 'TARGET'; see 'memprof run --help'"),
+        (["frobnicate"], "memprof: error: No such command 'frobnicate'; see 'memprof --help'"),
+    ],
+)  # fmt: skip
+def test_console_entry_gives_parse_errors_as_one_line(args, line):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "memprof", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr == line + "\n"
+    assert done.stdout == ""

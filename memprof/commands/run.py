@@ -38,7 +38,9 @@ __all__ = ["CompileMode", "Mode", "run"]
 
 def run(
     target: str = typer.Argument(
-        ..., help="What to profile: pkg.module:function, pkg.module:obj.attr or path/to/file.py:function."
+        ...,
+        metavar="TARGET",
+        help="What to profile: pkg.module:function, pkg.module:obj.attr or path/to/file.py:function.",
     ),
     inputs: str | None = typer.Option(None, "--inputs", help=INPUTS_HELP),
     device: str = DEVICE_OPTION,
