@@ -147,9 +147,10 @@ def compare(
     )
     split = [split_target(text, inputs) for text in targets]
     names = parse_labels(labels, [spec for spec, _ in split])
-    gate = gate_options.gate_for_runs(
-        names, budget, baseline, tolerance, per_op, strict_env, require_compile_saves
+    gate = gate_options.config_from_options(
+        budget, baseline, tolerance, per_op, strict_env, require_compile_saves
     )
+    gate_options.check_runs(gate, names)
     profile_targets(
         " vs ".join(spec for spec, _ in split),
         [

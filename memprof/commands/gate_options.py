@@ -89,24 +89,14 @@ def config_from_options(
     )
 
 
-def gate_for_runs(
-    labels: list[str],
-    budget: str | None,
-    baseline: Path | None,
-    tolerance: str,
-    per_op: bool,
-    strict_env: bool,
-    require_compile_saves: bool,
-) -> GateConfig:
-    """``config_from_options`` plus the checks that need the run labels, before any profiling:
-    budgets name existing runs; --require-compile-saves needs an eager and a compile run."""
+def check_runs(config: GateConfig, labels: list[str]) -> None:
+    """The checks that need the run labels, before any profiling: budgets name existing runs;
+    --require-compile-saves needs an eager and a compile run."""
     from memprof.errors import UsageError
 
-    config = config_from_options(budget, baseline, tolerance, per_op, strict_env, require_compile_saves)
     config.budgets.check_labels(labels)
-    if require_compile_saves and not {"eager", "compile"} <= set(labels):
+    if config.require_compile_saves and not {"eager", "compile"} <= set(labels):
         raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
-    return config
 
 
 def report_gate(result: GateResult) -> None:

@@ -87,9 +87,10 @@ def run(
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.
-    gate = gate_options.gate_for_runs(
-        modes, budget, baseline, tolerance, per_op, strict_env, require_compile_saves
+    gate = gate_options.config_from_options(
+        budget, baseline, tolerance, per_op, strict_env, require_compile_saves
     )
+    gate_options.check_runs(gate, modes)
     profile_targets(
         target,
         [TargetSpec(spec=target, inputs=inputs, mode=m, label=m) for m in modes],
