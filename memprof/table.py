@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memprof.errors import InputError
-from memprof.units import parse_torch_memory, parse_torch_time_us
+from memprof.units import (
+    TIME_SCALE_US,
+    TORCH_MEMORY_UNITS,
+    TORCH_NUMBER,
+    TORCH_TIME_UNITS,
+    parse_torch_memory,
+    parse_torch_time_us,
+    torch_unit_bytes,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -347,19 +355,14 @@ def _convert(raw: list[str], kind: str) -> tuple[list[Any], list[int]]:
 
 
 # Whole-column fast paths: one regex pass over the column joined by newlines, numpy for the
-# arithmetic. Same grammar and arithmetic as units.parse_torch_memory / parse_torch_time_us;
-# when a cell does not match, the column goes through those functions cell by cell instead.
-_FAST_NUMBER = r"^ *(-?\d+(?:\.\d+)?)"
+# arithmetic, built from the grammar and scales in units that parse_torch_memory /
+# parse_torch_time_us use; when a cell does not match, the column goes through those functions
+# cell by cell instead.
 _FAST_RE = {
-    _US: re.compile(_FAST_NUMBER + r"(us|ms|s) *$", re.MULTILINE),
-    _BYTES: re.compile(_FAST_NUMBER + r"(?: *(B|KB|MB|GB|TB|b|Kb|Mb|Gb|Tb))? *$", re.MULTILINE),
+    _US: re.compile(rf"^ *{TORCH_NUMBER}({TORCH_TIME_UNITS}) *$", re.MULTILINE),
+    _BYTES: re.compile(rf"^ *{TORCH_NUMBER}(?: *({TORCH_MEMORY_UNITS}))? *$", re.MULTILINE),
     _PCT: re.compile(r"^ *(-?\d+(?:\.\d+)?|NaN)%? *$", re.MULTILINE),
     _INT: re.compile(r"^ *(-?\d{1,18}) *$", re.MULTILINE),
-}
-_FAST_SCALE: dict[str, dict[str, float]] = {
-    _US: {"us": 1.0, "ms": 1e3, "s": 1e6},
-    _BYTES: {"": 1.0, "B": 1.0, "b": 1.0, "KB": 1024.0, "Kb": 1024.0, "MB": 1024.0**2}
-    | {"Mb": 1024.0**2, "GB": 1024.0**3, "Gb": 1024.0**3, "TB": 1024.0**4, "Tb": 1024.0**4},
 }
 
 
@@ -378,8 +381,8 @@ def _convert_fast(raw: list[str], kind: str) -> Any:
     if kind == _PCT:
         return np.array(found, dtype=np.float64)
     values = np.array([number for number, _ in found], dtype=np.float64)
-    scale_of = _FAST_SCALE[kind]
-    values *= np.array([scale_of[unit] for _, unit in found], dtype=np.float64)
+    scale_of: Callable[[str], float] = TIME_SCALE_US.__getitem__ if kind == _US else torch_unit_bytes
+    values *= np.array([scale_of(unit) for _, unit in found], dtype=np.float64)
     if kind == _US:
         return values
     values = np.rint(values)

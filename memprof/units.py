@@ -50,7 +50,18 @@ def parse_size(text: str) -> int:
 
 # torch >= 2.5 prints B/KB/MB/GB; older releases printed b/Kb/Mb/Gb. Case matters there
 # only to tell the spellings apart, both mean 1024-based bytes.
-_TORCH_MEM_RE = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*(B|KB|MB|GB|TB|b|Kb|Mb|Gb|Tb))?$")
+# The grammar of torch's table cells, shared with the table parser's whole-column fast path.
+TORCH_NUMBER = r"(-?\d+(?:\.\d+)?)"
+TORCH_MEMORY_UNITS = "B|KB|MB|GB|TB|b|Kb|Mb|Gb|Tb"
+TORCH_TIME_UNITS = "us|ms|s"
+TIME_SCALE_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+_TORCH_MEM_RE = re.compile(rf"^{TORCH_NUMBER}(?:\s*({TORCH_MEMORY_UNITS}))?$")
+
+
+def torch_unit_bytes(unit: str) -> int:
+    """Bytes in one torch memory unit of any release (``MB``/``Mb`` -> 1048576; ``""`` -> 1)."""
+    return _UNIT_BYTES[unit.lower()]
 
 
 def parse_torch_memory(text: str) -> int | None:
@@ -62,8 +73,7 @@ def parse_torch_memory(text: str) -> int | None:
     match = _TORCH_MEM_RE.match(text.strip())
     if match is None:
         return None
-    unit = (match.group(2) or "b").lower()
-    return round(float(match.group(1)) * _UNIT_BYTES[unit])
+    return round(float(match.group(1)) * torch_unit_bytes(match.group(2) or ""))
 
 
 def format_torch_memory(nbytes: int) -> str:
@@ -113,8 +123,7 @@ def format_percent(fraction: float | None, *, signed: bool = True) -> str:
     return f"{fraction * 100:+.1f}%" if signed else f"{fraction * 100:.1f}%"
 
 
-_TIME_RE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(us|ms|s)$")
-_TIME_SCALE_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
+_TIME_RE = re.compile(rf"^{TORCH_NUMBER}\s*({TORCH_TIME_UNITS})$")
 
 
 def parse_torch_time_us(text: str) -> float | None:
@@ -122,4 +131,4 @@ def parse_torch_time_us(text: str) -> float | None:
     match = _TIME_RE.match(text.strip())
     if match is None:
         return None
-    return float(match.group(1)) * _TIME_SCALE_US[match.group(2)]
+    return float(match.group(1)) * TIME_SCALE_US[match.group(2)]

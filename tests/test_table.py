@@ -23,6 +23,7 @@ from torch.autograd import profiler_util as pu
 
 from memprof.errors import InputError, MemprofError
 from memprof.table import find_tables, read_table
+from memprof.units import format_torch_memory
 
 DATA = Path(__file__).parent / "data"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -33,14 +34,11 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 def _old_format_memory(nbytes: int) -> str:
     """torch < 2.5 spelled the units b, Kb, Mb, Gb."""
-    kb, mb, gb = 1024, 1024**2, 1024**3
-    if abs(nbytes) >= gb:
-        return f"{nbytes * 1.0 / gb:.2f} Gb"
-    if abs(nbytes) >= mb:
-        return f"{nbytes * 1.0 / mb:.2f} Mb"
-    if abs(nbytes) >= kb:
-        return f"{nbytes * 1.0 / kb:.2f} Kb"
-    return str(nbytes) + " b"
+    number, unit = format_torch_memory(nbytes).split(" ")
+    return f"{number} {_OLD_UNITS[unit]}"
+
+
+_OLD_UNITS = {"B": "b", "KB": "Kb", "MB": "Mb", "GB": "Gb"}
 
 
 @dataclass
