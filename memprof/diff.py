@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,21 @@ def _finite(value: float) -> float | None:
 
 def _isnan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
+
+
+def op_note(
+    row: dict[str, Any],
+    name: Callable[[str], str] = str,
+    text: Callable[[str], str] = str,
+) -> str:
+    """What explains a diff row: ``fuses abs, sub`` for a fused kernel, ``fused into <kernel>``
+    for an op a kernel replaced, else ``eager only`` / ``compile only`` (empty when in both).
+    ``name`` formats op names and ``text`` the rest (quoting for Markdown, say)."""
+    if row["fused_ops"]:
+        return "fuses " + ", ".join(name(op.removeprefix("aten::")) for op in row["fused_ops"])
+    if row["fused_into"]:
+        return "fused into " + ", ".join(name(kernel) for kernel in row["fused_into"])
+    return "" if row["presence"] == "both" else text(str(row["presence"]))
 
 
 def diff_runs(base: RunResult, other: RunResult, vocabulary: frozenset[str] | None = None) -> RunDiff:

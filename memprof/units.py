@@ -123,6 +123,20 @@ def format_percent(fraction: float | None, *, signed: bool = True) -> str:
     return f"{fraction * 100:+.1f}%" if signed else f"{fraction * 100:.1f}%"
 
 
+def format_ms(value: float | None) -> str:
+    """A duration in milliseconds for people: ``311.5 ms``, ``18 us``; ``-`` when unknown."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
+
+
+def format_seconds(value: float | None) -> str:
+    """``1.6 s``; ``-`` when unknown (e.g. the compile time of an eager run)."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.1f} s"
+
+
 _TIME_RE = re.compile(rf"^{TORCH_NUMBER}\s*({TORCH_TIME_UNITS})$")
 
 

@@ -15,8 +15,9 @@ import html
 import math
 from typing import TYPE_CHECKING, Any
 
+from memprof.diff import op_note
 from memprof.errors import UsageError
-from memprof.units import format_bytes
+from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
     from memprof.diff import RunDiff
@@ -83,13 +84,6 @@ def _name_cell(name: str) -> str:
 def _th(label: str, numeric: bool) -> str:
     kind = "num" if numeric else "text"
     return f'<th scope="col" data-type="{kind}" title="Click to sort">{_e(label)}</th>'
-
-
-def _ms_text(value: float | None) -> str:
-    if _is_missing(value):
-        return "-"
-    assert value is not None
-    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
 
 
 # ---------------------------------------------------------------------------------------- chart
@@ -220,7 +214,7 @@ def _runs(report: Report) -> str:
                 f'<td colspan="7">failed: {_e(run.failed)}</td></tr>'
             )
             continue
-        compile_s = f"{run.compile_seconds:.1f} s" if run.compile_seconds is not None else "-"
+        compile_s = format_seconds(run.compile_seconds)
         stack = " &gt; ".join(f"<code>{_e(s)}</code>" for s in run.peak_op_stack) or (
             f"<code>{_e(run.peak_op)}</code>" if run.peak_op else "-"
         )
@@ -228,7 +222,7 @@ def _runs(report: Report) -> str:
             f'<tr><th scope="row">{_e(label)}</th>'
             f"{_size_cell(run.peak_bytes)}{_size_cell(run.allocated_bytes)}"
             f"{_size_cell(run.net_bytes, signed=True)}{_size_cell(run.inputs_bytes)}"
-            f'<td class="num">{_e(_ms_text(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
+            f'<td class="num">{_e(format_ms(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
             f'<td class="name">{stack}</td></tr>'
         )
     return (
@@ -297,14 +291,6 @@ def _single_ops_table(run: RunResult) -> str:
     )
 
 
-def _note(row: dict[str, Any]) -> str:
-    if row["fused_ops"]:
-        return "fuses " + ", ".join(op.removeprefix("aten::") for op in row["fused_ops"])
-    if row["fused_into"]:
-        return "fused into " + ", ".join(row["fused_into"])
-    return "" if row["presence"] == "both" else str(row["presence"])
-
-
 def _diff_ops_table(diff: RunDiff) -> str:
     a, b = diff.base, diff.other
     columns = [
@@ -321,7 +307,7 @@ def _diff_ops_table(diff: RunDiff) -> str:
     head = "".join(_th(label, numeric) for label, numeric in columns)
     rows = []
     for row in diff.ops.to_dict("records"):
-        note = _note(row)
+        note = op_note(row)
         rows.append(
             "<tr>"
             + _name_cell(str(row["name"]))

@@ -12,7 +12,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from memprof.units import format_bytes
+from memprof.diff import op_note
+from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
@@ -48,12 +49,6 @@ def _size(value: Any, *, signed: bool = False) -> str:
     return format_bytes(int(value), signed=signed)
 
 
-def _ms(value: float | None) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
-
-
 def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
     marks = {"l": "---", "r": "---:"}
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
@@ -73,8 +68,8 @@ def _runs_table(report: Report) -> list[str]:
                 _size(run.peak_bytes),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
-                _ms(run.wall_ms),
-                f"{run.compile_seconds:.1f} s" if run.compile_seconds is not None else "-",
+                format_ms(run.wall_ms),
+                format_seconds(run.compile_seconds),
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
@@ -102,14 +97,7 @@ def _diff_ops(report: Report, top: int) -> list[str]:
     a, b = diff.base, diff.other
     rows = []
     for row in diff.ops.head(top).to_dict("records"):
-        if row["fused_ops"]:
-            note = "fuses " + ", ".join(code(op.removeprefix("aten::")) for op in row["fused_ops"])
-        elif row["fused_into"]:
-            note = "fused into " + ", ".join(code(k) for k in row["fused_into"])
-        elif row["presence"] != "both":
-            note = escape_text(row["presence"])
-        else:
-            note = ""
+        note = op_note(row, name=code, text=escape_text)
         rows.append(
             [
                 code(str(row["name"])),

@@ -8,18 +8,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from tabulate import tabulate
 
-from memprof.units import format_bytes
+from memprof.diff import op_note
+from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
 
 SORT_COLUMNS = {"peak": "peak_bytes", "self": "self_bytes", "allocated": "allocated_bytes"}
-
-
-def _ms(value: float | None) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
 
 
 def runs_table(report: Report) -> str:
@@ -35,8 +30,8 @@ def runs_table(report: Report) -> str:
                 format_bytes(run.allocated_bytes),
                 format_bytes(run.net_bytes, signed=True),
                 format_bytes(run.inputs_bytes),
-                _ms(run.wall_ms),
-                f"{run.compile_seconds:.1f} s" if run.compile_seconds is not None else "-",
+                format_ms(run.wall_ms),
+                format_seconds(run.compile_seconds),
                 run.peak_op or "-",
             ]
         )
@@ -54,7 +49,7 @@ def _single_ops(run: RunResult, sort: str, top: int) -> str:
             format_bytes(row.self_bytes),
             format_bytes(row.total_bytes),
             format_bytes(row.allocated_bytes),
-            _ms(row.total_us / 1000 if not math.isnan(row.total_us) else None),
+            format_ms(row.total_us / 1000),
         ]
         for row in ops.itertuples(index=False)
     ]
@@ -82,13 +77,7 @@ def _diff_ops(report: Report, sort: str, top: int) -> str:
 
     rows = []
     for row in ops.to_dict("records"):
-        note = ""
-        if row["fused_ops"]:
-            note = "fuses " + ", ".join(op.removeprefix("aten::") for op in row["fused_ops"])
-        elif row["fused_into"]:
-            note = "fused into " + ", ".join(row["fused_into"])
-        elif row["presence"] != "both":
-            note = row["presence"]
+        note = op_note(row)
         rows.append(
             [
                 row["name"],
