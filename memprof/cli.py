@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import typer
 
 from memprof import __version__
+from memprof.commands.common import err
 from memprof.errors import EXIT_INTERRUPTED, MemprofError, UserCodeError
 
 app = typer.Typer(
@@ -32,11 +33,6 @@ app = typer.Typer(
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def err(message: str) -> None:
-    """Print one line to stderr."""
-    typer.echo(message, err=True)
 
 
 def handle_errors(func: F) -> F:
@@ -86,7 +82,8 @@ def reflowed(func: F) -> F:
 
 
 def _register() -> None:
-    # Imported here, not at the top, so each command module may import `err` from this one.
+    # Each command is a plain function in memprof/commands/; registering wraps it in the one
+    # error handler and reflows its docstring for --help.
     from memprof.commands.check import check
     from memprof.commands.compare import compare
     from memprof.commands.parse import parse

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memprof.names import fused_kernel_ops, is_fused_kernel
-from memprof.units import format_bytes, format_percent
+from memprof.units import format_bytes, format_ms, format_percent, json_float
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,7 +65,11 @@ class RunDiff:
         wall = self.wall_ratio
         peak_text = format_percent(peak - 1) if peak is not None else "n/a"
         wall_text = format_percent(wall - 1) if wall is not None else "n/a"
-        span = f" ({_ms(self.base_wall_ms)} -> {_ms(self.other_wall_ms)})" if wall is not None else ""
+        span = (
+            f" ({format_ms(self.base_wall_ms)} -> {format_ms(self.other_wall_ms)})"
+            if wall is not None
+            else ""
+        )
         return f"{self.other} vs {self.base}: peak {peak_text}, wall time {wall_text}{span}"
 
     @property
@@ -90,9 +94,9 @@ class RunDiff:
             "peak_bytes_delta": int(self.peak_bytes_delta),
             "peak_ratio": ratio,
             "verdict": self.verdict,
-            "wall_ms_base": _finite(self.base_wall_ms),
-            "wall_ms_other": _finite(self.other_wall_ms),
-            "wall_ratio": None if self.wall_ratio is None else round(self.wall_ratio, 6),
+            "wall_ms_base": json_float(self.base_wall_ms),
+            "wall_ms_other": json_float(self.other_wall_ms),
+            "wall_ratio": self.wall_ratio,
             "summary": self.summary,
             "ops": [_op_dict(row, self.base, self.other) for row in self.ops.to_dict("records")],
         }
@@ -110,14 +114,6 @@ def _op_dict(row: dict[str, Any], base: str, other: str) -> dict[str, Any]:
     out["fused_into"] = list(row["fused_into"])
     out["fused_ops"] = list(row["fused_ops"])
     return out
-
-
-def _ms(value: float) -> str:
-    return f"{value:.1f} ms" if value >= 1 else f"{value * 1000:.0f} us"
-
-
-def _finite(value: float) -> float | None:
-    return round(float(value), 6) if math.isfinite(value) else None
 
 
 def _isnan(value: Any) -> bool:

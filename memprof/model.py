@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import __version__
 from memprof.errors import InputError
+from memprof.units import json_float
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,8 +109,8 @@ class RunResult:
             "allocated_bytes": int(self.allocated_bytes),
             "net_bytes": int(self.net_bytes),
             "inputs_bytes": int(self.inputs_bytes),
-            "wall_ms": _finite(self.wall_ms),
-            "wall_ms_all": [_finite(v) for v in self.wall_ms_all],
+            "wall_ms": json_float(self.wall_ms),
+            "wall_ms_all": [json_float(v) for v in self.wall_ms_all],
             "repeat": self.repeat,
             "peak_op": self.peak_op,
             "peak_op_stack": list(self.peak_op_stack),
@@ -122,8 +123,8 @@ class RunResult:
                     "total_bytes": int(row.total_bytes),
                     "allocated_bytes": int(row.allocated_bytes),
                     "peak_bytes": int(row.peak_bytes),
-                    "self_us": _finite(float(row.self_us)),
-                    "total_us": _finite(float(row.total_us)),
+                    "self_us": json_float(float(row.self_us)),
+                    "total_us": json_float(float(row.total_us)),
                 }
                 for row in ops.itertuples(index=False)
             ],
@@ -134,7 +135,7 @@ class RunResult:
             "notes": list(self.notes),
         }
         if self.mode == "compile" or self.compile_seconds is not None:
-            data["compile_seconds"] = _finite(self.compile_seconds)
+            data["compile_seconds"] = json_float(self.compile_seconds)
         if self.device_counters:
             data["device_counters"] = dict(self.device_counters)
         if self.failed:
@@ -357,9 +358,3 @@ def _float(value: Any) -> float:
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return math.nan
     return float(value)
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), 6)

@@ -123,6 +123,13 @@ def format_percent(fraction: float | None, *, signed: bool = True) -> str:
     return f"{fraction * 100:+.1f}%" if signed else f"{fraction * 100:.1f}%"
 
 
+def json_float(value: float | None) -> float | None:
+    """A float for JSON (which has no NaN or infinity): rounded to 6 decimals, None if unknown."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), 6)
+
+
 def format_ms(value: float | None) -> str:
     """A duration in milliseconds for people: ``311.5 ms``, ``18 us``; ``-`` when unknown."""
     if value is None or math.isnan(value):

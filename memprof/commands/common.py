@@ -78,6 +78,7 @@ QUIET_OPTION = typer.Option(False, "-q", "--quiet", help="No status lines on std
 
 
 def err(message: str) -> None:
+    """Print one line to stderr."""
     typer.echo(message, err=True)
 
 
