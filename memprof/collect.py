@@ -9,15 +9,14 @@ query on a sparse table — O((N + M) log N) for N records and M ops.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from memprof.gcpause import gc_paused
 from memprof.model import OP_COLUMNS, empty_ops
 from memprof.names import MEMORY_ROW, normalize_name
 
@@ -83,22 +82,9 @@ class RawProfile:
         )
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: reading a million events creates a million objects,
-    none in cycles, and each collection pass would walk them all again (~40% of the time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | None = None) -> RawProfile:
     """:func:`raw_from_kineto` of a finished ``torch.profiler.profile``'s events."""
-    with _gc_paused():
+    with gc_paused():
         return raw_from_kineto(prof.profiler.kineto_results.events(), device_type, device_index)
 
 

@@ -16,7 +16,6 @@ statistics".
 
 from __future__ import annotations
 
-import gc
 import math
 import re
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memprof.errors import InputError
+from memprof.gcpause import gc_paused
 from memprof.units import (
     TIME_SCALE_US,
     TORCH_MEMORY_UNITS,
@@ -598,15 +598,8 @@ def read_table(text: str, *, table_index: int | None = None, lenient: bool = Fal
     or out of range, or a row does not fit the columns (its line number and what was expected;
     with ``lenient=True`` such rows are skipped and listed in ``attrs["skipped_rows"]``).
     """
-    # Parsing makes millions of small objects that all stay alive until the frame is built;
-    # the cyclic garbage collector would rescan them again and again (2-3x the parse time).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # millions of small objects, alive until the frame is built
         return _read_table(text, table_index, lenient)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _read_table(text: str, table_index: int | None, lenient: bool) -> pd.DataFrame:
