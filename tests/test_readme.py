@@ -1,0 +1,45 @@
+"""The README shows real output: its `memprof check` examples are run and compared line by line."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memprof.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE_DATA = Path(__file__).parent / "data" / "gate"
+
+
+def check_examples() -> list[tuple[str, str]]:
+    """(command, expected output) pairs from README's "What the gate prints" block."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### What the gate prints") :]
+    block = re.search(r"```\n(.*?)```", section, re.S)
+    assert block is not None
+    examples = []
+    for chunk in re.split(r"^(?=\$ memprof check )", block.group(1), flags=re.M):
+        if chunk.startswith("$ "):
+            command, _, output = chunk.partition("\n")
+            examples.append((command[2:], output.strip("\n") + "\n"))
+    return examples
+
+
+EXAMPLES = check_examples()
+
+
+def test_readme_has_gate_examples() -> None:
+    assert len(EXAMPLES) >= 4
+
+
+@pytest.mark.parametrize(("command", "expected"), EXAMPLES, ids=[c for c, _ in EXAMPLES])
+def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeypatch) -> None:
+    monkeypatch.chdir(GATE_DATA)
+    args = shlex.split(command)[1:]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 1)
+    assert result.stdout == expected
