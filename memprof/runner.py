@@ -28,8 +28,6 @@ from memprof.model import RunResult
 from memprof.target import Inputs
 from memprof.units import format_bytes
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
 StatusFn = Callable[[str], None]
 
 
