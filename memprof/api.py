@@ -8,25 +8,10 @@ from typing import Any
 
 from memprof.errors import UsageError, UserCodeError
 from memprof.model import Report, RunResult
-from memprof.target import Inputs
+from memprof.sources.options import RunOptions
+from memprof.sources.target import Inputs
 
 MODES = ("eager", "compile", "both")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
-    (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
-    options; ``keep_table`` keeps torch's own printed table of the run."""
-
-    mode: str = "eager"
-    device: str = "auto"
-    warmup: int = 1
-    repeat: int = 1
-    compile_mode: str = "default"
-    backend: str = "inductor"
-    fresh_compile: bool = False
-    keep_table: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,14 +28,15 @@ class Variant:
 def run_variants(
     target: str,
     variants: Sequence[Variant],
-    options: RunOptions = RunOptions(),
+    options: RunOptions | None = None,
     status: Callable[[str], None] | None = None,
 ) -> tuple[Report, UserCodeError | None]:
     """Profile each variant in turn (``options.mode`` is taken from each variant). A variant
     whose code fails is kept as a failed run and the rest still run; the first failure is
     returned next to the report (the CLI exits 3 on it)."""
-    from memprof.runner import environment, resolve_device, run_target
+    from memprof.sources.live import environment, resolve_device, run_target
 
+    options = options or RunOptions()
     resolved = resolve_device(options.device)
     base = replace(options, device=resolved)
     runs: dict[str, RunResult] = {}

@@ -19,7 +19,7 @@ from memprof.units import json_float
 if TYPE_CHECKING:
     import pandas as pd
 
-    from memprof.diff import RunDiff
+    from memprof.analysis.diff import RunDiff
 
 SCHEMA_VERSION = 1
 
@@ -235,7 +235,7 @@ class Report:
 
     def diffs(self) -> list[RunDiff]:
         """Each successful run after the first compared with the first."""
-        from memprof.diff import diff_runs
+        from memprof.analysis.diff import diff_runs
 
         runs = self.ok_runs()
         if len(runs) < 2:

@@ -175,7 +175,8 @@ ANALYSIS_SCRIPT = textwrap.dedent(
     except OSError:
         hwm_reset = False
     # Imports happen before the clock starts, as torch's own are already done.
-    from memprof.collect import analyze, raw_from_profiler
+    from memprof.analysis.peaks import analyze
+    from memprof.sources.kineto import raw_from_profiler
     start = time.perf_counter()
     if which == "memprof":
         raw = raw_from_profiler(prof)  # includes reading kineto_results.events()

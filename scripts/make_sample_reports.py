@@ -24,9 +24,10 @@ STEM = "similarity"
 
 def build_report() -> Report:
     """Run the example eager and compiled, keeping torch's tables."""
-    from memprof.api import RunOptions, mode_variants, run_variants
+    from memprof.api import mode_variants, run_variants
     from memprof.examples.similarity import similarity, similarity_inputs
-    from memprof.target import Inputs
+    from memprof.sources.options import RunOptions
+    from memprof.sources.target import Inputs
 
     inputs = Inputs(args=similarity_inputs(), source=f"{TARGET}_inputs")
     report, failure = run_variants(

@@ -165,9 +165,10 @@ def single_report() -> Report:
 @pytest.fixture(scope="session")
 def similarity_report():
     """Eager and compiled profiles of the built-in similarity example (256 x 500)."""
-    from memprof.api import RunOptions, mode_variants, run_variants
+    from memprof.api import mode_variants, run_variants
     from memprof.examples.similarity import similarity, similarity_inputs
-    from memprof.target import Inputs
+    from memprof.sources.options import RunOptions
+    from memprof.sources.target import Inputs
 
     inputs = Inputs(args=similarity_inputs(), source="memprof.examples.similarity:similarity_inputs")
     report, error = run_variants(

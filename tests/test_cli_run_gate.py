@@ -111,7 +111,7 @@ def test_the_same_gate_ten_times_gives_the_same_answer() -> None:
     """No flakes: ten real profiles of the same workload, the same gate, the same lines."""
     import memprof
     from memprof.gate import GateConfig, evaluate, parse_budget
-    from memprof.target import resolve
+    from memprof.sources.target import resolve
 
     alloc = resolve(TARGET).func
     first = memprof.profile(alloc)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from memprof.collect import RawProfile, analyze
+from memprof.analysis.peaks import analyze
+from memprof.records import RawProfile
 
 MiB = 1024 * 1024
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memprof.collect import RawProfile, _timeline, analyze
+from memprof.analysis.peaks import _timeline, analyze
 from memprof.names import MEMORY_ROW, normalize_name
+from memprof.records import RawProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -215,7 +216,9 @@ _MILLION_SCRIPT = textwrap.dedent(
     import json, time
     import numpy as np
     from torch._C._autograd import DeviceType
-    from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
+    from memprof.analysis.peaks import analyze
+    from memprof.records import CALL_MARKER
+    from memprof.sources.kineto import raw_from_kineto
     from memprof.model import Report, RunResult
     from memprof.report import renderer
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from memprof.collect import CALL_MARKER, analyze, raw_from_kineto
-from memprof.runner import cuda_crosscheck
+from memprof.analysis.peaks import analyze
+from memprof.records import CALL_MARKER
+from memprof.sources.kineto import raw_from_kineto
+from memprof.sources.live import cuda_crosscheck
 
 MiB = 1024 * 1024
 

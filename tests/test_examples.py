@@ -12,10 +12,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memprof.api import RunOptions, run_variants
+from memprof.api import run_variants
 from memprof.cli import app
 from memprof.commands.common import TargetSpec, resolve_variants
 from memprof.model import Report
+from memprof.sources.options import RunOptions
 from memprof.units import format_bytes
 
 MiB = 1024 * 1024

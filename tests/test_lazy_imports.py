@@ -51,7 +51,14 @@ def heavy_modules_after_cli(*args: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["memprof", "memprof.cli", "memprof.model", "memprof.units", "memprof.diff", "memprof.report.terminal"],
+    [
+        "memprof",
+        "memprof.cli",
+        "memprof.model",
+        "memprof.units",
+        "memprof.analysis.diff",
+        "memprof.report.terminal",
+    ],
 )
 def test_importing_the_light_modules_loads_no_torch(module: str) -> None:
     assert heavy_modules_after(f"import {module}") == []

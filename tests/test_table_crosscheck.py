@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.collect import CALL_MARKER
 from memprof.names import normalize_name
+from memprof.records import CALL_MARKER
 from memprof.table import read_table
 
 # torch prints two decimals of KB/MB/GB: half a unit of the last digit at most.

@@ -18,9 +18,10 @@ import typer
 from memprof.errors import UsageError
 
 if TYPE_CHECKING:
-    from memprof.api import RunOptions, Variant
+    from memprof.api import Variant
     from memprof.gate import GateConfig
     from memprof.model import Report
+    from memprof.sources.options import RunOptions
 
 
 class Sort(str, Enum):
@@ -191,7 +192,7 @@ def resolve_variants(specs: Sequence[TargetSpec], device: str) -> list[Variant]:
     """Resolve each target and build its inputs, in order. A target named twice is imported once
     and, with the same inputs factory, shares one set of inputs (as eager and compiled do)."""
     from memprof.api import Variant
-    from memprof.target import Inputs, Target, build_inputs, resolve
+    from memprof.sources.target import Inputs, Target, build_inputs, resolve
 
     targets: dict[str, Target] = {}
     inputs: dict[tuple[str, str | None], Inputs] = {}
@@ -223,7 +224,7 @@ def profile_targets(
     was measured; then applies the memory gate (exit 1 when it fails)."""
     from memprof.api import run_variants
     from memprof.report.terminal import render_terminal
-    from memprof.runner import resolve_device
+    from memprof.sources.live import resolve_device
 
     device = resolve_device(settings.device)
     variants = resolve_variants(specs, device)

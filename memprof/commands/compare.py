@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from memprof.api import RunOptions
 from memprof.commands import gate_options
 from memprof.commands.common import (
     BACKEND_OPTION,
@@ -33,6 +32,7 @@ from memprof.commands.common import (
     profile_targets,
 )
 from memprof.errors import UsageError
+from memprof.sources.options import RunOptions
 
 # TARGET@INPUTS: the target ends at the first "@" that follows ":name" (its attribute path is
 # made of identifiers, so that "@" cannot belong to it); file paths before it may contain "@".

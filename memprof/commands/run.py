@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from memprof.api import RunOptions
 from memprof.commands import gate_options
 from memprof.commands.common import (
     BACKEND_OPTION,
@@ -32,6 +31,7 @@ from memprof.commands.common import (
     output_settings,
     profile_targets,
 )
+from memprof.sources.options import RunOptions
 
 __all__ = ["CompileMode", "Mode", "run"]
 

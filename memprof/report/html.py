@@ -15,12 +15,12 @@ import html
 import math
 from typing import TYPE_CHECKING, Any
 
-from memprof.diff import op_note
+from memprof.analysis.diff import op_note
 from memprof.errors import UsageError
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.diff import RunDiff
+    from memprof.analysis.diff import RunDiff
     from memprof.model import Report, RunResult
 
 INSTALL_HINT = "pip install matplotlib"

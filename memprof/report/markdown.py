@@ -12,7 +12,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from memprof.diff import op_note
+from memprof.analysis.diff import op_note
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:

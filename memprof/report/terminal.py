@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from tabulate import tabulate
 
-from memprof.diff import op_note
+from memprof.analysis.diff import op_note
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:

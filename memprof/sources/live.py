@@ -21,11 +21,13 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from memprof.api import RunOptions
-from memprof.collect import CALL_MARKER, analyze, raw_from_profiler
+from memprof.analysis.peaks import analyze
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback
 from memprof.model import RunResult
-from memprof.target import Inputs
+from memprof.records import CALL_MARKER
+from memprof.sources.kineto import raw_from_profiler
+from memprof.sources.options import RunOptions
+from memprof.sources.target import Inputs
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]

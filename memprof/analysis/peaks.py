@@ -1,0 +1,238 @@
+"""Profiler records -> the per-op DataFrame, the run's numbers and the memory timeline.
+
+All numbers come from torch's raw allocator records (``[memory]`` events: +bytes on
+allocation, -bytes on free, with a timestamp) and op intervals, not from the printed table.
+The analysis is vectorised: records are sorted once, live bytes are a prefix sum, an op's
+memory is a difference of prefix sums, and the highest point inside an op is a range-maximum
+query on a sparse table — O((N + M) log N) for N records and M ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memprof.analysis.nesting import _parents, _RangeMax
+from memprof.model import OP_COLUMNS, empty_ops
+from memprof.names import MEMORY_ROW, normalize_name
+from memprof.records import RawProfile
+
+
+@dataclass(frozen=True)
+class RunNumbers:
+    """The numbers of one run (see README, "What the numbers mean")."""
+
+    peak_bytes: int
+    allocated_bytes: int
+    net_bytes: int
+    peak_op: str | None
+    peak_op_stack: list[str]
+    calls: int
+    records: int
+    region_peak_bytes: int = 0
+    """Highest live bytes over the whole profile above its start (between calls included):
+    what a device allocator's global high-water mark sees."""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything :func:`analyze` derives: run numbers, per-op frame, timeline."""
+
+    numbers: RunNumbers
+    ops: pd.DataFrame
+    timeline_ns: np.ndarray
+    timeline_bytes: np.ndarray
+
+
+def analyze(raw: RawProfile) -> Analysis:
+    """Compute the run's numbers, per-op numbers and the live-bytes timeline of ``raw``.
+
+    Per op (one row per normalised name, summed over calls like torch's ``key_averages``):
+    ``calls``; ``total_bytes`` (torch's "Mem": net bytes inside the op's calls, children
+    included); ``self_bytes`` (torch's "Self Mem": total minus the children's);
+    ``allocated_bytes`` (bytes allocated inside the op's calls, counting an op nested in an op
+    of the same name once); ``peak_bytes`` (largest rise of live bytes during one call above
+    live at its start); ``self_us``/``total_us`` (CPU time). Records outside every op form the
+    ``[memory]`` row, as in torch's table.
+    """
+    order = np.argsort(raw.mem_time, kind="stable")
+    times = raw.mem_time[order]
+    deltas = raw.mem_bytes[order]
+    live = np.cumsum(deltas, dtype=np.int64)
+    # prefix[i] = live bytes before record i; prefix[-1] = after all records.
+    prefix = np.concatenate(([0], live))
+    alloc_prefix = np.concatenate(([0], np.cumsum(np.maximum(deltas, 0), dtype=np.int64)))
+    range_max = _RangeMax(live) if len(live) else None
+
+    def window_stats(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+        lo = np.searchsorted(times, starts, side="left")
+        hi = np.searchsorted(times, ends, side="right")
+        total = prefix[hi] - prefix[lo]
+        allocated = alloc_prefix[hi] - alloc_prefix[lo]
+        rise = np.zeros(len(lo), dtype=np.int64)
+        nonempty = hi > lo
+        if range_max is not None and nonempty.any():
+            highest = range_max.query(lo[nonempty], hi[nonempty])
+            rise[nonempty] = np.maximum(highest - prefix[lo[nonempty]], 0)
+        return total, allocated, rise, lo, hi
+
+    ops = _op_frame(raw, times, deltas, window_stats)
+
+    # Run numbers: per measured call, then the worst call (calls are identical work).
+    if raw.calls:
+        call_start = np.array([c[0] for c in raw.calls], dtype=np.int64)
+        call_end = np.array([c[1] for c in raw.calls], dtype=np.int64)
+    else:
+        call_start = np.array([times[0] if len(times) else 0], dtype=np.int64)
+        call_end = np.array([times[-1] if len(times) else 0], dtype=np.int64)
+    net, allocated, rise, lo, hi = window_stats(call_start, call_end)
+    worst = int(np.argmax(rise)) if len(rise) else 0
+    peak_bytes = int(rise[worst]) if len(rise) else 0
+    peak_op: str | None = None
+    stack: list[str] = []
+    if peak_bytes > 0:
+        index = int(lo[worst] + np.argmax(live[lo[worst] : hi[worst]]))
+        stack = _ops_at(raw, int(times[index]))
+        peak_op = _responsible(stack)
+    numbers = RunNumbers(
+        peak_bytes=peak_bytes,
+        allocated_bytes=int(allocated.max()) if len(allocated) else 0,
+        net_bytes=int(net[-1]) if len(net) else 0,
+        peak_op=peak_op,
+        peak_op_stack=stack,
+        calls=len(raw.calls),
+        records=len(times),
+        region_peak_bytes=int(max(live.max(), 0)) if len(live) else 0,
+    )
+    timeline_ns, timeline_bytes = _timeline(times, live, call_start, call_end, lo, hi)
+    return Analysis(numbers=numbers, ops=ops, timeline_ns=timeline_ns, timeline_bytes=timeline_bytes)
+
+
+def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_stats: Any) -> pd.DataFrame:
+    count = len(raw.op_name)
+    if count:
+        total, allocated, rise, _, _ = window_stats(raw.op_start, raw.op_end)
+        parent, nested_same = _parents(raw)
+        has_parent = parent >= 0
+        self_bytes = total - _int_sums(parent[has_parent], total[has_parent], count)
+        self_bytes[raw.op_async] = 0
+        duration = (raw.op_end - raw.op_start).astype(np.float64) / 1e3
+        child_time = np.bincount(parent[has_parent], weights=duration[has_parent], minlength=count)
+        # Normalise each distinct name once (not once per op), then group by integer codes.
+        raw_codes, raw_names = pd.factorize(raw.op_name)
+        normalized = np.array([normalize_name(str(n)) for n in raw_names], dtype=object)
+        group_of_raw, names = pd.factorize(normalized)
+        group = group_of_raw[raw_codes]
+        groups = len(names)
+        peak = np.zeros(groups, dtype=np.int64)
+        np.maximum.at(peak, group, rise)
+        ops = pd.DataFrame(
+            {
+                "name": np.asarray(names, dtype=object),
+                "calls": np.bincount(group, minlength=groups),
+                "self_bytes": _int_sums(group, self_bytes, groups),
+                "total_bytes": _int_sums(group, total, groups),
+                "allocated_bytes": _int_sums(group, np.where(nested_same, 0, allocated), groups),
+                "peak_bytes": peak,
+                "self_us": np.bincount(group, weights=duration - child_time, minlength=groups),
+                "total_us": np.bincount(group, weights=duration, minlength=groups),
+            }
+        )
+    else:
+        ops = empty_ops()
+
+    # Records outside every op: torch's `[memory]` row.
+    if len(times):
+        outside = _outside_ops(raw, times)
+        if outside.any():
+            loose = deltas[outside]
+            memory_row = pd.DataFrame(
+                [
+                    {
+                        "name": MEMORY_ROW,
+                        "calls": int(outside.sum()),
+                        "self_bytes": int(loose.sum()),
+                        "total_bytes": int(loose.sum()),
+                        "allocated_bytes": int(np.maximum(loose, 0).sum()),
+                        "peak_bytes": int(max(loose.max(), 0)),
+                        "self_us": 0.0,
+                        "total_us": 0.0,
+                    }
+                ]
+            )
+            ops = pd.concat([ops, memory_row], ignore_index=True) if len(ops) else memory_row
+    for column in ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"):
+        ops[column] = ops[column].astype(np.int64)
+    return ops[list(OP_COLUMNS)]
+
+
+def _int_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Exact int64 sums per group (``np.bincount`` weights go through float64, which is not
+    exact above 2**53 bytes summed)."""
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
+def _outside_ops(raw: RawProfile, times: np.ndarray) -> np.ndarray:
+    """Mask of records that fall inside no op interval (any thread, as torch matches them)."""
+    if not len(raw.op_start):
+        return np.ones(len(times), dtype=bool)
+    order = np.argsort(raw.op_start, kind="stable")
+    starts = raw.op_start[order]
+    reach = np.maximum.accumulate(raw.op_end[order])
+    last = np.searchsorted(starts, times, side="right") - 1
+    inside = (last >= 0) & (reach[np.maximum(last, 0)] >= times)
+    return ~inside
+
+
+def _responsible(stack: list[str]) -> str:
+    """The op to name for the peak: the outermost aten op running (the one the user's code
+    called, e.g. ``aten::sum`` rather than the ``aten::empty_strided`` inside it), else the
+    innermost range (a fused kernel or a ``record_function`` label), else ``[memory]``."""
+    for name in stack:
+        if name.startswith("aten::"):
+            return name
+    return stack[-1] if stack else MEMORY_ROW
+
+
+def _ops_at(raw: RawProfile, time_ns: int) -> list[str]:
+    """Names of the ops running at ``time_ns``, outermost first."""
+    active = np.flatnonzero((raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async)
+    active = active[np.lexsort((-raw.op_end[active], raw.op_start[active]))]
+    return [normalize_name(str(raw.op_name[i])) for i in active]
+
+
+def _timeline(
+    times: np.ndarray,
+    live: np.ndarray,
+    call_start: np.ndarray,
+    call_end: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    max_points: int = 4000,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Live bytes over time from the first measured call's start, relative to live there.
+
+    Long timelines are reduced to ``max_points`` by keeping each bucket's highest point, so
+    the peak survives.
+    """
+    if not len(times):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first, last = int(lo.min()), int(hi.max())
+    base = int(live[first - 1]) if first > 0 else 0
+    t = np.concatenate(([call_start.min()], times[first:last], [call_end.max()])) - call_start.min()
+    b = np.concatenate(([0], live[first:last] - base, [live[last - 1] - base if last > 0 else 0]))
+    if len(t) > max_points:
+        edges = np.unique(np.linspace(0, len(t), max_points + 1).astype(np.int64)[:-1])
+        # Each bucket's highest point (its first occurrence, as argmax would pick).
+        highest = np.maximum.reduceat(b, edges)
+        bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, len(t))))
+        hits = np.flatnonzero(b == highest[bucket])
+        _, first_hit = np.unique(bucket[hits], return_index=True)
+        keep = hits[first_hit]
+        t, b = t[keep], b[keep]
+    return t.astype(np.int64), b.astype(np.int64)

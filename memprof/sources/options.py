@@ -1,0 +1,22 @@
+"""How a live run is made: the runner's options. Plain data, importable without torch, so the
+command line and the API build them before torch loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
+    (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
+    options; ``keep_table`` keeps torch's own printed table of the run."""
+
+    mode: str = "eager"
+    device: str = "auto"
+    warmup: int = 1
+    repeat: int = 1
+    compile_mode: str = "default"
+    backend: str = "inductor"
+    fresh_compile: bool = False
+    keep_table: bool = False
