@@ -136,7 +136,7 @@ def test_report_round_trips(tmp_path):
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.update(schema_version=2), "schema_version is 2"),
+        (lambda d: d.update(schema_version=3), "schema_version is 3, this memprof reads 1 and 2"),
         (lambda d: d.pop("runs"), "missing 'runs'"),
         (lambda d: d.update(runs=[]), "'runs' must be an object"),
         (lambda d: d["runs"]["eager"].update(peak_bytes="big"), "peak_bytes must be a number"),

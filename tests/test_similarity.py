@@ -40,7 +40,8 @@ def test_verdict_and_fused_kernel_attribution(similarity_report):
         "aten::unsqueeze",
     ]
     assert ops.loc["aten::sub", "fused_into"] == [kernel]
-    assert ops.loc["aten::sub", "presence"] == "eager only"
+    assert ops.loc["aten::sub", "presence"] == "base only"
+    assert diff.label(ops.loc["aten::sub", "presence"]) == "eager only"
     assert ops.loc["aten::sub", "peak_bytes_delta"] == -256_000_000
 
 
@@ -52,7 +53,7 @@ def test_json_diff_contract(similarity_report):
     assert diff["peak_bytes_delta"] == 2_000_000 - 834_000_000
     assert diff["peak_ratio"] == pytest.approx(2_000_000 / 834_000_000, rel=1e-6)
     sub = next(op for op in diff["ops"] if op["name"] == "aten::sub")
-    assert sub["compile"] is None and sub["eager"]["peak_bytes"] == 256_000_000
+    assert sub["other"] is None and sub["base"]["peak_bytes"] == 256_000_000
 
 
 def test_compiled_names_are_normalised(similarity_report):
