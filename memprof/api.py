@@ -156,12 +156,14 @@ def _variants(
 
 def _labels(variants: Sequence[Variant], labels: Sequence[str] | None) -> list[str]:
     """One non-empty, distinct label per variant: given, else the variant's own, else the
-    function's name (the runs of a single target: their modes)."""
+    function's name (the runs of one target in different modes: their modes)."""
     if labels is None:
-        single = len({_key(v.target) for v in variants}) == 1
+        # Runs of one target that differ only in mode (profile(mode="both")) are named by mode.
+        modes = {v.mode for v in variants}
+        by_mode = len({_key(v.target) for v in variants}) == 1 and len(modes) == len(variants)
         names = default_labels([_target_name(v.target) for v in variants])
         labels = [
-            v.label or (v.mode if single and v.mode else name)
+            v.label or (v.mode if by_mode and v.mode else name)
             for v, name in zip(variants, names, strict=True)
         ]
     labels = list(labels)

@@ -112,7 +112,8 @@ def make_compare_report() -> Report:
         peak_op="aten::abs",
         peak_op_stack=(SCRIPT_LABEL, "aten::abs"),
         timeline=Timeline(
-            t_ns=(0, 1_000_000, 2_000_000, 3_000_000, 4_000_000), bytes=(0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB)
+            t_ns=(0, 1_000_000, 2_000_000, 3_000_000, 4_000_000),
+            bytes=(0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB),
         ),
         torch_table="Name  Self CPU Mem\n<script>alert(1)</script>  -319.00 MB\n",
     )
@@ -181,7 +182,9 @@ def similarity_report():
     """Eager and compiled profiles of the built-in similarity example (256 x 500)."""
     import memprof
 
-    return memprof.compare("memprof.examples.similarity:similarity", mode="both", device="cpu", keep_table=True)
+    return memprof.compare(
+        "memprof.examples.similarity:similarity", mode="both", device="cpu", keep_table=True
+    )
 
 
 @pytest.fixture

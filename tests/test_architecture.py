@@ -66,7 +66,10 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*anchor, base] if base else anchor)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                    for alias in node.names
+                ]
             for target in targets:
                 while target and target not in MODULES:
                     target = target.rpartition(".")[0]
@@ -111,7 +114,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_analysis_and_sources_never_import_the_later_stages() -> None:
     graph = import_graph()
-    later = ("memprof.report", "memprof.commands", "memprof.cli", "memprof.gate", "memprof.schema", "memprof.api")
+    later = (
+        "memprof.report",
+        "memprof.commands",
+        "memprof.cli",
+        "memprof.gate",
+        "memprof.schema",
+        "memprof.api",
+    )
     for name, imported in graph.items():
         if name.startswith("memprof.analysis"):
             assert not [m for m in imported if m.startswith((*later, "memprof.model"))], name
@@ -181,7 +191,10 @@ def test_core_modules_never_spell_a_command_line_flag() -> None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
 
 
 # A version-1 report (written before runs stored their fused kernels) whose compiled run has a
@@ -216,7 +229,11 @@ def test_a_loaded_reports_diff_is_the_same_with_and_without_torch(tmp_path: Path
 
     def diff(mode: str) -> dict:
         done = subprocess.run(
-            [sys.executable, "-c", _DIFF_PROBE, str(path), mode], env=_env(), capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", _DIFF_PROBE, str(path), mode],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
@@ -234,5 +251,7 @@ def test_a_loaded_reports_diff_is_the_same_with_and_without_torch(tmp_path: Path
 )
 def test_the_pure_parts_import_no_heavy_library(module: str, heavy: str) -> None:
     code = f"import sys, {module}; print({heavy!r} in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.strip() == "False", done.stderr

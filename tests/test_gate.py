@@ -223,7 +223,9 @@ def test_sizes_that_round_alike_are_shown_in_bytes() -> None:
 
 def test_growth_that_rounds_onto_the_tolerance_gets_two_decimals() -> None:
     base = load("base.json")
-    grown = replace(base, runs={**base.runs, "compile": replace(base.runs["compile"], peak_bytes=2_100_800)})  # +5.04%
+    grown = replace(
+        base, runs={**base.runs, "compile": replace(base.runs["compile"], peak_bytes=2_100_800)}
+    )  # +5.04%
     result = evaluate(grown, GateConfig(baseline=base, tolerance=0.05))
     assert [v.line for v in result.violations] == [
         "compile peak 2.0 MiB exceeds baseline 1.9 MiB by 5.04% (tolerance 5%)"

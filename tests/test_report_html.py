@@ -160,7 +160,9 @@ def test_the_chart_draws_a_long_timeline_reduced_as_the_analysis_reduces_it(
     # the analysis' downsampler (each bucket's highest point), so the peak is drawn.
     values = [(i * 7919) % 1000 for i in range(length)]
     values[length // 3] = 5000
-    report = with_run(single_report, "eager", timeline=Timeline(t_ns=tuple(range(length)), bytes=tuple(values)))
+    report = with_run(
+        single_report, "eager", timeline=Timeline(t_ns=tuple(range(length)), bytes=tuple(values))
+    )
     timeline = section(render_html(report), "timeline")
     assert timeline.count("<svg ") == 1
     assert "peak 8.0 MiB during aten::add" in re.findall(r"<text[^>]*>([^<]*)</text>", timeline)

@@ -47,7 +47,16 @@ def test_top_n_shows_n_ops_and_fused_kernels_their_own_section(report):
     # The kernel that explains where the eager ops went is listed, with what it replaced.
     fused = text.split("Fused kernels:\n")[1].split("\n\n")[0].splitlines()
     assert fused[2].split() == [
-        "compile", "cpp_fused_abs_lt_sub_sum_unsqueeze_0", "0", "B", "aten::abs", "(244.1", "MiB", "peak", "in", "eager)"
+        "compile",
+        "cpp_fused_abs_lt_sub_sum_unsqueeze_0",
+        "0",
+        "B",
+        "aten::abs",
+        "(244.1",
+        "MiB",
+        "peak",
+        "in",
+        "eager)",
     ]
     assert [line.strip() for line in fused[3:]] == [
         "aten::lt (61.0 MiB peak in eager)",
