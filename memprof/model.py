@@ -73,6 +73,13 @@ class RunResult:
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
 
+    def __post_init__(self) -> None:
+        # Ops are kept largest peak first (how every report lists them; ties keep their order),
+        # and sequences as tuples, whatever the caller passed.
+        object.__setattr__(self, "op_stats", sort_ops(self.op_stats, "peak"))
+        for name in ("wall_ms_all", "peak_op_stack", "notes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
     @staticmethod
     def failed_run(label: str, mode: str, message: str) -> RunResult:
         """A run whose code failed: no numbers, the failure's message in ``error``."""
@@ -81,16 +88,14 @@ class RunResult:
     @classmethod
     def from_analysis(cls, analysis: Analysis, **run: Any) -> RunResult:
         """The run built from the analysis' values: every number of ``analysis.numbers`` that
-        is a field of a run (peak, allocated, net, peak op, records, ...), the ops (largest peak
-        first), the timeline and the analysis' notes (after ``run["notes"]``); ``run`` gives
-        the rest (label, mode, times, what the source observed)."""
+        is a field of a run (peak, allocated, net, peak op, records, ...), the ops, the timeline
+        and the analysis' notes (after ``run["notes"]``); ``run`` gives the rest (label, mode,
+        times, what the source observed)."""
         names = {f.name for f in dataclass_fields(cls)}
         numbers = analysis.numbers
         values = {f.name: getattr(numbers, f.name) for f in dataclass_fields(numbers) if f.name in names}
         notes = (*run.pop("notes", ()), *analysis.notes)
-        return cls(
-            op_stats=sort_ops(analysis.ops, "peak"), timeline=analysis.timeline, notes=notes, **values, **run
-        )
+        return cls(op_stats=analysis.ops, timeline=analysis.timeline, notes=notes, **values, **run)
 
     @property
     def failed(self) -> str | None:

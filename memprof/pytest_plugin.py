@@ -139,16 +139,14 @@ def _top_ops(report: Report) -> list[str]:
     return lines
 
 
-# The fixture's keywords are memprof.profile's; the gate's other knobs (strict_env, ...) do not
-# exist here, so hints about them are left out; the tolerance is this plugin's option.
+# Messages inside the fixture name memprof.profile's keywords as the fixture takes them; the
+# gate's other knobs (strict_env, ...) do not exist here, so hints about them are left out.
 _PROFILE_PARAMETERS = frozenset({"mode", "device", "warmup", "repeat", "compile_mode", "backend"})
 
 
 def _spelling(name: str, value: Any) -> str | None:
     from memprof.errors import python_spelling
 
-    if name == "tolerance":
-        return "--memprof-tolerance"
     return python_spelling(name, value) if name in _PROFILE_PARAMETERS else None
 
 

@@ -8,7 +8,6 @@ import torch
 
 import memprof
 from memprof.errors import UsageError, UserCodeError
-from memprof.sources.target import Inputs
 
 KiB = 1024
 
@@ -27,8 +26,8 @@ def broken(n: int = 1) -> None:
 
 def test_compare_callables_with_their_own_inputs_and_labels() -> None:
     report = memprof.compare(
-        memprof.Variant(alloc, inputs=Inputs(args=(KiB,)), label="small"),
-        memprof.Variant(alloc, inputs=Inputs(kwargs={"n": 4 * KiB}), label="big"),
+        memprof.Variant(alloc, inputs=memprof.Inputs(args=(KiB,)), label="small"),
+        memprof.Variant(alloc, inputs=memprof.Inputs(kwargs={"n": 4 * KiB}), label="big"),
         device="cpu",
     )
     assert list(report.runs) == ["small", "big"]

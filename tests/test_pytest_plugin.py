@@ -180,3 +180,19 @@ def test_plugin_import_does_not_import_torch() -> None:
     code = "import sys, memprof.pytest_plugin; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
+    # A baseline from another setup: the command line adds "(--strict-env makes this an error)";
+    # the plugin has no such option, so its warning ends at "comparing anyway".
+    from memprof.errors import spelled_as
+    from memprof.gate import GateConfig, evaluate
+    from memprof.model import load_report
+    from memprof.pytest_plugin import _spelling
+
+    data = Path(__file__).parent / "data" / "gate"
+    with spelled_as(_spelling):
+        result = evaluate(
+            load_report(data / "base.json"), GateConfig(baseline=load_report(data / "cuda_base.json"))
+        )
+    assert [w.rpartition(";")[2] for w in result.warnings] == [" comparing anyway"]
