@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memprof.api import default_labels
 from memprof.cli import app
-from memprof.commands.compare import default_labels, parse_labels, split_target
+from memprof.commands.compare import parse_labels, split_target
 from memprof.errors import UsageError
 
 # float32 tensors of 1024 and 4096 elements: 4 KiB and 16 KiB from torch's CPU allocator.

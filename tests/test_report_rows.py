@@ -74,3 +74,16 @@ def test_fused_kernels_are_the_same_section_everywhere(compare_report: Report) -
     assert (
         "<code>aten::abs</code> (64.0 MiB peak in eager), <code>aten::sub</code> (256.0 MiB peak in eager)"
     ) in fused.group(1)
+
+
+def test_each_comparison_is_computed_once_per_report(compare_report: Report, monkeypatch) -> None:
+    from memprof.analysis import diff
+
+    calls = []
+    real = diff.diff_runs
+    monkeypatch.setattr(diff, "diff_runs", lambda base, other: calls.append(other.label) or real(base, other))
+    render_terminal(compare_report)
+    render_markdown(compare_report)
+    render_html(compare_report)
+    compare_report.to_json()
+    assert calls == ["compile"]

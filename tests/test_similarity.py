@@ -45,6 +45,24 @@ def test_verdict_and_fused_kernel_attribution(similarity_report):
     assert ops.loc["aten::sub", "peak_bytes_delta"] == -256_000_000
 
 
+def test_the_compiled_run_stores_what_its_kernels_replaced(similarity_report):
+    # Split with torch's whole op vocabulary when the run was made, and kept in the JSON.
+    kernels = {
+        "cpp_fused_abs_lt_sub_sum_unsqueeze_0": (
+            "aten::abs",
+            "aten::lt",
+            "aten::sub",
+            "aten::sum",
+            "aten::unsqueeze",
+        )
+    }
+    assert similarity_report.runs["compile"].fused_kernels == kernels
+    assert similarity_report.runs["eager"].fused_kernels == {}
+    data = similarity_report.to_dict()
+    assert data["schema_version"] == 2
+    assert data["runs"]["compile"]["fused_kernels"] == {k: list(v) for k, v in kernels.items()}
+
+
 def test_json_diff_contract(similarity_report):
     data = similarity_report.to_dict()
     assert set(data["runs"]) == {"eager", "compile"}

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from memprof.api import default_labels
 from memprof.commands.common import check_runs, profile_and_report
 from memprof.commands.options import GateOptions, Mode, OutputOptions, ProfileOptions, SaveBaseline
 from memprof.errors import UsageError
@@ -33,6 +32,8 @@ def split_target(text: str, default_inputs: str | None) -> tuple[str, str | None
 
 def parse_labels(text: str | None, specs: list[str]) -> list[str]:
     """``--labels a,b,c``: one non-empty, distinct label per target (exit 2 otherwise)."""
+    from memprof.api import default_labels
+
     if text is None:
         return default_labels(specs)
     labels = [label.strip() for label in text.split(",")]
