@@ -39,11 +39,13 @@ class Spec:
     """How one field is written and read.
 
     ``key``: the JSON key when it differs from the attribute. ``item``: the kind of a list's or
-    map's items (a kind name or a dataclass), or the dataclass of an object. ``required``: a
-    report without the key is rejected. ``omit``: given the owning object, true when the key is
-    left out of the JSON. ``write``: False for Python-only fields. ``choices``: the allowed
-    values of a text. ``default_from``: when missing, take the value of that other field.
-    ``key_field``: for a map of objects, the item field that holds the map's key.
+    map's items (a kind name, a dataclass or a Spec), or the dataclass of an object.
+    ``required``: a report without the key is rejected. ``nullable``: null is allowed (None in
+    Python). ``nonempty``: a map must hold at least one entry. ``omit``: given the owning
+    object, true when the key is left out of the JSON. ``write``: False for Python-only
+    fields. ``choices``: the allowed values of a text. ``default_from``: when missing, take the
+    value of that other field. ``key_field``: for a map of objects, the item field that holds
+    the map's key.
     """
 
     kind: str
@@ -92,10 +94,6 @@ def signed_size(default: Any = 0, **spec: Any) -> Any:
 
 def count(default: Any = 0, **spec: Any) -> Any:
     return _field(COUNT, default, **spec)
-
-
-def integer(default: Any = 0, **spec: Any) -> Any:
-    return _field(INTEGER, default, **spec)
 
 
 def number(default: Any = math.nan, **spec: Any) -> Any:
