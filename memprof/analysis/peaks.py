@@ -95,7 +95,8 @@ def analyze(raw: RawProfile) -> Analysis:
     stack: list[str] = []
     if peak_bytes > 0:
         index = int(lo[worst] + np.argmax(live[lo[worst] : hi[worst]]))
-        stack = _ops_at(raw, int(times[index]))
+        thread = None if raw.mem_thread is None else int(raw.mem_thread[order][index])
+        stack = _ops_at(raw, int(times[index]), thread)
         peak_op = _responsible(stack)
     numbers = RunNumbers(
         peak_bytes=peak_bytes,
@@ -199,9 +200,22 @@ def _responsible(stack: list[str]) -> str:
     return stack[-1] if stack else MEMORY_ROW
 
 
-def _ops_at(raw: RawProfile, time_ns: int) -> list[str]:
-    """Names of the ops running at ``time_ns``, outermost first."""
-    active = np.flatnonzero((raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async)
+def op_stack_at(raw: RawProfile, time_ns: int, thread: int | None = None) -> list[str]:
+    """Names of the ops running at ``time_ns`` (on ``thread`` when given), outermost first."""
+    return _ops_at(raw, time_ns, thread)
+
+
+def responsible_op(stack: list[str]) -> str:
+    """The op memprof names for a peak whose op stack is ``stack`` (see :func:`_responsible`)."""
+    return _responsible(stack)
+
+
+def _ops_at(raw: RawProfile, time_ns: int, thread: int | None = None) -> list[str]:
+    """Names of the ops running at ``time_ns`` (on ``thread`` when given), outermost first."""
+    running = (raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async
+    if thread is not None:
+        running &= raw.op_thread == thread
+    active = np.flatnonzero(running)
     active = active[np.lexsort((-raw.op_end[active], raw.op_start[active]))]
     return [normalize_name(str(raw.op_name[i])) for i in active]
 
