@@ -330,8 +330,11 @@ def _final_check(
 def what_if(records: SnapshotRecords, device: int, settings: AllocatorSettings) -> Simulation:
     """Replay ``device``'s allocations under ``settings`` from an empty allocator: the blocks
     live when the trace began are allocated first (in address order), then the trace's
-    allocations and frees. Compare with the same call under default settings: the recorded
-    reserve also holds segments cached before the trace, which a replay from empty does not."""
+    allocations and frees, and each request the trace records failing (``oom``) is asked
+    again: ``Simulation.ooms`` says whether it would still fail (give ``capacity_bytes``, e.g.
+    :attr:`SnapshotDevice.capacity_bytes`). Compare with the same call under default
+    settings: the recorded reserve also holds segments cached before the trace, which a
+    replay from empty does not."""
     trace = records.traces.get(device) or empty_trace()
     start = trace_start(records, device)
     model = CachingAllocator(settings)
@@ -351,4 +354,8 @@ def what_if(records: SnapshotRecords, device: int, settings: AllocatorSettings) 
             mine = held.pop(addr[i], None)
             if mine is not None:
                 model.free(mine)
+        elif code == OOM:
+            # The request that failed is asked again; if it fits now it stays allocated (the
+            # trace cannot say when the program would have freed it).
+            model.malloc(size[i], stream[i])
     return _simulation(model)

@@ -87,6 +87,10 @@ def load_snapshot_object(path: str | Path) -> Any:
         ) from None
     except EOFError:
         raise InputError(f"{name}: the pickle ends early; the file is truncated, copy it again") from None
+    except pickle.UnpicklingError as error:
+        if "truncated" in str(error):
+            raise InputError(f"{name}: the pickle ends early; the file is truncated, copy it again") from None
+        raise InputError(f"{name}: not a readable pickle ({error}); give a CUDA memory snapshot") from None
     except RecursionError:
         raise InputError(f"{name}: the pickle nests too deeply to be a memory snapshot") from None
     except Exception as error:  # noqa: BLE001 - a corrupt pickle raises almost anything

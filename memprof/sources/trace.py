@@ -121,6 +121,9 @@ class Trace:
     schema_version: int | None
     events: int
     ops: int
+    """Op intervals read: aten ops and ``record_function`` ranges."""
+    cpu_ops: int
+    """``X`` events of ``cat`` ``cpu_op`` (``Operator`` in the 2021 schema): the aten ops."""
     devices: tuple[TraceDevice, ...]
     device_properties: tuple[DeviceProperties, ...]
     notes: tuple[str, ...] = field(default=())
@@ -259,6 +262,7 @@ def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
         schema_version=schema if isinstance(schema, int) and not isinstance(schema, bool) else None,
         events=len(events),
         ops=len(raw_ops.op_name),
+        cpu_ops=len(columns.op_name) - columns.ranges,
         devices=devices,
         device_properties=properties,
         notes=() if devices else ("no [memory] events: record the trace with profile_memory=True",),
@@ -281,6 +285,7 @@ class _Columns:
     mem_total: list[Any] = field(default_factory=list)
     mem_reserved: list[Any] = field(default_factory=list)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    ranges: int = 0  # record_function ranges (user_annotation) among the ops
 
 
 def _extract(events: list[Any], name: str) -> _Columns:
@@ -294,7 +299,9 @@ def _extract(events: list[Any], name: str) -> _Columns:
         for event in events:
             ph = event.get("ph")
             if ph == "X":
-                if event.get("cat") in op_cats and event.get("name") not in skipped:
+                cat = event.get("cat")
+                if cat in op_cats and event.get("name") not in skipped:
+                    c.ranges += cat == "user_annotation"
                     op_name(event.get("name"))
                     op_ts(event.get("ts"))
                     op_dur(event.get("dur"))
