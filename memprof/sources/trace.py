@@ -290,44 +290,46 @@ class _Columns:
 
 def _extract(events: list[Any], name: str) -> _Columns:
     """One pass over the events: the only per-event Python work."""
-    c = _Columns()
+    columns = _Columns()
+    try:
+        _scan(events, columns)
+    except (AttributeError, TypeError):
+        for index, event in enumerate(events):  # find the culprit, for the message
+            try:
+                _scan([event], _Columns())
+            except (AttributeError, TypeError):
+                raise InputError(
+                    f"{name}: traceEvents[{index}] is not an event object (a dict with a string name "
+                    "and cat, and args); not a chrome trace"
+                ) from None
+        raise
+    return columns
+
+
+def _scan(events: list[Any], c: _Columns) -> None:
     op_cats, skipped = OP_CATEGORIES, _SKIPPED_NAMES
     op_name, op_ts, op_dur, op_tid = c.op_name.append, c.op_ts.append, c.op_dur.append, c.op_tid.append
     mem_ts, mem_tid, mem_type, mem_id = c.mem_ts.append, c.mem_tid.append, c.mem_type.append, c.mem_id.append
     mem_bytes, mem_total, mem_reserved = c.mem_bytes.append, c.mem_total.append, c.mem_reserved.append
-    try:
-        for event in events:
-            ph = event.get("ph")
-            if ph == "X":
-                cat = event.get("cat")
-                if cat in op_cats and event.get("name") not in skipped:
-                    c.ranges += cat == "user_annotation"
-                    op_name(event.get("name"))
-                    op_ts(event.get("ts"))
-                    op_dur(event.get("dur"))
-                    op_tid(event.get("tid"))
-            elif ph == "i" and event.get("name") == "[memory]":
-                args = event.get("args")
-                mem_ts(event.get("ts"))
-                mem_tid(event.get("tid"))
-                mem_type(args.get("Device Type"))
-                mem_id(args.get("Device Id", 0))
-                mem_bytes(args.get("Bytes"))
-                mem_total(args.get("Total Allocated", _MISSING))
-                mem_reserved(args.get("Total Reserved", _MISSING))
-    except AttributeError:
-        bad = next(i for i, e in enumerate(events) if not _event_ok(e))
-        raise InputError(
-            f"{name}: traceEvents[{bad}] is not an event object (a dict with args); not a chrome trace"
-        ) from None
-    return c
-
-
-def _event_ok(event: Any) -> bool:
-    if not isinstance(event, dict):
-        return False
-    is_memory = event.get("ph") == "i" and event.get("name") == "[memory]"
-    return not is_memory or isinstance(event.get("args"), dict)
+    for event in events:
+        ph = event.get("ph")
+        if ph == "X":
+            cat = event.get("cat")
+            if cat in op_cats and event.get("name") not in skipped:
+                c.ranges += cat == "user_annotation"
+                op_name(event.get("name"))
+                op_ts(event.get("ts"))
+                op_dur(event.get("dur"))
+                op_tid(event.get("tid"))
+        elif ph == "i" and event.get("name") == "[memory]":
+            args = event.get("args")
+            mem_ts(event.get("ts"))
+            mem_tid(event.get("tid"))
+            mem_type(args.get("Device Type"))
+            mem_id(args.get("Device Id", 0))
+            mem_bytes(args.get("Bytes"))
+            mem_total(args.get("Total Allocated", _MISSING))
+            mem_reserved(args.get("Total Reserved", _MISSING))
 
 
 def _ops(c: _Columns, name: str) -> tuple[RawProfile, np.ndarray]:
