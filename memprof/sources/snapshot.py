@@ -145,11 +145,16 @@ def _reason(error: Exception) -> str:
 
 
 class _Stacks:
-    """Interns frames and whole stacks: a trace repeats the same few hundred stacks."""
+    """Interns frames and whole stacks. A trace repeats a few hundred frames hundreds of
+    thousands of times, and the pickle stores each frame once (its memo), so the unpickled
+    frame dicts are shared objects: they are looked up by identity first. The content must
+    stay alive while this is used (identities are not reused meanwhile)."""
 
     def __init__(self) -> None:
         self.stacks: list[tuple[Frame, ...]] = []
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        self._by_identity: dict[tuple[int, ...], int] = {}
+        self._frame_by_identity: dict[int, Frame] = {}
         self._frames: dict[tuple[str, int, str], Frame] = {}
 
     def add(self, frames: Any) -> int:
@@ -157,20 +162,27 @@ class _Stacks:
             return -1
         if not isinstance(frames, list):
             raise TypeError("frames is not a list")
-        interned = self._frames
-        stack = []
-        for item in frames:
-            key = (_str(item["filename"]), _int(item["line"]), _str(item["name"]))
-            frame = interned.get(key)
-            if frame is None:
-                frame = interned[key] = Frame(*key)
-            stack.append(frame)
-        whole = tuple(stack)
+        identity = tuple(map(id, frames))
+        index = self._by_identity.get(identity)
+        if index is not None:
+            return index
+        whole = tuple(self._frame(item) for item in frames)
         index = self._stack_ids.get(whole)
         if index is None:
             index = self._stack_ids[whole] = len(self.stacks)
             self.stacks.append(whole)
+        self._by_identity[identity] = index
         return index
+
+    def _frame(self, item: Any) -> Frame:
+        frame = self._frame_by_identity.get(id(item))
+        if frame is None:
+            key = (_str(item["filename"]), _int(item["line"]), _str(item["name"]))
+            frame = self._frames.get(key)
+            if frame is None:
+                frame = self._frames[key] = Frame(*key)
+            self._frame_by_identity[id(item)] = frame
+        return frame
 
 
 def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:

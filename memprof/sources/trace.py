@@ -469,7 +469,12 @@ def _live_bytes(deltas: np.ndarray, total: np.ndarray, notes: list[str]) -> tupl
         return live, int(total[0] - deltas[0])
     running = np.cumsum(deltas, dtype=np.int64)
     start = max(0, -int(running.min())) if len(running) else 0
-    notes.append("this trace has no Total Allocated (2021 schema): live bytes are the running sum of Bytes")
+    if (total < 0).all():
+        notes.append(
+            "this trace has no Total Allocated (2021 schema): live bytes are the running sum of Bytes"
+        )
+    else:
+        notes.append("some records have no Total Allocated: live bytes are the running sum of Bytes")
     if start:
         notes.append(
             f"it frees {start} bytes more than it allocates first: memory allocated before the trace began"
