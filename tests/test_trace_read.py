@@ -393,3 +393,16 @@ def test_reference_figures_are_the_published_ones():
             assert entry["op_at_peak"]["name"] == gpu["stack"][-1]
             assert entry["peak_event"]["ts"] == gpu["peak_ts"]
             assert entry["peak_event"]["tid"] == gpu["peak_tid"]
+
+
+def test_analyze_looks_for_the_peak_op_on_the_allocating_thread():
+    from memprof.records import RawProfile
+
+    raw = RawProfile.from_lists(
+        ops=[("main_thread_op", 0, 100, 1), ("aten::mm", 10, 50, 2), ("aten::empty", 20, 30, 2)],
+        mem=[(25, MiB)],
+    )
+    assert analyze(raw).numbers.peak_op_stack == ["main_thread_op", "aten::mm", "aten::empty"]
+    threaded = RawProfile(**{**raw.__dict__, "mem_thread": np.array([2])})
+    assert analyze(threaded).numbers.peak_op_stack == ["aten::mm", "aten::empty"]
+    assert analyze(threaded).numbers.peak_op == "aten::mm"
