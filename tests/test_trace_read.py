@@ -252,6 +252,22 @@ def test_ranks_fall_back_to_the_order_of_the_files(tmp_path):
     assert [t.rank for t in iter_trace_folder(tmp_path)] == [0, 1]
 
 
+def test_two_files_of_one_rank_are_said(tmp_path):
+    for name in ("a.json", "b.json"):
+        _write(tmp_path / name, [_mem(1, 5, 5)], distributedInfo={"rank": 2})
+    first, second = iter_trace_folder(tmp_path)
+    assert (first.rank, second.rank, first.notes) == (2, 2, ())
+    assert second.notes == ("rank 2 is also the rank of a.json",)
+
+
+def test_snapshots_in_a_folder_are_found_by_content(tmp_path):
+    from memprof.sources.snapshot import snapshot_files
+
+    shutil.copy(gpu_file("silmont2000_cs336_tiny.snapshot.pickle"), tmp_path / "rank0.bin")
+    _write(tmp_path / "t.json", [_mem(1, 5, 5)])
+    assert [p.name for p in snapshot_files(tmp_path)] == ["rank0.bin"]
+
+
 def test_a_folder_without_traces_is_an_input_error(tmp_path):
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(InputError, match="no chrome trace"):

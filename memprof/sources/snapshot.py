@@ -98,6 +98,16 @@ def load_snapshot_object(path: str | Path) -> Any:
         raise InputError(f"{name}: not a readable pickle ({reason}); give a CUDA memory snapshot") from None
 
 
+def snapshot_files(folder: str | Path) -> list[Path]:
+    """The snapshot pickles in ``folder`` (not its subfolders), detected by content, by name."""
+    from memprof.sources.trace import input_kind
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{root} is not a folder")
+    return sorted(p for p in root.iterdir() if p.is_file() and input_kind(p) == "snapshot")
+
+
 def read_snapshot(path: str | Path) -> SnapshotRecords:
     """Read a CUDA memory snapshot into :class:`SnapshotRecords`.
 

@@ -20,7 +20,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -225,9 +225,16 @@ def iter_trace_folder(folder: str | Path) -> Iterator[Trace]:
     files = trace_files(folder)
     if not files:
         raise InputError(f"{folder}: no chrome trace (.json or .json.gz) in this folder")
+    seen: dict[int, str] = {}
     for position, path in enumerate(files):
         match = _RANK_IN_NAME.search(path.name)
-        yield read_trace(path, int(match.group(1)) if match else position)
+        trace = read_trace(path, int(match.group(1)) if match else position)
+        rank = trace.rank
+        if rank is not None:
+            if rank in seen:
+                trace = replace(trace, notes=(*trace.notes, f"rank {rank} is also the rank of {seen[rank]}"))
+            seen.setdefault(rank, path.name)
+        yield trace
 
 
 def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
