@@ -9,6 +9,7 @@ query on a sparse table — O((N + M) log N) for N records and M ops.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,8 +100,9 @@ def analyze(raw: RawProfile) -> Analysis:
     stack: tuple[str, ...] = ()
     if peak_bytes > 0:
         index = int(lo[worst] + np.argmax(live[lo[worst] : hi[worst]]))
-        stack = tuple(_ops_at(raw, int(times[index])))
-        peak_op = _responsible(stack)
+        thread = None if raw.mem_thread is None else int(raw.mem_thread[order][index])
+        stack = tuple(op_stack_at(raw, int(times[index]), thread))
+        peak_op = responsible_op(stack)
     numbers = RunNumbers(
         peak_bytes=peak_bytes,
         allocated_bytes=int(allocated.max()) if len(allocated) else 0,
@@ -207,7 +209,7 @@ def _outside_ops(raw: RawProfile, times: np.ndarray) -> np.ndarray:
     return ~inside
 
 
-def _responsible(stack: tuple[str, ...]) -> str:
+def responsible_op(stack: Sequence[str]) -> str:
     """The op to name for the peak: the outermost aten op running (the one the user's code
     called, e.g. ``aten::sum`` rather than the ``aten::empty_strided`` inside it), else the
     innermost range (a fused kernel or a ``record_function`` label), else ``[memory]``."""
@@ -217,9 +219,12 @@ def _responsible(stack: tuple[str, ...]) -> str:
     return stack[-1] if stack else MEMORY_ROW
 
 
-def _ops_at(raw: RawProfile, time_ns: int) -> list[str]:
-    """Names of the ops running at ``time_ns``, outermost first."""
-    active = np.flatnonzero((raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async)
+def op_stack_at(raw: RawProfile, time_ns: int, thread: int | None = None) -> list[str]:
+    """Names of the ops running at ``time_ns`` (on ``thread`` when given), outermost first."""
+    running = (raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async
+    if thread is not None:
+        running &= raw.op_thread == thread
+    active = np.flatnonzero(running)
     active = active[np.lexsort((-raw.op_end[active], raw.op_start[active]))]
     return [normalize_name(str(raw.op_name[i])) for i in active]
 

@@ -35,17 +35,41 @@ def downsample(t: np.ndarray, b: np.ndarray, max_points: int = MAX_POINTS) -> tu
     """At most ``max_points`` points: the points are cut into ``max_points`` buckets of equal
     count, and each bucket keeps its highest point (the first, when tied), so the peak survives.
     Shorter timelines are returned as they are."""
-    import numpy as np
 
     if len(t) <= max_points:
         return t, b
-    edges = np.unique(np.linspace(0, len(t), max_points + 1).astype(np.int64)[:-1])
-    highest = np.maximum.reduceat(b, edges)
-    bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, len(t))))
-    hits = np.flatnonzero(b == highest[bucket])
-    _, first_hit = np.unique(bucket[hits], return_index=True)
-    keep = hits[first_hit]
+    keep = _highest_per_bucket(b, max_points)
     return t[keep], b[keep]
+
+
+def downsample_max(
+    t: np.ndarray, values: np.ndarray, other: np.ndarray | None = None, max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`downsample` of ``(t, values)`` that also takes ``other`` (e.g. reserved bytes) at
+    the points kept."""
+    import numpy as np
+
+    t = np.asarray(t, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    other = None if other is None else np.asarray(other, dtype=np.int64)
+    if len(t) <= max_points:
+        return t, values, other
+    keep = _highest_per_bucket(values, max_points)
+    return t[keep], values[keep], None if other is None else other[keep]
+
+
+def _highest_per_bucket(values: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices of each bucket's highest point (the first, when tied); ``max_points`` buckets of
+    equal count."""
+    import numpy as np
+
+    count = len(values)
+    edges = np.unique(np.linspace(0, count, max_points + 1).astype(np.int64)[:-1])
+    highest = np.maximum.reduceat(values, edges)
+    bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, count)))
+    hits = np.flatnonzero(values == highest[bucket])
+    _, first_hit = np.unique(bucket[hits], return_index=True)
+    return hits[first_hit]
 
 
 def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Timeline:
