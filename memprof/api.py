@@ -215,7 +215,7 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
 def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inputs]]:
     """Each variant's target and inputs. A target named twice is imported once and, with the
     same inputs factory, shares one set of inputs (as eager and compiled runs of it do)."""
-    from memprof.sources.target import build_inputs, resolve
+    from memprof.sources.target import build_inputs, check_measurable, resolve
 
     targets: dict[Any, Target] = {}
     made: dict[tuple[Any, Any], Inputs] = {}
@@ -225,6 +225,7 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
         if key not in targets:
             spec = variant.target
             targets[key] = resolve(spec) if isinstance(spec, str) else Target.of(spec)
+            check_measurable(targets[key].func, targets[key].spec)
         target = targets[key]
         if isinstance(variant.inputs, Inputs):
             inputs = variant.inputs

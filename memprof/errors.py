@@ -78,12 +78,40 @@ class UserCodeError(MemprofError):
         self.report: Any = None
 
 
+class OutputError(MemprofError):
+    """An output file could not be written: its folder vanished, the disk is full, permission
+    was taken away (exit 2). Nothing partial is left behind."""
+
+    exit_code = EXIT_USAGE
+
+
 class GateFailed(MemprofError):
     """A memory gate failed (exit 1). Its lines were printed (on stdout) before it was raised;
     the message is the gate's summary line."""
 
     exit_code = EXIT_GATE_FAILED
     shown = True
+
+
+def brief(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
+    quoting a value from a file or from the user's code in a one-line message."""
+    import reprlib
+
+    shortened = reprlib.Repr()
+    shortened.maxstring = shortened.maxother = limit
+    shortened.maxlevel, shortened.maxlist, shortened.maxdict = 3, 6, 6
+    return shortened.repr(value)
+
+
+def what_it_did(error: BaseException) -> str:
+    """How the user's code failed, for a message: ``raised ValueError: bad input`` (first line
+    of the message), or ``called sys.exit(0)``: leaving through ``sys.exit`` is the profiled
+    code failing too, whatever the code (memprof's own exit code says what happened)."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({'' if error.code is None else brief(error.code)})"
+    text = str(error).strip().splitlines()
+    return f"raised {type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def format_user_traceback(error: BaseException) -> str:

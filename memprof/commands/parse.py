@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from memprof.commands.common import err
+from memprof.commands.common import err, out
 from memprof.errors import InputError
 
 
@@ -98,10 +98,11 @@ def parse(
     Exit codes: 0 ok; 2 no table, a row that does not fit (its line number is shown), a
     missing file or a bad --table-index.
     """
-    from memprof.fileio import atomic_write_text, check_output_paths, read_text
+    from memprof.fileio import absolute, atomic_write_texts, check_output_paths, read_text
     from memprof.table import read_table, table_document
 
-    check_output_paths([("--csv", csv_path), ("--json", json_path)])
+    reads = [] if file == "-" else [("the table's input file", file)]
+    check_output_paths([("--csv", csv_path), ("--json", json_path)], reads)
     source = "standard input" if file == "-" else file
     text = read_text(file, "input")
     try:
@@ -117,8 +118,8 @@ def parse(
     if json_path is not None:
         outputs.append((json_path, _json_text(table_document(frame))))
     if not outputs:
-        typer.echo(_render_parsed(frame))
+        out(_render_parsed(frame))
         return
-    for path, content in outputs:
-        atomic_write_text(path, content)
+    atomic_write_texts([(absolute(path), content) for path, content in outputs])
+    for path, _ in outputs:
         err(f"memprof: wrote {len(frame)} rows to {path}")

@@ -43,8 +43,9 @@ def run(
     Example: memprof run mypkg.model:step --baseline ci/memprof.json --tolerance 2%
     """
     from memprof.api import Variant
+    from memprof.commands.common import read_inputs
 
-    files = output.files(save_baseline)
+    files = output.files(save_baseline, read_inputs([target, inputs], gate.baseline))
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.

@@ -19,6 +19,7 @@ from memprof.analysis.diff import op_note
 from memprof.analysis.timeline import downsample_timeline
 from memprof.errors import UsageError, param
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
+from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def check_available() -> None:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _is_missing(value: Any) -> bool:
@@ -121,7 +122,7 @@ def timeline_svg(runs: list[RunResult]) -> str:
         ax.plot([px], [py], marker="v", color="#b00020", markersize=8, linestyle="none")
         label = f"peak {format_bytes(run.peak_bytes)}"
         if run.peak_op:
-            label += f" during {run.peak_op}"
+            label += f" during {visible(run.peak_op)}"
         right_half = px > (ms[-1] - ms[0]) / 2 + ms[0] if len(ms) > 1 else False
         ax.annotate(
             label,
@@ -136,7 +137,7 @@ def timeline_svg(runs: list[RunResult]) -> str:
         )
         ax.set_ylim(0, top / scale * 1.12)
         ax.set_ylabel(f"live {unit}", parse_math=False)
-        ax.set_title(f"{run.label}", loc="left", fontsize=10, parse_math=False)
+        ax.set_title(visible(run.label), loc="left", fontsize=10, parse_math=False)
         ax.grid(True, color="#dddddd", linewidth=0.6)
         ax.spines[["top", "right"]].set_visible(False)
     axes[-1].set_xlabel("time since the call started (ms)")

@@ -9,6 +9,7 @@ from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -126,4 +127,4 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15) -> str
     for run in report.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"
