@@ -117,14 +117,19 @@ def what_it_did(error: BaseException) -> str:
 def format_user_traceback(error: BaseException) -> str:
     """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
     sees their own code (and the libraries it called), as Python would show it."""
+    import importlib
     import os
     import traceback
 
-    package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    # memprof's own frames, and importlib's (import_module) around the module's code
+    skipped = (
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
+    )
     frames = [
         frame
         for frame in traceback.extract_tb(error.__traceback__)
-        if not os.path.abspath(frame.filename).startswith(package_dir)
+        if not os.path.abspath(frame.filename).startswith(skipped)
         and not frame.filename.startswith("<frozen importlib")
     ]
     lines = ["Traceback (most recent call last):\n"] if frames else []

@@ -97,7 +97,7 @@ def read_file_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
         return handle.read()
 
 
-def read_stdin_bytes(what: str = STDIN, limit: int | None = None) -> bytes:
+def read_stdin_bytes(limit: int | None = None) -> bytes:
     """Standard input, up to ``limit`` bytes (default :data:`STDIN_LIMIT_BYTES`); more is an
     :class:`InputError`, raised as soon as the limit is passed."""
     import sys
@@ -105,7 +105,7 @@ def read_stdin_bytes(what: str = STDIN, limit: int | None = None) -> bytes:
     limit = STDIN_LIMIT_BYTES if limit is None else limit
     stream = sys.stdin
     if stream is None:
-        raise InputError(f"{what}: standard input is closed; give a file instead of -")
+        raise InputError("standard input is closed; give a file instead of -")
     source: Any = getattr(stream, "buffer", stream)
     chunks: list[bytes] = []
     total = 0
@@ -121,8 +121,8 @@ def read_stdin_bytes(what: str = STDIN, limit: int | None = None) -> bytes:
             from memprof.units import format_bytes
 
             raise InputError(
-                f"{what}: more than {format_bytes(limit)} on standard input; save it to a file and "
-                "give the file (or cut the log to the part with the table)"
+                f"standard input holds more than {format_bytes(limit)}, the most memprof reads from it; "
+                "save it to a file and give the file"
             )
     return b"".join(chunks)
 
@@ -132,7 +132,7 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
     special file is an :class:`InputError` (exit 2)."""
     name = str(path)
     if name == "-":
-        return read_stdin_bytes(STDIN)
+        return read_stdin_bytes()
     try:
         return read_file_bytes(path, what)
     except FileNotFoundError:

@@ -87,7 +87,6 @@ def load_module(where: str, spec: str) -> ModuleType:
         # A console script does not put the working directory on sys.path; python -m does.
         sys.path.insert(0, cwd)
     try:
-        _check_module_file(where)
         return importlib.import_module(where)
     except ModuleNotFoundError as error:
         missing = error.name or ""
@@ -108,20 +107,6 @@ def load_module(where: str, spec: str) -> ModuleType:
             f"importing {where!r} failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
-
-
-def _check_module_file(name: str) -> None:
-    """Refuse a module whose file is not a regular file (a FIFO named ``mod.py`` would block
-    the import forever). Finding a top-level module runs none of its code."""
-    if "." in name:
-        return
-    try:
-        found = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return  # import_module says what is wrong
-    origin = getattr(found, "origin", None)
-    if origin and os.path.isabs(origin) and os.path.exists(origin) and not os.path.isfile(origin):
-        raise TargetNotFoundError(f"module {name!r} is {special_file_kind(origin)}, not a Python file")
 
 
 def _load_file(path: Path, spec: str) -> ModuleType:
