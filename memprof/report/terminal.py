@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tabulate import tabulate
-
 from memprof.analysis.diff import op_note
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
-from memprof.text import visible
+from memprof.text import tabulate, visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
