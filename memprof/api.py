@@ -4,6 +4,7 @@ functions."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -187,9 +188,12 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
     """Resolve the device, every target and its inputs (in order, before any profiling), then
     profile each variant. A failing variant is kept as a failed run while the rest still run."""
     from memprof.sources.live import environment, resolve_device, run_target
+    from memprof.sources.target import restore_import_path
 
     device = resolve_device(options.device)
+    import_path = list(sys.path)
     resolved = _resolve(variants, device)
+    restore_import_path(import_path)  # what the target's import removed
     runs: dict[str, RunResult] = {}
     first_error: UserCodeError | None = None
     for variant, (target, inputs) in zip(variants, resolved, strict=True):

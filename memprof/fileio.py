@@ -217,19 +217,50 @@ def absolute(path: str | os.PathLike[str]) -> Path:
 
 def check_output_path(path: str | os.PathLike[str], option: str = "output") -> Path:
     """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder."""
+    try:
+        return _check_output_path(path, option)
+    except OSError as error:  # a name too long, a loop of links, ...
+        raise UsageError(f"{option} {str(path)!r} cannot be written: {error.strerror or error}") from None
+
+
+def _check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     out = Path(path)
-    parent = out.parent if str(out.parent) else Path(".")
     if str(path).endswith(("/", os.sep)) or out.is_dir():
         raise UsageError(f"{option} {str(path)!r} is a folder; give a file name, e.g. {out / 'x'}")
-    if out.exists() and not out.is_file():
-        raise UsageError(f"{option} {str(out)!r} is {special_file_kind(out)}; give a file name")
+    # What is written is the file a link points to (the link stays): check that one.
+    target = written_path(out)
+    if _names_open_file(out):
+        raise UsageError(f"{option} {str(out)!r} is an open file of a process; give a file name")
+    if target.exists() and not target.is_file():
+        raise UsageError(f"{option} {str(out)!r} is {special_file_kind(target)}; give a file name")
+    parent = target.parent
     if not parent.is_dir():
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} is not writable")
-    if out.exists() and not os.access(out, os.W_OK):
+    if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {str(out)!r} exists and is not writable")
     return out
+
+
+def _names_open_file(path: Path) -> bool:
+    """``/dev/stdout``, ``/dev/fd/3``, ``/proc/self/fd/1``, or a link to one: renaming a file
+    over it would replace whatever the descriptor is open on (a log, a capture) or the link."""
+    hop = path.absolute()
+    for _ in range(40):  # the kernel's own limit on links followed
+        parts = hop.parts
+        if parts[1:2] == ("proc",) or parts[1:3] in {("dev", "fd"), ("dev", "stdout"), ("dev", "stderr")}:
+            return True
+        if not hop.is_symlink():
+            return False
+        hop = Path(os.path.normpath(hop.parent / os.readlink(hop)))
+    return False
+
+
+def written_path(path: str | os.PathLike[str]) -> Path:
+    """The file that writing ``path`` replaces: the target of a symbolic link (followed to the
+    end), so that the link itself stays a link."""
+    return Path(os.path.realpath(path))
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -293,7 +324,8 @@ def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
     """Write a temporary sibling of ``out`` through ``write(handle)``; its path."""
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        # backslashreplace: a lone surrogate (a name read from JSON as "\\udcff") cannot be UTF-8
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
             write(handle)
             handle.flush()
         # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
@@ -305,14 +337,15 @@ def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
 
 
 def atomic_write_all(items: Sequence[tuple[str | os.PathLike[str], Callable[[IO[str]], Any]]]) -> list[Path]:
-    """Write several files so that either all of them are replaced or none is: each is first
-    written in full to a temporary sibling, then all are renamed over their paths. A failure
-    (an :class:`OutputError`, exit 2) or Ctrl-C removes every temporary file."""
+    """Write several files, all or none: each is first written in full to a temporary sibling
+    (where a full disk or a vanished folder shows), and only then are they renamed over their
+    paths, one after the other. A failure (an :class:`OutputError`, exit 2) or Ctrl-C removes
+    every temporary file. A path that is a symbolic link writes the file it points to."""
     staged: list[tuple[str, Path]] = []
     current = Path()
     try:
         for path, write in items:
-            current = Path(path)
+            current = written_path(path)
             staged.append((_stage(current, write), current))
         for tmp, out in staged:
             current = out

@@ -635,3 +635,43 @@ def test_reports_of_the_wrong_shape_are_exit_2_in_one_short_line(runner, tmp_pat
     path.write_text(json.dumps(document))
     result = runner.invoke(app, ["check", str(path), "--budget", "1GB"])
     assert (result.exit_code, result.stderr) == (2, f"memprof: error: {problem.format(path=path)}\n")
+
+
+def test_a_linked_output_writes_the_file_it_points_to(runner, tmp_path):
+    (tmp_path / "reports").mkdir()
+    link = tmp_path / "ops.csv"
+    link.symlink_to(tmp_path / "reports" / "ops.csv")
+    result = runner.invoke(app, ["parse", str(CPU_TABLE), "--csv", str(link)])
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and (tmp_path / "reports" / "ops.csv").read_text().startswith("name,")
+
+
+@pytest.mark.parametrize(
+    ("points_to", "what"),
+    [("/dev/null", "is a character device"), ("/proc/self/fd/1", "is an open file of a process")],
+)
+def test_an_output_linked_to_a_device_or_an_open_file_is_refused(runner, tmp_path, points_to, what):
+    # Renaming a file over the link's target would replace /dev/null, or what stdout is open on.
+    link = tmp_path / "out.csv"
+    link.symlink_to(points_to)
+    result = runner.invoke(app, ["parse", str(CPU_TABLE), "--csv", str(link)])
+    assert result.exit_code == 2
+    assert result.stderr == f"memprof: error: --csv {str(link)!r} {what}; give a file name\n"
+    assert link.is_symlink() and os.readlink(link) == points_to
+
+
+def test_an_output_name_too_long_is_exit_2(runner, tmp_path):
+    long = tmp_path / ("x" * 300 + ".csv")
+    result = runner.invoke(app, ["parse", str(CPU_TABLE), "--csv", str(long)])
+    assert result.exit_code == 2
+    assert result.stderr == f"memprof: error: --csv {str(long)!r} cannot be written: File name too long\n"
+
+
+def test_a_trailing_slash_names_a_folder_not_a_file(tmp_path):
+    result = memprof_cli("run", "m:f", "--json", f"{tmp_path}/new/")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"memprof: error: Invalid value for '--json': '{tmp_path}/new/' is a folder; give a file name; "
+        "see 'memprof run --help'\n"
+    )
+    assert not (tmp_path / "new").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,7 +61,14 @@ class CompileMode(str, Enum):
 
 def _file(flag: str, help: str) -> Any:
     """An option naming a file (a folder there is a usage error)."""
-    return typer.Option(flag, help=help, dir_okay=False)
+    return typer.Option(flag, help=help, parser=_file_path, metavar="<file>")
+
+
+def _file_path(text: str) -> Path:
+    # A Path forgets a trailing "/": "--json out/" would write a file named "out".
+    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise typer.BadParameter(f"{text!r} is a folder; give a file name")
+    return Path(text)
 
 
 def _folder(flag: str, help: str) -> Any:

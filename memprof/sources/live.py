@@ -30,7 +30,7 @@ from memprof.names import aten_names, fused_kernels
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.options import RunOptions
-from memprof.sources.target import Inputs, unrun_result
+from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -245,11 +245,14 @@ def run_target(
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
     if options.warmup < 0:
         raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
+    import_path = list(sys.path)
     with _compile_config(options):
         warm = _warm_up(func, inputs, options, name, status)
+        restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
         measured = _profile_calls(
             warm.fn, inputs, options, label=label or options.mode, name=name, status=status
         )
+        restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options)
 
 

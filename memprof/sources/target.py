@@ -110,6 +110,14 @@ def load_module(where: str, spec: str) -> ModuleType:
 
 
 def _load_file(path: Path, spec: str) -> ModuleType:
+    try:
+        return _load_existing_file(path, spec)
+    except OSError as error:  # a name too long, a folder that cannot be searched, ...
+        reason = error.strerror or str(error)
+        raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} cannot be read: {reason}") from None
+
+
+def _load_existing_file(path: Path, spec: str) -> ModuleType:
     if path.is_dir():
         raise TargetNotFoundError(f"{str(path)!r} in target {spec!r} is a folder; name a .py file")
     if path.exists() and not path.is_file():
@@ -304,6 +312,16 @@ def unrun_result(result: Any) -> str | None:
     return None
 
 
+def restore_import_path(before: list[str]) -> None:
+    """Put back the ``sys.path`` entries that the user's code removed (after those it added):
+    torch and memprof import modules lazily, and must still find them after code that cleared
+    or replaced ``sys.path``."""
+    if not isinstance(sys.path, list):
+        sys.path = list(before)
+    missing = [entry for entry in before if entry not in sys.path]
+    sys.path.extend(missing)
+
+
 def spec_file(spec: str) -> Path | None:
     """The source file a target or inputs spec names, found without running any code: the
     file of ``path/to/file.py:f``, the module's file for ``pkg.mod:f``; None when not found."""
@@ -321,6 +339,9 @@ def spec_file(spec: str) -> Path | None:
     for entry in [os.getcwd(), *sys.path]:
         folder = Path(entry or os.getcwd()).joinpath(*parts[:-1])
         for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
-            if candidate.is_file():
-                return candidate
+            try:
+                if candidate.is_file():
+                    return candidate
+            except OSError:  # a name too long for the file system, ...: not this one
+                continue
     return None
