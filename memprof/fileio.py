@@ -81,6 +81,8 @@ def open_regular(path: str | os.PathLike[str], what: str = "file") -> IO[bytes]:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
         if not stat.S_ISREG(info.st_mode):
             raise _not_regular(what, name, special_file_kind(info))
+        if written_path(path).parts[1:2] == ("proc",):  # /proc/kcore "is" a regular file of 128 TiB
+            raise _not_regular(what, name, "a file of the kernel's /proc")
         if flags & getattr(os, "O_NONBLOCK", 0):
             import fcntl
 

@@ -24,6 +24,7 @@ from memprof.errors import (
     TargetNotFoundError,
     UsageError,
     UserCodeError,
+    brief,
     format_user_traceback,
     param,
     what_it_did,
@@ -70,7 +71,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     where, sep, attr_path = spec.rpartition(":")
     valid_attr = bool(attr_path) and all(part.isidentifier() for part in attr_path.split("."))
     if not sep or not where or not valid_attr:
-        raise UsageError(f"target {spec!r} is not of the form {SPEC_EXAMPLE}")
+        raise UsageError(f"target {brief(spec, 200)} is not of the form {SPEC_EXAMPLE}")
     return where, attr_path
 
 
