@@ -45,7 +45,8 @@ class Spec:
     object, true when the key is left out of the JSON. ``write``: False for Python-only
     fields. ``choices``: the allowed values of a text. ``default_from``: when missing, take the
     value of that other field. ``key_field``: for a map of objects, the item field that holds
-    the map's key.
+    the map's key. ``same_length_as``: a list that must hold as many items as that other
+    list field (a timeline's times and bytes).
     """
 
     kind: str
@@ -59,6 +60,7 @@ class Spec:
     choices: tuple[str, ...] = ()
     default_from: str | None = None
     key_field: str | None = None
+    same_length_as: str | None = None
 
 
 def spec_of(field: dataclasses.Field[Any]) -> Spec | None:

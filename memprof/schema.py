@@ -116,6 +116,14 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
             values[name] = _decode(spec, data[key], place / key)
         elif spec.default_from is not None and spec.default_from in values:
             values[name] = values[spec.default_from]
+    for name, spec in specs:
+        other = spec.same_length_as
+        if other is not None and len(values.get(name, ())) != len(values.get(other, ())):
+            key, other_key = spec.key or name, dict(specs)[other].key or other
+            count, other_count = len(values.get(name, ())), len(values.get(other, ()))
+            raise (place / key).fail(
+                f"has {count} values but {other_key} has {other_count}; they go in pairs"
+            )
     return cls(**values)
 
 

@@ -25,7 +25,7 @@ class Timeline:
     ``bytes`` live bytes above live at that start (negative when memory held before was freed)."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
-    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
+    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
 
     def __len__(self) -> int:
         return len(self.t_ns)
