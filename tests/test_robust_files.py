@@ -610,6 +610,18 @@ def test_a_run_label_repeated_in_a_baseline_is_exit_2(runner, tmp_path):
     )
 
 
+def test_a_timeline_whose_times_and_bytes_do_not_pair_is_exit_2(runner, tmp_path):
+    document = make_single_report().to_dict()
+    document["runs"]["eager"]["timeline"] = {"t_ns": [0, 1, 2], "bytes": [1]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document))
+    result = runner.invoke(app, ["check", str(path), "--budget", "1GB"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"memprof: error: {path}: runs.eager.timeline.bytes has 1 values but t_ns has 3; they go in pairs\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("document", "problem"),
     [
@@ -630,18 +642,6 @@ def test_a_run_label_repeated_in_a_baseline_is_exit_2(runner, tmp_path):
         ),
     ],
 )
-def test_a_timeline_whose_times_and_bytes_do_not_pair_is_exit_2(runner, tmp_path):
-    document = make_single_report().to_dict()
-    document["runs"]["eager"]["timeline"] = {"t_ns": [0, 1, 2], "bytes": [1]}
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(document))
-    result = runner.invoke(app, ["check", str(path), "--budget", "1GB"])
-    assert result.exit_code == 2
-    assert result.stderr == (
-        f"memprof: error: {path}: runs.eager.timeline.bytes has 1 values but t_ns has 3; they go in pairs\n"
-    )
-
-
 def test_reports_of_the_wrong_shape_are_exit_2_in_one_short_line(runner, tmp_path, document, problem):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(document))
