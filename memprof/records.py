@@ -11,6 +11,7 @@ import numpy as np
 CALL_MARKER = "memprof.call"
 """Name of the ``record_function`` range that memprof puts around each measured call."""
 
+
 @dataclass(frozen=True)
 class RawProfile:
     """The profiler's records, as arrays. Times are nanoseconds on the profiler's clock.
@@ -49,3 +50,117 @@ class RawProfile:
             mem_bytes=np.array([m[1] for m in mem], dtype=np.int64),
             calls=list(calls),
         )
+
+
+# ---- What a tracker saw during the profiled calls (issue 11) ------------------------------------
+# Produced by memprof.sources.tracking, consumed by memprof.analysis.attribution. Times are on the
+# profiler's clock (Unix nanoseconds), so they order against the allocator records exactly.
+
+PHASES = ("forward", "backward", "optimizer")
+"""Phase codes of :class:`TrackedOps`: index into this tuple."""
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """The measured device's allocator records with their addresses: ``bytes`` > 0 allocates at
+    ``ptr``, < 0 frees the block at ``ptr``. Sorted by time (stable)."""
+
+    time: np.ndarray
+    bytes: np.ndarray
+    ptr: np.ndarray
+
+    @staticmethod
+    def from_lists(records: Sequence[tuple[int, int, int]]) -> Allocations:
+        """From (time, bytes, ptr) triples, sorted by time (ties keep their order)."""
+        array = np.array(records, dtype=np.int64).reshape(-1, 3)
+        order = np.argsort(array[:, 0], kind="stable")
+        array = array[order]
+        return Allocations(time=array[:, 0].copy(), bytes=array[:, 1].copy(), ptr=array[:, 2].copy())
+
+
+@dataclass(frozen=True)
+class Site:
+    """A statement in the user's code: ``file`` as given to the user (relative to the working
+    directory when inside it), the statement's first ``line`` and its ``text`` on one line."""
+
+    file: str
+    line: int
+    text: str
+
+    @property
+    def source(self) -> str:
+        """``file.py:LINE``."""
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class TrackedStorage:
+    """A storage the tracker recognised as state of the program: a parameter, a gradient,
+    optimizer state, an input (reachable from the arguments) or other (a module buffer, a
+    tensor held by a module global). ``seen_ns`` is when it was seen live; ``died_ns`` when its
+    storage was freed, if that happened while tracking (the profiler does not record frees of
+    blocks allocated before it started)."""
+
+    ptr: int
+    nbytes: int
+    seen_ns: int
+    died_ns: int | None
+    kind: str
+    name: str
+    module: str
+    shape: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TrackedOps:
+    """Every op the tracker saw run, in order, as arrays: its window ``[t0, t1]``, name (index
+    into ``names``), the user's statement (index into ``sites``, -1 when unknown), the module call
+    it ran in (index into :class:`ModuleCalls`, -1 outside modules; in backward, the call whose
+    forward made the autograd node), and its phase (index into :data:`PHASES`)."""
+
+    t0: np.ndarray
+    t1: np.ndarray
+    name: np.ndarray
+    site: np.ndarray
+    module_call: np.ndarray
+    phase: np.ndarray
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModuleCalls:
+    """Forward calls of ``nn.Module``s, in the order they started: the module's dotted path
+    (index into ``paths``), the enclosing call (-1 for none) and the forward's window."""
+
+    path: np.ndarray
+    parent: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrackedFacts:
+    """What the tracker saw while the profiled calls ran (see memprof.sources.tracking).
+
+    ``outputs_*``: the storage address of each tensor an op returned, the op (index into
+    ``ops``), its shape and dtype (indices into ``shapes``/``dtypes``). ``saved_*``: storages
+    autograd saved for backward, and when. ``storages``: recognised program state.
+    ``optimizer_steps``: (start, end) of each ``Optimizer.step``."""
+
+    allocations: Allocations
+    ops: TrackedOps
+    module_calls: ModuleCalls
+    sites: tuple[Site, ...]
+    outputs_ptr: np.ndarray
+    outputs_op: np.ndarray
+    outputs_shape: np.ndarray
+    outputs_dtype: np.ndarray
+    shapes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    saved_ptr: np.ndarray
+    saved_time: np.ndarray
+    storages: tuple[TrackedStorage, ...]
+    optimizer_steps: tuple[tuple[int, int], ...] = ()
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,642 @@
+"""What happens during a profiled call, seen from inside torch: which op made each tensor, on
+which line of the user's code, in which module, forward or backward, and what each storage is
+(parameter, gradient, optimizer state, input, saved for backward).
+
+The profiler's allocator records say how many bytes were live when; this module says what they
+were. :class:`Tracker` is entered around the profiled calls (and around the profiler)::
+
+    with Tracker(args, kwargs, func=func, module=target_module, device="cpu") as tracker:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            for _ in range(repeat):
+                with record_function(CALL_MARKER):
+                    func(*args, **kwargs)
+    facts = tracker.facts(prof)   # -> memprof.records.TrackedFacts, no torch objects inside
+
+and :func:`memprof.analysis.attribution.attribute` turns the records and the facts into numbers.
+
+How, and why this way (measured: shared/ATTRIBUTION_FACTS.md):
+
+- A ``TorchDispatchMode`` sees every op below autograd: its window on the profiler's clock,
+  the storage address of each tensor it returns, and the innermost frame of the user's code
+  (found by walking ``sys._getframe``, not ``traceback``: 1 us instead of 50).
+- Backward: the node being run (``torch._C._current_autograd_node()``) has the sequence number
+  its forward op was dispatched under, so each backward op takes the forward op's line and
+  module without anomaly mode (which costs 1.3-2.5x the step).
+- Modules: global forward pre/post hooks keep the stack of module calls.
+- Saved tensors: a ``saved_tensors_hooks`` pack hook that returns the tensor unchanged.
+- Program state: parameters, gradients (post-accumulate-grad hooks), optimizer state (global
+  optimizer step hooks), inputs, found from the arguments, the bound object and the target
+  module's globals. Storages live before profiling get a ``weakref.finalize``: the profiler does
+  not record their frees (zero_grad(set_to_none=True) in a training step is one).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import io
+import linecache
+import os
+import sys
+import sysconfig
+import time
+import tokenize
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - the torch side of tracking, like sources/live.py
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
+
+import memprof
+from memprof.records import (
+    Allocations,
+    ModuleCalls,
+    Site,
+    TrackedFacts,
+    TrackedOps,
+    TrackedStorage,
+)
+
+_FORWARD, _BACKWARD, _OPTIMIZER = 0, 1, 2
+_NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes have no forward op
+_MAX_SCAN_OBJECTS = 200_000  # bound on the objects visited to find the program's state
+_HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
+# Objects never searched for tensors: code, classes and modules, and scalars.
+_NOT_STATE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, str, bytes, int, float, bool)
+
+
+def _directory(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "")
+
+
+_TORCH_DIR = _directory(torch.__file__)
+_MEMPROF_DIR = _directory(memprof.__file__)
+_EXAMPLES_DIR = os.path.join(_MEMPROF_DIR, "examples", "")
+_LIBRARY_DIRS = tuple(
+    {_TORCH_DIR, _MEMPROF_DIR}
+    | {os.path.join(os.path.abspath(p), "") for k, p in sysconfig.get_paths().items() if "stdlib" in k}
+)
+
+
+def is_user_file(filename: str) -> bool:
+    """Whether code in ``filename`` is the user's: not torch, not memprof (its examples are
+    user code), not the standard library. Exec'd code (``<string>``) counts as the user's."""
+    if filename.startswith("<"):
+        return not filename.startswith("<frozen")
+    path = os.path.abspath(filename)
+    if path.startswith(_EXAMPLES_DIR):
+        return True
+    return not path.startswith(_LIBRARY_DIRS)
+
+
+class _Mode(TorchDispatchMode):
+    """Records each op's window, outputs, user line, module call and phase into the tracker."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        t0 = time.time_ns()
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        t1 = time.time_ns()
+        self.tracker._record_op(func, t0, t1, out)
+        return out
+
+
+class Tracker:
+    """Tracks tensors, modules and source lines while entered; see the module docstring.
+
+    ``args``/``kwargs`` are the call's arguments, ``func`` the target (names the arguments and,
+    for a bound method, adds its object), ``module`` the target's module (its globals may hold
+    the model and the optimizer), ``device`` the measured device ("cpu", "cuda:0").
+    Enter it before the profiler starts and leave it after the profiler stops.
+    """
+
+    def __init__(
+        self,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        func: Callable[..., Any] | None = None,
+        module: ModuleType | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self._args = args
+        self._kwargs = dict(kwargs or {})
+        self._func = func
+        self._module = module
+        device_obj = torch.device(device)
+        self._device_type = device_obj.type
+        self._device_index = device_obj.index if device_obj.type != "cpu" else None
+        self._stack = contextlib.ExitStack()
+        self._notes: list[str] = []
+        # Ops, as parallel lists (appending to lists is the cheapest per-op record).
+        self._op_t0: list[int] = []
+        self._op_t1: list[int] = []
+        self._op_name: list[int] = []
+        self._op_site: list[int] = []
+        self._op_call: list[int] = []
+        self._op_phase: list[int] = []
+        self._names: dict[Any, int] = {}
+        self._name_list: list[str] = []
+        self._sites: dict[tuple[Any, int], int] = {}
+        self._user_code: dict[Any, bool] = {}
+        self._first_op_of_sequence: dict[int, int] = {}
+        # Outputs and saved tensors.
+        self._out_ptr: list[int] = []
+        self._out_op: list[int] = []
+        self._out_shape: list[int] = []
+        self._out_dtype: list[int] = []
+        self._shapes: dict[Any, int] = {}
+        self._dtypes: dict[Any, int] = {}
+        self._saved_ptr: list[int] = []
+        self._saved_time: list[int] = []
+        # Module calls.
+        self._module_paths: dict[int, str] = {}
+        self._path_ids: dict[str, int] = {}
+        self._call_path: list[int] = []
+        self._call_parent: list[int] = []
+        self._call_start: list[int] = []
+        self._call_end: list[int] = []
+        self._call_stack: list[int] = []
+        self._optimizer_depth = 0
+        self._optimizer_starts: list[int] = []
+        self._optimizer_steps: list[tuple[int, int]] = []
+        # Program state.
+        self._storages: list[list[Any]] = []
+        self._alive: dict[int, list[int]] = {}
+        self._finalizers: list[weakref.finalize] = []
+        self._param_names: dict[int, str] = {}
+        self._buffer_names: dict[int, str] = {}
+        self._optimizers: dict[int, torch.optim.Optimizer] = {}
+        self._modules: list[torch.nn.Module] = []
+
+    # ---- entering and leaving -----------------------------------------------------------------
+
+    def __enter__(self) -> Tracker:
+        self._scan_start()
+        stack = self._stack
+        nn_hooks = torch.nn.modules.module
+        stack.callback(nn_hooks.register_module_forward_pre_hook(self._module_pre).remove)
+        stack.callback(nn_hooks.register_module_forward_hook(self._module_post, always_call=True).remove)
+        from torch.optim import optimizer as optim
+
+        stack.callback(optim.register_optimizer_step_pre_hook(self._optimizer_pre).remove)
+        stack.callback(optim.register_optimizer_step_post_hook(self._optimizer_post).remove)
+        for module in self._modules:
+            for param in module.parameters():
+                if param.requires_grad:
+                    stack.callback(param.register_post_accumulate_grad_hook(self._grad_ready).remove)
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack))
+        stack.enter_context(_Mode(self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+        self._scan_state(time.time_ns())
+        # Deaths after this no longer matter; detached, the storages no longer keep the tracker.
+        for finalizer in self._finalizers:
+            finalizer.detach()
+        self._finalizers.clear()
+
+    # ---- per-op recording (the hot path) ------------------------------------------------------
+
+    def _record_op(self, func: Any, t0: int, t1: int, out: Any) -> None:
+        index = len(self._op_t0)
+        name = self._names.get(func)
+        if name is None:
+            name = self._names[func] = len(self._name_list)
+            self._name_list.append(_op_name(func))
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            phase = _BACKWARD
+            site, call = self._backward_origin(node)
+        else:
+            phase = _OPTIMIZER if self._optimizer_depth else _FORWARD
+            site = self._site()
+            call = self._call_stack[-1] if self._call_stack else -1
+            if phase == _FORWARD:
+                self._first_op_of_sequence.setdefault(torch._C._autograd._get_sequence_nr(), index)
+        self._op_t0.append(t0)
+        self._op_t1.append(t1)
+        self._op_name.append(name)
+        self._op_site.append(site)
+        self._op_call.append(call)
+        self._op_phase.append(phase)
+        if isinstance(out, torch.Tensor):
+            self._record_output(out, index)
+        elif isinstance(out, tuple | list):
+            for item in out:
+                if isinstance(item, torch.Tensor):
+                    self._record_output(item, index)
+
+    def _record_output(self, tensor: torch.Tensor, index: int) -> None:
+        try:
+            ptr = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, wrapper subclasses
+            return
+        if not ptr:
+            return
+        shape = self._shapes.get(tensor.shape)
+        if shape is None:
+            shape = self._shapes[tensor.shape] = len(self._shapes)
+        dtype = self._dtypes.get(tensor.dtype)
+        if dtype is None:
+            dtype = self._dtypes[tensor.dtype] = len(self._dtypes)
+        self._out_ptr.append(ptr)
+        self._out_op.append(index)
+        self._out_shape.append(shape)
+        self._out_dtype.append(dtype)
+
+    def _site(self) -> int:
+        """The innermost frame of the user's code, as an interned (code, line) id; -1 if none."""
+        frame: FrameType | None = sys._getframe(3)
+        user_code = self._user_code
+        while frame is not None:
+            code = frame.f_code
+            user = user_code.get(code)
+            if user is None:
+                user = user_code[code] = is_user_file(code.co_filename)
+            if user:
+                key = (code, frame.f_lineno)
+                site = self._sites.get(key)
+                if site is None:
+                    site = self._sites[key] = len(self._sites)
+                return site
+            frame = frame.f_back
+        return -1
+
+    def _backward_origin(self, node: Any) -> tuple[int, int]:
+        """(site, module call) of the forward op that made autograd ``node``."""
+        sequence = node._sequence_nr()
+        if sequence != _NO_SEQUENCE:
+            forward = self._first_op_of_sequence.get(sequence + 1)
+            if forward is not None:
+                return self._op_site[forward], self._op_call[forward]
+        # AccumulateGrad and nodes made before tracking: the Python line (e.g. loss.backward()).
+        return self._site(), -1
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
+        key = id(module)
+        path = self._module_paths.get(key)
+        if path is None:
+            path = self._module_paths[key] = type(module).__name__
+        path_id = self._path_ids.get(path)
+        if path_id is None:
+            path_id = self._path_ids[path] = len(self._path_ids)
+        self._call_path.append(path_id)
+        self._call_parent.append(self._call_stack[-1] if self._call_stack else -1)
+        self._call_start.append(time.time_ns())
+        self._call_end.append(-1)
+        self._call_stack.append(len(self._call_path) - 1)
+
+    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._call_stack:
+            self._call_end[self._call_stack.pop()] = time.time_ns()
+
+    def _optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not self._optimizer_depth:
+            self._optimizer_starts.append(time.time_ns())
+        self._optimizer_depth += 1
+
+    def _optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._optimizer_depth = max(self._optimizer_depth - 1, 0)
+        now = time.time_ns()
+        if not self._optimizer_depth and self._optimizer_starts:
+            self._optimizer_steps.append((self._optimizer_starts.pop(), now))
+        self._optimizers.setdefault(id(optimizer), optimizer)
+        self._see_optimizer(optimizer, now)
+
+    def _grad_ready(self, param: torch.Tensor) -> None:
+        if param.grad is not None:
+            name = self._param_names.get(id(param), "")
+            self._see(param.grad, "gradient", name, _owner(name), time.time_ns())
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):
+            ptr = tensor.untyped_storage().data_ptr()
+            if ptr:
+                self._saved_ptr.append(ptr)
+                self._saved_time.append(time.time_ns())
+        return tensor
+
+    # ---- program state ------------------------------------------------------------------------
+
+    def _on_device(self, tensor: torch.Tensor) -> bool:
+        device = tensor.device
+        if self._device_type == "cpu":
+            return device.type in _HOST_DEVICES
+        return device.type == self._device_type and device.index == self._device_index
+
+    def _see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
+        """Record that ``tensor``'s storage is ``kind`` state, live at ``now``; follow its death."""
+        if not isinstance(tensor, torch.Tensor) or not self._on_device(tensor):
+            return
+        try:
+            storage = tensor.untyped_storage()
+            ptr = storage.data_ptr()
+            nbytes = storage.nbytes()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
+        if not ptr:
+            return
+        rows = self._alive.get(ptr)
+        if rows is None:
+            rows = self._alive[ptr] = []
+            self._finalizers.append(weakref.finalize(storage, self._died, ptr, rows))
+        elif any(self._storages[i][4] == kind and self._storages[i][5] == name for i in rows):
+            return
+        rows.append(len(self._storages))
+        shape, dtype = str(tuple(tensor.shape)), str(tensor.dtype).replace("torch.", "")
+        self._storages.append([ptr, nbytes, now, None, kind, name, module, shape, dtype])
+
+    def _died(self, ptr: int, rows: list[int]) -> None:
+        now = time.time_ns()
+        for row in rows:
+            self._storages[row][3] = now
+        if self._alive.get(ptr) is rows:
+            del self._alive[ptr]
+
+    def _scan_start(self) -> None:
+        """Find the model(s), optimizer(s) and inputs; name modules and parameters."""
+        now = time.time_ns()
+        found = _Found()
+        for label, value in self._roots():
+            found.visit(label, value, is_argument=not label.startswith("global "))
+        self._modules = _outermost(found.modules)
+        self._name_modules(found)
+        for optimizer in found.optimizers:
+            self._optimizers.setdefault(id(optimizer), optimizer)
+        self._scan_state(now)
+        for label, tensor, is_argument in found.tensors:
+            self._see(tensor, "input" if is_argument else "other", label, "", now)
+
+    def _roots(self) -> Iterator[tuple[str, Any]]:
+        names = _parameter_names(self._func, len(self._args))
+        for position, value in enumerate(self._args):
+            yield names[position], value
+        yield from self._kwargs.items()
+        bound = getattr(self._func, "__self__", None)
+        if bound is not None and not isinstance(bound, ModuleType):
+            yield "self", bound
+        if self._module is not None:
+            for name, value in list(vars(self._module).items()):
+                if not name.startswith("__"):
+                    yield f"global {name}", value
+
+    def _name_modules(self, found: _Found) -> None:
+        roots = self._modules
+        for root in roots:
+            label = found.module_labels.get(id(root), type(root).__name__)
+            prefix = "" if len(roots) == 1 else f"{label.removeprefix('global ')}."
+            self._module_paths.setdefault(id(root), type(root).__name__ if not prefix else prefix[:-1])
+            for path, sub in root.named_modules(remove_duplicate=True):
+                if path:
+                    self._module_paths.setdefault(id(sub), prefix + path)
+            for path, param in root.named_parameters(remove_duplicate=True):
+                self._param_names.setdefault(id(param), prefix + path)
+            for path, buffer in root.named_buffers(remove_duplicate=True):
+                self._buffer_names.setdefault(id(buffer), prefix + path)
+
+    def _scan_state(self, now: int) -> None:
+        """Parameters, their gradients, module buffers and optimizer state, live at ``now``."""
+        for root in self._modules:
+            for param in root.parameters():
+                name = self._param_names.get(id(param), "")
+                self._see(param, "parameter", name, _owner(name), now)
+                if param.grad is not None:
+                    self._see(param.grad, "gradient", name, _owner(name), now)
+            for buffer in root.buffers():
+                name = self._buffer_names.get(id(buffer), "")
+                self._see(buffer, "other", name, _owner(name), now)
+        for optimizer in list(self._optimizers.values()):
+            self._see_optimizer(optimizer, now)
+
+    def _see_optimizer(self, optimizer: torch.optim.Optimizer, now: int) -> None:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                name = self._param_names.get(id(param), "")
+                self._see(param, "parameter", name, _owner(name), now)
+                if param.grad is not None:
+                    self._see(param.grad, "gradient", name, _owner(name), now)
+        for param, state in optimizer.state.items():
+            name = self._param_names.get(id(param), "")
+            if isinstance(state, dict):
+                for key, value in state.items():
+                    if isinstance(value, torch.Tensor):
+                        self._see(
+                            value, "optimizer_state", f"{name}.{key}" if name else str(key), _owner(name), now
+                        )
+
+    # ---- the result ---------------------------------------------------------------------------
+
+    def facts(self, prof: Any) -> TrackedFacts:
+        """What was seen, with the finished profile's allocator records (and their addresses)."""
+        device = "cpu" if self._device_type == "cpu" else f"{self._device_type}:{self._device_index}"
+        return TrackedFacts(
+            allocations=read_allocations(prof, device),
+            ops=TrackedOps(
+                t0=_int_array(self._op_t0),
+                t1=_int_array(self._op_t1),
+                name=_int_array(self._op_name),
+                site=_int_array(self._op_site),
+                module_call=_int_array(self._op_call),
+                phase=_int_array(self._op_phase),
+                names=tuple(self._name_list),
+            ),
+            module_calls=ModuleCalls(
+                path=_int_array(self._call_path),
+                parent=_int_array(self._call_parent),
+                start=_int_array(self._call_start),
+                end=_int_array(self._call_end),
+                paths=tuple(self._path_ids),
+            ),
+            sites=_resolve_sites(self._sites),
+            outputs_ptr=_int_array(self._out_ptr),
+            outputs_op=_int_array(self._out_op),
+            outputs_shape=_int_array(self._out_shape),
+            outputs_dtype=_int_array(self._out_dtype),
+            shapes=tuple(str(tuple(s)) for s in self._shapes),
+            dtypes=tuple(str(d).replace("torch.", "") for d in self._dtypes),
+            saved_ptr=_int_array(self._saved_ptr),
+            saved_time=_int_array(self._saved_time),
+            storages=tuple(TrackedStorage(*row) for row in self._storages),
+            optimizer_steps=tuple(self._optimizer_steps),
+            notes=tuple(self._notes),
+        )
+
+
+def _unpack(value: Any) -> Any:
+    return value
+
+
+def _op_name(func: Any) -> str:
+    schema = getattr(func, "_schema", None)
+    return str(schema.name) if schema is not None else str(func)
+
+
+def _owner(name: str) -> str:
+    """The module path that owns parameter ``name`` (``blocks.0.fc.weight`` -> ``blocks.0.fc``)."""
+    return name.rpartition(".")[0]
+
+
+def _int_array(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
+
+
+def _parameter_names(func: Callable[..., Any] | None, count: int) -> list[str]:
+    names = [f"args[{i}]" for i in range(count)]
+    if func is None:
+        return names
+    try:
+        parameters = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return names
+    for i, parameter in enumerate(parameters[:count]):
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names[i] = parameter.name
+    return names
+
+
+class _Found:
+    """Models, optimizers and loose tensors reachable from the call's roots (bounded walk)."""
+
+    def __init__(self) -> None:
+        self.modules: list[torch.nn.Module] = []
+        self.module_labels: dict[int, str] = {}
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.tensors: list[tuple[str, torch.Tensor, bool]] = []
+        self._seen: set[int] = set()
+
+    def visit(self, label: str, value: Any, *, is_argument: bool, depth: int = 0) -> None:
+        if depth > 4 or id(value) in self._seen or len(self._seen) > _MAX_SCAN_OBJECTS:
+            return
+        if isinstance(value, _NOT_STATE):
+            return
+        self._seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            self.tensors.append((label, value, is_argument))
+        elif isinstance(value, torch.nn.Module):
+            self.modules.append(value)
+            self.module_labels.setdefault(id(value), label)
+        elif isinstance(value, torch.optim.Optimizer):
+            self.optimizers.append(value)
+        elif isinstance(value, dict):
+            for key, item in list(value.items())[:10_000]:
+                self.visit(f"{label}[{key!r}]", item, is_argument=is_argument, depth=depth + 1)
+        elif isinstance(value, list | tuple | set | frozenset):
+            for position, item in enumerate(list(value)[:10_000]):
+                self.visit(f"{label}[{position}]", item, is_argument=is_argument, depth=depth + 1)
+        elif hasattr(value, "__dict__"):
+            with contextlib.suppress(TypeError):
+                for key, item in list(vars(value).items()):
+                    self.visit(f"{label}.{key}", item, is_argument=is_argument, depth=depth + 1)
+
+
+def _outermost(modules: Iterable[torch.nn.Module]) -> list[torch.nn.Module]:
+    """The modules that are not inside another one of ``modules``, largest first, distinct."""
+    distinct = list({id(m): m for m in modules}.values())
+    inner = {id(sub) for m in distinct for sub in m.modules() if sub is not m}
+    roots = [m for m in distinct if id(m) not in inner]
+    return sorted(roots, key=lambda m: -sum(p.numel() for p in m.parameters()))
+
+
+# ---- the profiler's allocator records, with addresses -------------------------------------------
+
+
+def read_allocations(prof: Any, device: str = "cpu") -> Allocations:
+    """The ``[memory]`` records of ``device`` in a finished ``torch.profiler.profile``, with their
+    addresses (``experimental_event_tree()``: the flat event list has no address)."""
+    wanted = torch.device(device)
+    host = wanted.type == "cpu"
+    times: list[int] = []
+    sizes: list[int] = []
+    ptrs: list[int] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.name == "[memory]":
+            fields = node.extra_fields
+            where = fields.device
+            if (where.type in _HOST_DEVICES) if host else (where == wanted):
+                times.append(node.start_time_ns)
+                sizes.append(fields.alloc_size)
+                ptrs.append(fields.ptr)
+        else:
+            stack.extend(node.children)
+    array = np.array([times, sizes, ptrs], dtype=np.int64).reshape(3, -1)
+    # The walk visits records depth first, backwards: time order, ties by address for stability.
+    order = np.lexsort((array[2], array[0]))
+    return Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+
+
+# ---- source lines -------------------------------------------------------------------------------
+
+
+def _resolve_sites(sites: dict[tuple[Any, int], int]) -> tuple[Site, ...]:
+    resolved: list[Site] = []
+    files: dict[str, list[tuple[int, int, str]]] = {}
+    cwd = os.path.join(os.getcwd(), "")
+    for code, line in sites:
+        filename = code.co_filename
+        path = os.path.abspath(filename)
+        shown = os.path.relpath(path, cwd) if path.startswith(cwd) else filename
+        if filename not in files:
+            files[filename] = _statements(filename)
+        first, text = _statement_at(files[filename], line)
+        if not text:
+            text = linecache.getline(filename, line).strip()
+        resolved.append(Site(file=shown, line=first, text=text[:200]))
+    return tuple(resolved)
+
+
+def _statements(filename: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, text on one line) of each statement in the file, comments left
+    out; compound statements (if, for, with, def) only with their header."""
+    source = "".join(linecache.getlines(filename))
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = source.splitlines()
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            last = max(node.lineno, body[0].lineno - 1)
+            text = " ".join(_code_part(lines[n - 1]) for n in range(node.lineno, last + 1))
+        else:
+            last = node.end_lineno or node.lineno
+            text = ast.get_source_segment(source, node) or ""
+        found.append((node.lineno, last, " ".join(text.split())))
+    return found
+
+
+def _code_part(line: str) -> str:
+    """A header line without its trailing comment (a ``#`` outside quotes)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return line.strip()
+    for token in tokens:
+        if token.type == tokenize.COMMENT:
+            return line[: token.start[1]].strip()
+    return line.strip()
+
+
+def _statement_at(statements: list[tuple[int, int, str]], line: int) -> tuple[int, str]:
+    """First line and text of the innermost statement covering ``line``; (line, "") if none."""
+    best: tuple[int, int, str] | None = None
+    for first, last, text in statements:
+        if first <= line <= last and (best is None or last - first < best[1] - best[0]):
+            best = (first, last, text)
+    return (best[0], best[2]) if best else (line, "")
