@@ -147,7 +147,8 @@ class TrackedFacts:
     ``outputs_*``: the storage address of each tensor an op returned, the op (index into
     ``ops``), its shape and dtype (indices into ``shapes``/``dtypes``). ``saved_*``: storages
     autograd saved for backward, and when. ``storages``: recognised program state.
-    ``optimizer_steps``: (start, end) of each ``Optimizer.step``."""
+    ``optimizer_steps``: (start, end) of each ``Optimizer.step``. ``device``: the measured
+    device ("cpu", "cuda:0")."""
 
     allocations: Allocations
     ops: TrackedOps
@@ -164,3 +165,28 @@ class TrackedFacts:
     storages: tuple[TrackedStorage, ...]
     optimizer_steps: tuple[tuple[int, int], ...] = ()
     notes: tuple[str, ...] = ()
+    device: str = "cpu"
+    ops_tracked: bool = True
+    """False when only program state was tracked (no ops, lines or saved tensors): the cheap
+    tracking that leaves the measured run's allocations untouched."""
+    sequence: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Autograd sequence numbers seen in forward; ``sequence_op[i]`` is the first op dispatched
+    under ``sequence[i]``: an autograd node numbered ``n`` was made by the op seen under ``n + 1``."""
+    sequence_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    backward_ops: TrackedOps | None = None
+    """Ops autograd ran, read from the profile (the tracker stays out of backward): the outermost
+    aten op in each autograd node's range; ``backward_sequence`` holds the node's number."""
+    backward_sequence: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rewrap_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Ops (indices into ``ops``) given a Python number for a Tensor argument, one row per
+    number, and the bytes of the tensor it became (``rewrap_bytes``): the tracker's own
+    allocations, left out of the explanation."""
+    rewrap_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Tensor arguments of forward ops: the op, shape and dtype (indices into ``shapes`` and
+    ``dtypes``). A gradient made in backward has the shape of one of them."""
+    inputs_shape: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_dtype: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    shape_numel: tuple[int, ...] = ()
+    """Elements of each shape in ``shapes``; ``dtype_bytes``: bytes per element of each dtype."""
+    dtype_bytes: tuple[int, ...] = ()

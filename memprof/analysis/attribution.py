@@ -26,11 +26,11 @@ The method:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memprof.records import PHASES, RawProfile, TrackedFacts
+from memprof.records import PHASES, Allocations, RawProfile, TrackedFacts, TrackedOps
 
 CATEGORIES = (
     "parameter",
@@ -65,7 +65,8 @@ _PRECEDENCE = (
 _NEVER = np.iinfo(np.int64).max
 _BEFORE = np.iinfo(np.int64).min // 2
 
-OUTSIDE_OPS = "allocated outside any op the tracker saw (e.g. a Python scalar wrapped as a tensor)"
+OUTSIDE_OPS = "allocated after the last op the tracker saw"
+NOT_TRACKED = "made during the call; ops were not tracked (attribution off)"
 UNKNOWN_BEFORE = (
     "made before the call and not reachable from its arguments, model or optimizer; freed during it"
 )
@@ -102,12 +103,17 @@ class Unattributed:
 
 @dataclass(frozen=True)
 class AtPeak:
-    """Everything live at the run's peak moment: ``sum(by_category.values())`` equals the
-    footprint, and so does the sum of ``entries`` and ``unattributed``."""
+    """Everything live at the peak moment: ``sum(by_category.values())`` equals
+    ``footprint_bytes``, and so does the sum of ``entries`` and ``unattributed``. Those are the
+    run's footprint and peak when the attribution pass reproduced the measured run (a note says
+    when it did not)."""
 
     by_category: Mapping[str, int]
     entries: tuple[AtPeakEntry, ...]
     unattributed: tuple[Unattributed, ...]
+    footprint_bytes: int = 0
+    peak_bytes: int = 0
+    freed_before_peak_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,7 @@ class _Lifetimes:
     times: np.ndarray  # merged events
     deltas: np.ndarray
     owner: np.ndarray  # lifetime of each merged event
+    stale_frees: int = 0
 
 
 def _pair_records(time: np.ndarray, size: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -251,14 +258,20 @@ def _lifetimes(facts: TrackedFacts) -> _Lifetimes:
     for index in loose_frees:
         loose_by_ptr.setdefault(int(ptr[index]), []).append(int(index))
     made_before = _MadeBefore()
+    size = size.copy()
     for (address, died), row in pseudo.items():
-        seen = storages[row].seen_ns
-        claimed = next((i for i in loose_by_ptr.get(address, []) if time[i] >= seen), None)
+        storage = storages[row]
+        claimed = next((i for i in loose_by_ptr.get(address, []) if time[i] >= storage.seen_ns), None)
         if claimed is None:
-            made_before.add(address, storages[row].nbytes, died, -1, row)
-        else:
-            loose_by_ptr[address].remove(claimed)
-            made_before.add(address, -int(size[claimed]), int(time[claimed]), claimed, row)
+            made_before.add(address, storage.nbytes, died, -1, row)
+            continue
+        loose_by_ptr[address].remove(claimed)
+        if facts.device == "cpu" and -size[claimed] != storage.nbytes:
+            # torch's CPU reporter keeps the sizes of blocks seen in earlier profiles: a free it
+            # records for a block made before this one may carry an older block's size.
+            made_before.stale += 1
+            size[claimed] = -storage.nbytes
+        made_before.add(address, -int(size[claimed]), int(time[claimed]), claimed, row)
     for address, indices in loose_by_ptr.items():
         for index in indices:
             made_before.add(address, -int(size[index]), int(time[index]), index, -1)
@@ -275,6 +288,7 @@ class _MadeBefore:
         self.end: list[int] = []
         self.free_record: list[int] = []
         self.fact: list[int] = []
+        self.stale = 0  # recorded frees whose size was replaced by the storage's
 
     def add(self, ptr: int, nbytes: int, end: int, free_record: int, fact: int) -> None:
         self.ptr.append(ptr)
@@ -331,7 +345,97 @@ def _merge(
         times=times[order],
         deltas=deltas[order],
         owner=owner,
+        stale_frees=before.stale,
     )
+
+
+# ---- preparing the facts ------------------------------------------------------------------------
+
+
+@dataclass
+class _Backward:
+    """Per op of the prepared table: read from the profile (no outputs known), and the forward
+    op whose autograd node ran it (-1 if none or unknown)."""
+
+    from_profile: np.ndarray
+    forward_op: np.ndarray
+
+
+def _prepared(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
+    """The facts with one op table (forward ops and the backward ops read from the profile, in
+    order of end) and without the tracker's own allocations."""
+    facts, backward = _with_backward_ops(facts)
+    return replace(facts, allocations=_without_rewrapped(facts)), backward
+
+
+def _with_backward_ops(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
+    forward, backward = facts.ops, facts.backward_ops
+    if backward is None or not len(backward.t0):
+        count = len(forward.t0)
+        return facts, _Backward(np.zeros(count, dtype=bool), np.full(count, -1, dtype=np.int64))
+    # The forward op behind each autograd node: the first op seen under its number + 1.
+    wanted = facts.backward_sequence + 1
+    position = np.minimum(np.searchsorted(facts.sequence, wanted), max(len(facts.sequence) - 1, 0))
+    found = (facts.backward_sequence >= 0) & (len(facts.sequence) > 0)
+    if len(facts.sequence):
+        found &= facts.sequence[position] == wanted
+    origin = np.where(found, facts.sequence_op[position] if len(facts.sequence) else -1, -1)
+    names = forward.names + tuple(n for n in backward.names if n not in forward.names)
+    code = np.array([names.index(n) for n in backward.names], dtype=np.int64)
+    t1 = np.concatenate([forward.t1, backward.t1])
+    order = np.argsort(t1, kind="stable")
+    new_index = np.empty(len(order), dtype=np.int64)
+    new_index[order] = np.arange(len(order))
+
+    def merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.concatenate([a, b])[order]
+
+    ops = TrackedOps(
+        t0=merged(forward.t0, backward.t0),
+        t1=t1[order],
+        name=merged(forward.name, code[backward.name]),
+        site=merged(forward.site, np.where(origin >= 0, forward.site[np.maximum(origin, 0)], -1)),
+        module_call=merged(
+            forward.module_call, np.where(origin >= 0, forward.module_call[np.maximum(origin, 0)], -1)
+        ),
+        phase=merged(forward.phase, backward.phase),
+        names=names,
+    )
+    from_profile = merged(np.zeros(len(forward.t0), dtype=bool), np.ones(len(backward.t0), dtype=bool))
+    forward_op = merged(np.full(len(forward.t0), -1, dtype=np.int64), origin)
+    forward_op = np.where(forward_op >= 0, new_index[np.maximum(forward_op, 0)], -1)
+    prepared = replace(
+        facts,
+        ops=ops,
+        outputs_op=new_index[facts.outputs_op],
+        inputs_op=new_index[facts.inputs_op],
+        rewrap_op=new_index[facts.rewrap_op],
+        sequence_op=new_index[facts.sequence_op],
+        backward_ops=None,
+        backward_sequence=np.zeros(0, dtype=np.int64),
+    )
+    return prepared, _Backward(from_profile, forward_op)
+
+
+def _without_rewrapped(facts: TrackedFacts) -> Allocations:
+    """The allocations less those the tracker caused: a Python number passed for a Tensor
+    argument becomes a new tensor when the dispatch mode calls the op (the first allocation of
+    that size in the op's window, freed inside it)."""
+    records = facts.allocations
+    if not len(facts.rewrap_op):
+        return records
+    keep = np.ones(len(records.time), dtype=bool)
+    ops = facts.ops
+    for op, size in zip(facts.rewrap_op.tolist(), facts.rewrap_bytes.tolist(), strict=True):
+        lo = int(np.searchsorted(records.time, ops.t0[op], side="left"))
+        hi = int(np.searchsorted(records.time, ops.t1[op], side="right"))
+        for i in range(lo, hi):
+            if keep[i] and records.bytes[i] == size:
+                free = next((k for k in range(i + 1, hi) if records.ptr[k] == records.ptr[i]), None)
+                if free is not None and keep[free] and records.bytes[free] == -size:
+                    keep[i] = keep[free] = False
+                break
+    return Allocations(time=records.time[keep], bytes=records.bytes[keep], ptr=records.ptr[keep])
 
 
 # ---- what each lifetime is ----------------------------------------------------------------------
@@ -348,7 +452,7 @@ class _What:
     fact: np.ndarray
 
 
-def _classify(facts: TrackedFacts, lt: _Lifetimes) -> _What:
+def _classify(facts: TrackedFacts, lt: _Lifetimes, backward: _Backward) -> _What:
     count = len(lt.ptr)
     bits = np.zeros(count, dtype=np.int64)
     best_fact = lt.fact.copy()
@@ -387,6 +491,12 @@ def _classify(facts: TrackedFacts, lt: _Lifetimes) -> _What:
     no_bits = bits == 0
     category[no_bits & (maker >= 0)] = CATEGORIES.index("temporary")
     category[no_bits & (maker < 0) & (origin >= 0)] = CATEGORIES.index("workspace")
+    # Ops read from the profile (backward) have no known outputs: what outlives the op is
+    # taken for its output, what it freed before returning for its workspace.
+    if backward.from_profile.any():
+        op = np.maximum(origin, 0)
+        outlives = (origin >= 0) & backward.from_profile[op] & (lt.end > ops.t1[op])
+        category[no_bits & (maker < 0) & outlives] = CATEGORIES.index("temporary")
     for bit, name in reversed(_PRECEDENCE):
         category[(bits & bit) != 0] = CATEGORIES.index(name)
     return _What(category=category, origin_op=origin, maker=maker, fact=best_fact)
@@ -474,14 +584,16 @@ def _leak_note(calls: tuple[CallNumbers, ...], warm: bool) -> str | None:
 # ---- what is live at the peak -------------------------------------------------------------------
 
 
-def _at_peak(facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window) -> tuple[AtPeak, np.ndarray]:
+def _at_peak(
+    facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window, backward: _Backward
+) -> tuple[AtPeak, np.ndarray]:
     """Entries grouped by (category, module, phase, source, op, shape, dtype, before_call) and
     the unattributed lines; also the mask of lifetimes live at the peak."""
     live = (lt.alloc_pos < window.peak) & (lt.free_pos >= window.peak)
     by_category = dict.fromkeys(CATEGORIES, 0)
     for code, total in zip(*_int_group_sums(what.category[live], lt.nbytes[live]), strict=True):
         by_category[CATEGORIES[code]] = total
-    describe = _Describer(facts)
+    describe = _Describer(facts, backward.forward_op)
     groups: dict[tuple[str | bool, ...], list[int]] = {}
     loose: dict[tuple[str, bool], list[int]] = {}
     for index in np.flatnonzero(live):
@@ -490,10 +602,17 @@ def _at_peak(facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window) 
         category = CATEGORIES[what.category[index]]
         origin = int(what.origin_op[index])
         if category == "other" and origin < 0 and what.fact[index] < 0:
-            reason = OUTSIDE_OPS if lt.recorded[index] else UNKNOWN_BEFORE
+            reason = (
+                UNKNOWN_BEFORE
+                if not lt.recorded[index]
+                else OUTSIDE_OPS
+                if facts.ops_tracked
+                else NOT_TRACKED
+            )
             _add(loose, (reason, before), nbytes)
             continue
-        key = (category, *describe(origin, int(what.maker[index]), int(what.fact[index])), before)
+        described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
+        key = (category, *described, before)
         _add(groups, key, nbytes)
     entries = sorted(
         (
@@ -521,7 +640,20 @@ def _at_peak(facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window) 
         ),
         key=lambda u: -u.bytes,
     )
-    return AtPeak(by_category=by_category, entries=tuple(entries), unattributed=tuple(unattributed)), live
+    freed = (lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo) & (lt.free_pos < window.peak)
+    footprint = int(lt.nbytes[live].sum())
+    start = int(lt.nbytes[(lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo)].sum())
+    return (
+        AtPeak(
+            by_category=by_category,
+            entries=tuple(entries),
+            unattributed=tuple(unattributed),
+            footprint_bytes=footprint,
+            peak_bytes=footprint - start,
+            freed_before_peak_bytes=int(lt.nbytes[freed].sum()),
+        ),
+        live,
+    )
 
 
 def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-arg]
@@ -535,14 +667,18 @@ def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-ar
 
 class _Describer:
     """(module, phase, source, source_text, op, shape, dtype) of a lifetime from the op that made
-    it, the output it is, and the storage row that names it."""
+    it, the output it is, and the storage row that names it. Tensors made by backward ops read
+    from the profile take the shape of the forward op's argument or result of their size (a
+    gradient has its variable's shape)."""
 
-    def __init__(self, facts: TrackedFacts) -> None:
+    def __init__(self, facts: TrackedFacts, forward_op: np.ndarray) -> None:
         self.facts = facts
+        self.forward_op = forward_op
         calls = facts.module_calls
         self.call_paths = [calls.paths[p] for p in calls.path]
+        self._shapes_of: dict[int, list[tuple[int, int]]] | None = None
 
-    def __call__(self, origin: int, maker: int, fact: int) -> tuple[str, ...]:
+    def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
         module = phase = source = text = op = shape = dtype = ""
         if origin >= 0:
@@ -556,11 +692,28 @@ class _Describer:
         if maker >= 0:
             shape = facts.shapes[int(facts.outputs_shape[maker])]
             dtype = facts.dtypes[int(facts.outputs_dtype[maker])]
+        elif origin >= 0 and self.forward_op[origin] >= 0:
+            shape, dtype = self._shape_of_size(int(self.forward_op[origin]), nbytes)
         if fact >= 0:
             storage = facts.storages[fact]
             module = module or storage.module
             shape, dtype = shape or storage.shape, dtype or storage.dtype
         return module, phase, source, text, op, shape, dtype
+
+    def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str]:
+        facts = self.facts
+        if self._shapes_of is None:
+            self._shapes_of = {}
+            for ops, shapes, dtypes in (
+                (facts.inputs_op, facts.inputs_shape, facts.inputs_dtype),
+                (facts.outputs_op, facts.outputs_shape, facts.outputs_dtype),
+            ):
+                for op, shape, dtype in zip(ops.tolist(), shapes.tolist(), dtypes.tolist(), strict=True):
+                    self._shapes_of.setdefault(op, []).append((shape, dtype))
+        for shape, dtype in self._shapes_of.get(forward, []):
+            if facts.shape_numel[shape] * facts.dtype_bytes[dtype] == nbytes:
+                return facts.shapes[shape], facts.dtypes[dtype]
+        return "", ""
 
 
 def _int_group_sums(codes: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:
@@ -706,21 +859,23 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
     warm-up calls ran before the first measured call (then live bytes growing during the first
     call counts towards the leak note).
     """
+    measured_records = facts.allocations
+    facts, backward = _prepared(facts)
     lt = _lifetimes(facts)
     prefix = np.concatenate(([0], np.cumsum(lt.deltas, dtype=np.int64)))
     windows = _windows(raw, lt, prefix)
     calls = _call_numbers(windows, prefix)
     worst = max(range(len(calls)), key=lambda i: (calls[i].peak_bytes, -i))
     window, numbers = windows[worst], calls[worst]
-    what = _classify(facts, lt)
-    at_peak, live = _at_peak(facts, lt, what, window)
+    what = _classify(facts, lt, backward)
+    at_peak, live = _at_peak(facts, lt, what, window, backward)
     freed = (lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo) & (lt.free_pos < window.peak)
     spans = [(w.start_ns, w.end_ns) for w in windows]
-    records_peak = _records_peak(facts.allocations.time, facts.allocations.bytes, spans)
+    records_peak = _records_peak(measured_records.time, measured_records.bytes, spans)
     notes = list(facts.notes)
-    if len(raw.mem_time) != len(facts.allocations.time):
+    if len(raw.mem_time) != len(measured_records.time):
         notes.append(
-            f"the profile holds {len(raw.mem_time):,} allocator records and {len(facts.allocations.time):,} "
+            f"the profile holds {len(raw.mem_time):,} allocator records and {len(measured_records.time):,} "
             "with addresses: the explanation may miss some"
         )
     elif raw.calls and _records_peak(raw.mem_time, raw.mem_bytes, spans) != records_peak:
@@ -730,6 +885,11 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
         notes.append(
             f"{int(freed.sum())} block(s) live at the call's start ({freed_bytes:,} B) were freed before "
             "its peak; the peak above the start counts those frees, which the profiler does not record"
+        )
+    if lt.stale_frees:
+        notes.append(
+            f"{lt.stale_frees} recorded free(s) of blocks made before profiling carried a stale size "
+            "(torch's CPU reporter remembers sizes from earlier profiles); the storages' sizes were used"
         )
     leak = _leak_note(calls, warm)
     if leak:
@@ -748,5 +908,39 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
         calls=calls,
         timeline_t_ns=t_ns,
         timeline_by_category=by_category,
+        notes=tuple(notes),
+    )
+
+
+def combine(measured: Attribution, explained: Attribution) -> Attribution:
+    """The measured run's numbers with the attribution pass's explanation of its peak.
+
+    The measured pass tracks program state only (its allocations are exactly those of an
+    untracked run); the attribution pass also tracks ops, lines and saved tensors, which gives
+    tensors Python objects and so can change what torch allocates (autograd does not steal a
+    gradient buffer that has one). A note says when its peak differs from the measured one.
+    """
+    notes = list(measured.notes)
+    if (explained.peak_bytes, explained.footprint_bytes) != (measured.peak_bytes, measured.footprint_bytes):
+        notes.append(
+            f"the attribution pass peaked at {explained.footprint_bytes:,} B "
+            f"({explained.peak_bytes:,} B above its start), the measured run at "
+            f"{measured.footprint_bytes:,} B ({measured.peak_bytes:,} B above its start): what is live "
+            "at the peak is that of the attribution pass"
+        )
+    notes.extend(n for n in explained.notes if n not in notes and "grew" not in n)
+    return Attribution(
+        footprint_bytes=measured.footprint_bytes,
+        live_at_start_bytes=measured.live_at_start_bytes,
+        peak_bytes=measured.peak_bytes,
+        records_peak_bytes=measured.records_peak_bytes,
+        freed_before_peak_bytes=measured.freed_before_peak_bytes,
+        peak_call=measured.peak_call,
+        peak_time_ns=explained.peak_time_ns,
+        at_peak=explained.at_peak,
+        modules=explained.modules,
+        calls=measured.calls,
+        timeline_t_ns=explained.timeline_t_ns,
+        timeline_by_category=explained.timeline_by_category,
         notes=tuple(notes),
     )

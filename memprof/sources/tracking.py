@@ -37,6 +37,7 @@ import contextlib
 import inspect
 import io
 import linecache
+import math
 import os
 import sys
 import sysconfig
@@ -65,6 +66,9 @@ _FORWARD, _BACKWARD, _OPTIMIZER = 0, 1, 2
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes have no forward op
 _MAX_SCAN_OBJECTS = 200_000  # bound on the objects visited to find the program's state
 _HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
+# Bytes of the tensor a Python number becomes when passed for a Tensor argument (double, int64,
+# bool, complex128: torch's "wrapped numbers").
+_NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
 # Objects never searched for tensors: code, classes and modules, and scalars.
 _NOT_STATE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, str, bytes, int, float, bool)
 
@@ -104,7 +108,7 @@ class _Mode(TorchDispatchMode):
         t0 = time.time_ns()
         out = func(*args, **kwargs) if kwargs else func(*args)
         t1 = time.time_ns()
-        self.tracker._record_op(func, t0, t1, out)
+        self.tracker._record_op(func, t0, t1, out, args, kwargs)
         return out
 
 
@@ -125,7 +129,9 @@ class Tracker:
         func: Callable[..., Any] | None = None,
         module: ModuleType | None = None,
         device: str = "cpu",
+        ops: bool = True,
     ) -> None:
+        self._ops = ops
         self._args = args
         self._kwargs = dict(kwargs or {})
         self._func = func
@@ -144,6 +150,11 @@ class Tracker:
         self._op_phase: list[int] = []
         self._names: dict[Any, int] = {}
         self._name_list: list[str] = []
+        self._tensor_arguments: list[tuple[tuple[int, str], ...]] = []
+        self._rewrap_op: list[int] = []
+        self._rewrap_bytes: list[int] = []
+        self._backward_windows: list[tuple[int, int]] = []
+        self._backward_from_profile = False
         self._sites: dict[tuple[Any, int], int] = {}
         self._user_code: dict[Any, bool] = {}
         self._first_op_of_sequence: dict[int, int] = {}
@@ -152,6 +163,9 @@ class Tracker:
         self._out_op: list[int] = []
         self._out_shape: list[int] = []
         self._out_dtype: list[int] = []
+        self._in_op: list[int] = []
+        self._in_shape: list[int] = []
+        self._in_dtype: list[int] = []
         self._shapes: dict[Any, int] = {}
         self._dtypes: dict[Any, int] = {}
         self._saved_ptr: list[int] = []
@@ -192,9 +206,43 @@ class Tracker:
             for param in module.parameters():
                 if param.requires_grad:
                     stack.callback(param.register_post_accumulate_grad_hook(self._grad_ready).remove)
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack))
-        stack.enter_context(_Mode(self))
+        if self._ops:
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack))
+            mode = _Mode(self)
+            stack.enter_context(mode)
+            self._run_backward_without(mode)
         return self
+
+    def _run_backward_without(self, mode: _Mode) -> None:
+        """Take the dispatch mode off while autograd runs backward. Under a mode every tensor
+        gets a Python object, and autograd neither steals a gradient buffer nor accumulates
+        into one in place when it has one: backward would allocate more than without the
+        tracker. Backward ops are read from the profile instead (their autograd node says which
+        forward op, line and module they belong to)."""
+        import torch.autograd as autograd
+        from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+        original = getattr(autograd, "_engine_run_backward", None)
+        if original is None:
+            self._notes.append(
+                "backward ran under the op tracker (torch.autograd._engine_run_backward is missing in "
+                f"torch {torch.__version__}): the attribution pass may allocate more than the measured run"
+            )
+            return
+        windows = self._backward_windows
+
+        def run_backward(*args: Any, **kwargs: Any) -> Any:
+            start = time.time_ns()
+            popped = _get_current_dispatch_mode() is mode
+            try:
+                with _pop_mode_temporarily() if popped else contextlib.nullcontext():
+                    return original(*args, **kwargs)
+            finally:
+                windows.append((start, time.time_ns()))
+
+        autograd._engine_run_backward = run_backward
+        self._stack.callback(setattr, autograd, "_engine_run_backward", original)
+        self._backward_from_profile = True
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
@@ -206,12 +254,21 @@ class Tracker:
 
     # ---- per-op recording (the hot path) ------------------------------------------------------
 
-    def _record_op(self, func: Any, t0: int, t1: int, out: Any) -> None:
+    def _record_op(self, func: Any, t0: int, t1: int, out: Any, args: Any, kwargs: Any) -> None:
         index = len(self._op_t0)
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = len(self._name_list)
             self._name_list.append(_op_name(func))
+            self._tensor_arguments.append(_tensor_arguments(func))
+        # A Python number passed for a Tensor argument is wrapped in a new tensor when the mode
+        # calls the op again: an allocation the untracked run does not make. Noted, to be left out.
+        for position, keyword in self._tensor_arguments[name]:
+            value = args[position] if position < len(args) else kwargs.get(keyword) if kwargs else None
+            size = _NUMBER_BYTES.get(type(value))
+            if size:
+                self._rewrap_op.append(index)
+                self._rewrap_bytes.append(size)
         node = torch._C._current_autograd_node()
         if node is not None:
             phase = _BACKWARD
@@ -222,6 +279,9 @@ class Tracker:
             call = self._call_stack[-1] if self._call_stack else -1
             if phase == _FORWARD:
                 self._first_op_of_sequence.setdefault(torch._C._autograd._get_sequence_nr(), index)
+                for arg in args:
+                    if isinstance(arg, torch.Tensor):
+                        self._record_tensor(arg, index, self._in_op, self._in_shape, self._in_dtype)
         self._op_t0.append(t0)
         self._op_t1.append(t1)
         self._op_name.append(name)
@@ -240,18 +300,22 @@ class Tracker:
             ptr = tensor.untyped_storage().data_ptr()
         except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, wrapper subclasses
             return
-        if not ptr:
-            return
+        if ptr:
+            self._out_ptr.append(ptr)
+            self._record_tensor(tensor, index, self._out_op, self._out_shape, self._out_dtype)
+
+    def _record_tensor(
+        self, tensor: torch.Tensor, index: int, ops: list[int], shapes: list[int], dtypes: list[int]
+    ) -> None:
         shape = self._shapes.get(tensor.shape)
         if shape is None:
             shape = self._shapes[tensor.shape] = len(self._shapes)
         dtype = self._dtypes.get(tensor.dtype)
         if dtype is None:
             dtype = self._dtypes[tensor.dtype] = len(self._dtypes)
-        self._out_ptr.append(ptr)
-        self._out_op.append(index)
-        self._out_shape.append(shape)
-        self._out_dtype.append(dtype)
+        ops.append(index)
+        shapes.append(shape)
+        dtypes.append(dtype)
 
     def _site(self) -> int:
         """The innermost frame of the user's code, as an interned (code, line) id; -1 if none."""
@@ -440,8 +504,12 @@ class Tracker:
     def facts(self, prof: Any) -> TrackedFacts:
         """What was seen, with the finished profile's allocator records (and their addresses)."""
         device = "cpu" if self._device_type == "cpu" else f"{self._device_type}:{self._device_index}"
+        allocations, backward_ops, backward_sequence = read_records(
+            prof, device, backward_ops=self._backward_from_profile
+        )
+        sequence = sorted(self._first_op_of_sequence.items())
         return TrackedFacts(
-            allocations=read_allocations(prof, device),
+            allocations=allocations,
             ops=TrackedOps(
                 t0=_int_array(self._op_t0),
                 t1=_int_array(self._op_t1),
@@ -470,11 +538,34 @@ class Tracker:
             storages=tuple(TrackedStorage(*row) for row in self._storages),
             optimizer_steps=tuple(self._optimizer_steps),
             notes=tuple(self._notes),
+            device=device,
+            ops_tracked=self._ops,
+            sequence=_int_array([s for s, _ in sequence]),
+            sequence_op=_int_array([op for _, op in sequence]),
+            backward_ops=backward_ops,
+            backward_sequence=backward_sequence,
+            rewrap_op=_int_array(self._rewrap_op),
+            rewrap_bytes=_int_array(self._rewrap_bytes),
+            inputs_op=_int_array(self._in_op),
+            inputs_shape=_int_array(self._in_shape),
+            inputs_dtype=_int_array(self._in_dtype),
+            shape_numel=tuple(math.prod(s) for s in self._shapes),
+            dtype_bytes=tuple(d.itemsize for d in self._dtypes),
         )
 
 
 def _unpack(value: Any) -> Any:
     return value
+
+
+def _tensor_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the op's arguments typed ``Tensor``."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(
+        (i, a.name) for i, a in enumerate(schema.arguments) if isinstance(a.type, torch._C.TensorType)
+    )
 
 
 def _op_name(func: Any) -> str:
@@ -554,27 +645,63 @@ def _outermost(modules: Iterable[torch.nn.Module]) -> list[torch.nn.Module]:
 def read_allocations(prof: Any, device: str = "cpu") -> Allocations:
     """The ``[memory]`` records of ``device`` in a finished ``torch.profiler.profile``, with their
     addresses (``experimental_event_tree()``: the flat event list has no address)."""
+    return read_records(prof, device)[0]
+
+
+def read_records(
+    prof: Any, device: str = "cpu", *, backward_ops: bool = False
+) -> tuple[Allocations, TrackedOps | None, np.ndarray]:
+    """The allocator records of ``device`` with their addresses and, with ``backward_ops``, the
+    ops autograd ran: the outermost aten op inside each ``evaluate_function`` range, with the
+    sequence number of its autograd node (-1 for AccumulateGrad)."""
     wanted = torch.device(device)
     host = wanted.type == "cpu"
     times: list[int] = []
     sizes: list[int] = []
     ptrs: list[int] = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    ops: list[tuple[str, int, int, int]] = []
+    # Depth-first, carrying (autograd node sequence number or None, inside an op already).
+    stack: list[tuple[Any, int | None, bool]] = [
+        (root, None, False) for root in prof.profiler.kineto_results.experimental_event_tree()
+    ]
     while stack:
-        node = stack.pop()
-        if node.name == "[memory]":
+        node, sequence, inside = stack.pop()
+        name = node.name
+        if name == "[memory]":
             fields = node.extra_fields
             where = fields.device
             if (where.type in _HOST_DEVICES) if host else (where == wanted):
                 times.append(node.start_time_ns)
                 sizes.append(fields.alloc_size)
                 ptrs.append(fields.ptr)
-        else:
-            stack.extend(node.children)
+            continue
+        if backward_ops:
+            if name.startswith("autograd::engine::evaluate_function"):
+                sequence, inside = int(node.extra_fields.sequence_number), False
+            elif sequence is not None and not inside and name.startswith("aten::"):
+                ops.append((name, node.start_time_ns, node.end_time_ns, sequence))
+                inside = True
+        stack.extend((child, sequence, inside) for child in node.children)
     array = np.array([times, sizes, ptrs], dtype=np.int64).reshape(3, -1)
     # The walk visits records depth first, backwards: time order, ties by address for stability.
     order = np.lexsort((array[2], array[0]))
-    return Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+    allocations = Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+    if not backward_ops:
+        return allocations, None, np.zeros(0, dtype=np.int64)
+    ops.sort(key=lambda op: op[2])
+    names = sorted({op[0] for op in ops})
+    code = {name: i for i, name in enumerate(names)}
+    count = len(ops)
+    tracked = TrackedOps(
+        t0=_int_array([op[1] for op in ops]),
+        t1=_int_array([op[2] for op in ops]),
+        name=_int_array([code[op[0]] for op in ops]),
+        site=np.full(count, -1, dtype=np.int64),
+        module_call=np.full(count, -1, dtype=np.int64),
+        phase=np.full(count, _BACKWARD, dtype=np.int64),
+        names=tuple(names),
+    )
+    return allocations, tracked, _int_array([op[3] for op in ops])
 
 
 # ---- source lines -------------------------------------------------------------------------------
