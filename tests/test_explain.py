@@ -10,19 +10,19 @@ import importlib
 import inspect
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
-from explaining import explain, profile_calls, reconcile
+from explaining import _profiled, explain, profile_calls, reconcile
 from torch import nn
 
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
-from memprof.analysis.attribution import Attribution, AtPeakEntry
-from memprof.analysis.peaks import analyze
+from memprof.analysis.attribution import AtPeakEntry, Attribution
 from memprof.sources import tracking
-from memprof.sources.tracking import is_user_file
+from memprof.sources.tracking import Tracker, is_user_file
 
 MiB = 1024 * 1024
 FLOAT = 4
@@ -115,13 +115,23 @@ def test_tracking_program_state_leaves_the_measured_allocations_untouched() -> N
     )
 
 
-def test_tracking_ops_changes_what_autograd_allocates() -> None:
-    """Why there are two passes: a dispatch mode gives every tensor a Python object, and autograd
-    does not accumulate gradients in place into a tensor that has one."""
+def test_the_attribution_pass_allocates_what_the_measured_run_does_and_its_own_scalars() -> None:
+    """The op tracker (a dispatch mode) wraps again each Python number given for a Tensor
+    argument (an 8-byte tensor each time); it records those and the attribution leaves them out.
+    It stays out of backward, where tensors with Python objects would change what autograd
+    allocates (gradients would not be accumulated in place)."""
     inputs = gpt.train_step_inputs()
-    light, _ = profile_calls(gpt.train_step, inputs, explain=False)
-    full, _ = profile_calls(gpt.train_step, inputs, explain=True)
-    assert full.mem_bytes[full.mem_bytes > 0].tolist() == light.mem_bytes[light.mem_bytes > 0].tolist()
+    gpt.train_step(*inputs)
+    light = Tracker(inputs, func=gpt.train_step, ops=False)
+    measured, _ = _profiled(gpt.train_step, inputs, {}, 1, light)
+    full = Tracker(inputs, func=gpt.train_step)
+    _, prof = _profiled(gpt.train_step, inputs, {}, 1, full)
+    facts = full.facts(prof)
+    sizes = facts.allocations.bytes
+    extra = Counter(sizes[sizes > 0].tolist()) - Counter(measured.mem_bytes[measured.mem_bytes > 0].tolist())
+    assert extra == Counter({8: len(facts.rewrap_op)})
+    assert Counter(facts.rewrap_bytes.tolist()) == Counter({8: len(facts.rewrap_op)})
+    assert len(facts.rewrap_op) > 100  # AdamW's scalar arithmetic, per parameter
 
 
 # ---- categories ---------------------------------------------------------------------------------
