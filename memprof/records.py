@@ -190,3 +190,7 @@ class TrackedFacts:
     shape_numel: tuple[int, ...] = ()
     """Elements of each shape in ``shapes``; ``dtype_bytes``: bytes per element of each dtype."""
     dtype_bytes: tuple[int, ...] = ()
+    compiled: bool = False
+    """A compiled run: ``ops`` are the kernels Inductor's wrapper called (read from the profile),
+    their outputs unknown; ``fused_kernels`` maps each fused kernel to the aten ops it replaced."""
+    fused_kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()

@@ -19,7 +19,7 @@ from memprof.analysis.attribution import CATEGORIES, Attribution, attribute, com
 from memprof.analysis.peaks import analyze
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
-from memprof.sources.tracking import Tracker
+from memprof.sources.tracking import CompileTracking, Tracker
 
 
 def _profiled(
@@ -106,3 +106,28 @@ def reconcile(raw: RawProfile, explained: Attribution) -> None:
     if columns:
         peak = explained.timeline_t_ns.index(explained.peak_time_ns)
         assert sum(v[peak] for v in explained.timeline_by_category.values()) == at_peak.footprint_bytes
+
+
+def profile_compiled(
+    func: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    *,
+    repeat: int = 1,
+    module: ModuleType | None = None,
+) -> tuple[RawProfile, Attribution]:
+    """Compile ``func`` with Inductor (its first call, under CompileTracking, is the warm-up)
+    and profile ``repeat`` calls with program state tracked by scanning: one pass explains it."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    compiled = torch.compile(func)
+    tracking = CompileTracking()
+    markers = {"cpp.enable_kernel_profile": True, "profiler_mark_wrapper_call": True}
+    with inductor_config.patch(markers), tracking:
+        compiled(*args)
+        tracker = Tracker(args, {}, func=func, module=module, compiled=True)
+        raw, prof = _profiled(compiled, args, {}, repeat, tracker)
+    explained = attribute(raw, tracker.facts(prof, compiled=tracking))
+    reconcile(raw, explained)
+    return raw, explained

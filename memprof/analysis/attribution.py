@@ -134,6 +134,20 @@ class ModuleStats:
 
 
 @dataclass(frozen=True)
+class KernelStats:
+    """A kernel of compiled code during the peak call: ``allocated_bytes`` of the buffers it
+    produces (Inductor's wrapper allocates each buffer just before the kernel that writes it),
+    ``at_peak_bytes`` of those live at the peak, and the eager aten ops it replaces."""
+
+    name: str
+    phase: str
+    calls: int
+    allocated_bytes: int
+    at_peak_bytes: int
+    replaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CallNumbers:
     """One measured call: live bytes at its start, at its highest point (footprint) and at its
     end (its result included), the peak above the start, and how much live bytes grew until the
@@ -171,6 +185,10 @@ class Attribution:
     timeline_t_ns: tuple[int, ...] = ()
     timeline_by_category: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    kernels: tuple[KernelStats, ...] = ()
+    """Compiled runs: the kernels that produced buffers, largest first."""
+    fused_kernels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Compiled runs: each fused kernel and the aten ops it replaced."""
 
 
 # ---- lifetimes ----------------------------------------------------------------------------------
@@ -372,6 +390,10 @@ def _with_backward_ops(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
     forward, backward = facts.ops, facts.backward_ops
     if backward is None or not len(backward.t0):
         count = len(forward.t0)
+        if facts.compiled:
+            # A compiled run's ops are its kernels, read from the profile; the shapes of what
+            # each kernel's nodes produce are listed under the kernel itself.
+            return facts, _Backward(np.ones(count, dtype=bool), np.arange(count, dtype=np.int64))
         return facts, _Backward(np.zeros(count, dtype=bool), np.full(count, -1, dtype=np.int64))
     # The forward op behind each autograd node: the first op seen under its number + 1.
     wanted = facts.backward_sequence + 1
@@ -469,6 +491,21 @@ def _classify(facts: TrackedFacts, lt: _Lifetimes, backward: _Backward) -> _What
             best_fact[hit[row]] = row
     saved = _cover(lt.ptr, lt.start, lt.end, facts.saved_ptr, facts.saved_time)
     np.bitwise_or.at(bits, saved[saved >= 0], _SAVED)
+    ops = facts.ops
+    if facts.compiled and len(ops.t1):
+        # Compiled forward graphs return what backward needs: a buffer made in forward and
+        # freed by a backward kernel was saved for backward.
+        made_in = _op_slot(ops.t1, lt.start)
+        freed_in = _op_slot(ops.t1, np.minimum(lt.end, _NEVER - 1))
+        saved_for_backward = (
+            lt.recorded
+            & (made_in >= 0)
+            & (freed_in >= 0)
+            & (ops.phase[np.maximum(made_in, 0)] == 0)
+            & (ops.phase[np.maximum(freed_in, 0)] == 1)
+            & (lt.end != _NEVER)
+        )
+        bits[saved_for_backward] |= _SAVED
 
     # Each allocation belongs to the op in whose slot it happened: after the previous op ended,
     # until this one ended (arguments are prepared, e.g. torch.tensor's data, just before).
@@ -909,7 +946,33 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
         timeline_t_ns=t_ns,
         timeline_by_category=by_category,
         notes=tuple(notes),
+        kernels=_kernels(facts, lt, what, live, window) if facts.compiled else (),
+        fused_kernels=dict(facts.fused_kernels),
     )
+
+
+def _kernels(
+    facts: TrackedFacts, lt: _Lifetimes, what: _What, live: np.ndarray, window: _Window
+) -> tuple[KernelStats, ...]:
+    ops = facts.ops
+    in_call = (ops.t1 >= window.start_ns) & (ops.t0 <= window.end_ns)
+    made = lt.recorded & (what.origin_op >= 0)
+    made[made] = in_call[what.origin_op[made]]
+    fused = dict(facts.fused_kernels)
+    rows: dict[tuple[str, int], list[int]] = {}
+    for op in np.flatnonzero(in_call):
+        rows.setdefault((ops.names[ops.name[op]], int(ops.phase[op])), [0, 0, 0])[0] += 1
+    origins = what.origin_op[made]
+    for lifetime, op in zip(np.flatnonzero(made), origins, strict=True):
+        slot = rows[ops.names[ops.name[op]], int(ops.phase[op])]
+        slot[1] += int(lt.nbytes[lifetime])
+        slot[2] += int(lt.nbytes[lifetime]) if live[lifetime] else 0
+    stats = [
+        KernelStats(name, PHASES[phase], calls, allocated, at_peak, fused.get(name, ()))
+        for (name, phase), (calls, allocated, at_peak) in rows.items()
+        if allocated
+    ]
+    return tuple(sorted(stats, key=lambda k: (-k.at_peak_bytes, -k.allocated_bytes, k.name)))
 
 
 def combine(measured: Attribution, explained: Attribution) -> Attribution:
@@ -943,4 +1006,6 @@ def combine(measured: Attribution, explained: Attribution) -> Attribution:
         timeline_t_ns=explained.timeline_t_ns,
         timeline_by_category=explained.timeline_by_category,
         notes=tuple(notes),
+        kernels=explained.kernels,
+        fused_kernels=explained.fused_kernels,
     )

@@ -39,12 +39,14 @@ import io
 import linecache
 import math
 import os
+import re
 import sys
 import sysconfig
 import time
 import tokenize
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -69,6 +71,9 @@ _HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
 # Bytes of the tensor a Python number becomes when passed for a Tensor argument (double, int64,
 # bool, complex128: torch's "wrapped numbers").
 _NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
+# Inductor's wrapper of one compiled graph, as a profiler range (profiler_mark_wrapper_call).
+_WRAPPER_CALL = re.compile(r"^graph_\d+_inductor_wrapper_call$")
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 # Objects never searched for tensors: code, classes and modules, and scalars.
 _NOT_STATE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, str, bytes, int, float, bool)
 
@@ -119,6 +124,12 @@ class Tracker:
     for a bound method, adds its object), ``module`` the target's module (its globals may hold
     the model and the optimizer), ``device`` the measured device ("cpu", "cuda:0").
     Enter it before the profiler starts and leave it after the profiler stops.
+
+    ``ops=False`` tracks program state only (parameters, gradients, optimizer state, inputs,
+    module calls): the measured calls' allocations stay exactly those of an untracked run.
+    ``ops=True`` also tracks ops, lines and saved tensors, for one attribution call.
+    ``compiled=True``: for a ``torch.compile``d function, state found by scanning only (no
+    hooks); lines and modules come from :class:`CompileTracking`.
     """
 
     def __init__(
@@ -130,8 +141,12 @@ class Tracker:
         module: ModuleType | None = None,
         device: str = "cpu",
         ops: bool = True,
+        compiled: bool = False,
     ) -> None:
-        self._ops = ops
+        # A compiled function must see no hooks: Dynamo guards on the global module and optimizer
+        # hooks (adding one after compiling would compile again) and traces what they do.
+        self._ops = ops and not compiled
+        self._hooks = not compiled
         self._args = args
         self._kwargs = dict(kwargs or {})
         self._func = func
@@ -194,6 +209,8 @@ class Tracker:
 
     def __enter__(self) -> Tracker:
         self._scan_start()
+        if not self._hooks:
+            return self
         stack = self._stack
         nn_hooks = torch.nn.modules.module
         stack.callback(nn_hooks.register_module_forward_pre_hook(self._module_pre).remove)
@@ -501,15 +518,27 @@ class Tracker:
 
     # ---- the result ---------------------------------------------------------------------------
 
-    def facts(self, prof: Any) -> TrackedFacts:
-        """What was seen, with the finished profile's allocator records (and their addresses)."""
+    def _storage_facts(self) -> tuple[TrackedStorage, ...]:
+        return tuple(TrackedStorage(*row) for row in self._storages)
+
+    def facts(self, prof: Any, compiled: CompileTracking | None = None) -> TrackedFacts:
+        """What was seen, with the finished profile's allocator records (and their addresses).
+        For a compiled run, ``compiled`` (entered around the compiling call) says which source
+        lines and modules each kernel computes."""
         device = "cpu" if self._device_type == "cpu" else f"{self._device_type}:{self._device_index}"
-        allocations, backward_ops, backward_sequence = read_records(
-            prof, device, backward_ops=self._backward_from_profile
+        read = _read_profile(
+            prof, device, backward_ops=self._backward_from_profile, kernels=compiled is not None
+        )
+        if compiled is not None:
+            return compiled.facts(read, self._storage_facts(), device, self._notes)
+        backward_ops, backward_sequence = (
+            _backward_table(read.backward)
+            if self._backward_from_profile
+            else (None, np.zeros(0, dtype=np.int64))
         )
         sequence = sorted(self._first_op_of_sequence.items())
         return TrackedFacts(
-            allocations=allocations,
+            allocations=read.allocations,
             ops=TrackedOps(
                 t0=_int_array(self._op_t0),
                 t1=_int_array(self._op_t1),
@@ -526,7 +555,7 @@ class Tracker:
                 end=_int_array(self._call_end),
                 paths=tuple(self._path_ids),
             ),
-            sites=_resolve_sites(self._sites),
+            sites=_resolve_sites((code.co_filename, line) for code, line in self._sites),
             outputs_ptr=_int_array(self._out_ptr),
             outputs_op=_int_array(self._out_op),
             outputs_shape=_int_array(self._out_shape),
@@ -535,7 +564,7 @@ class Tracker:
             dtypes=tuple(str(d).replace("torch.", "") for d in self._dtypes),
             saved_ptr=_int_array(self._saved_ptr),
             saved_time=_int_array(self._saved_time),
-            storages=tuple(TrackedStorage(*row) for row in self._storages),
+            storages=self._storage_facts(),
             optimizer_steps=tuple(self._optimizer_steps),
             notes=tuple(self._notes),
             device=device,
@@ -645,27 +674,38 @@ def _outermost(modules: Iterable[torch.nn.Module]) -> list[torch.nn.Module]:
 def read_allocations(prof: Any, device: str = "cpu") -> Allocations:
     """The ``[memory]`` records of ``device`` in a finished ``torch.profiler.profile``, with their
     addresses (``experimental_event_tree()``: the flat event list has no address)."""
-    return read_records(prof, device)[0]
+    return _read_profile(prof, device).allocations
 
 
-def read_records(
-    prof: Any, device: str = "cpu", *, backward_ops: bool = False
-) -> tuple[Allocations, TrackedOps | None, np.ndarray]:
-    """The allocator records of ``device`` with their addresses and, with ``backward_ops``, the
-    ops autograd ran: the outermost aten op inside each ``evaluate_function`` range, with the
-    sequence number of its autograd node (-1 for AccumulateGrad)."""
+@dataclass
+class _ProfileRead:
+    """What the profile's event tree holds beyond the flat event list: the allocator records
+    with addresses; the ops autograd ran (name, start, end, autograd node number; -1 for
+    AccumulateGrad); the kernels of compiled code (wrapper call, name, start, end, phase)."""
+
+    allocations: Allocations
+    backward: list[tuple[str, int, int, int]]
+    kernels: list[tuple[int, str, int, int, int]]
+
+
+def _read_profile(
+    prof: Any, device: str, *, backward_ops: bool = False, kernels: bool = False
+) -> _ProfileRead:
     wanted = torch.device(device)
     host = wanted.type == "cpu"
     times: list[int] = []
     sizes: list[int] = []
     ptrs: list[int] = []
-    ops: list[tuple[str, int, int, int]] = []
-    # Depth-first, carrying (autograd node sequence number or None, inside an op already).
-    stack: list[tuple[Any, int | None, bool]] = [
-        (root, None, False) for root in prof.profiler.kineto_results.experimental_event_tree()
+    backward: list[tuple[str, int, int, int]] = []
+    found: list[tuple[int, str, int, int, int]] = []
+    wrappers = 0
+    # Depth first, carrying: the autograd node's number (None outside backward), whether inside
+    # an op already, and the Inductor wrapper call whose kernels are the children (-1 if none).
+    stack: list[tuple[Any, int | None, bool, int]] = [
+        (root, None, False, -1) for root in prof.profiler.kineto_results.experimental_event_tree()
     ]
     while stack:
-        node, sequence, inside = stack.pop()
+        node, sequence, inside, wrapper = stack.pop()
         name = node.name
         if name == "[memory]":
             fields = node.extra_fields
@@ -675,20 +715,29 @@ def read_records(
                 sizes.append(fields.alloc_size)
                 ptrs.append(fields.ptr)
             continue
-        if backward_ops:
-            if name.startswith("autograd::engine::evaluate_function"):
-                sequence, inside = int(node.extra_fields.sequence_number), False
-            elif sequence is not None and not inside and name.startswith("aten::"):
-                ops.append((name, node.start_time_ns, node.end_time_ns, sequence))
-                inside = True
-        stack.extend((child, sequence, inside) for child in node.children)
+        if name.startswith("autograd::engine::evaluate_function"):
+            sequence, inside = int(node.extra_fields.sequence_number), False
+        elif backward_ops and sequence is not None and not inside and name.startswith("aten::"):
+            backward.append((name, node.start_time_ns, node.end_time_ns, sequence))
+            inside = True
+        if kernels:
+            if wrapper >= 0:
+                phase = _BACKWARD if sequence is not None else _FORWARD
+                found.append((wrapper, name, node.start_time_ns, node.end_time_ns, phase))
+                wrapper = -1
+            elif _WRAPPER_CALL.match(name):
+                wrapper, wrappers = wrappers, wrappers + 1
+        stack.extend((child, sequence, inside, wrapper) for child in node.children)
     array = np.array([times, sizes, ptrs], dtype=np.int64).reshape(3, -1)
     # The walk visits records depth first, backwards: time order, ties by address for stability.
     order = np.lexsort((array[2], array[0]))
     allocations = Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
-    if not backward_ops:
-        return allocations, None, np.zeros(0, dtype=np.int64)
-    ops.sort(key=lambda op: op[2])
+    return _ProfileRead(allocations, backward, sorted(found, key=lambda k: k[3]))
+
+
+def _backward_table(backward: list[tuple[str, int, int, int]]) -> tuple[TrackedOps, np.ndarray]:
+    """Backward ops read from the profile as an op table in order of end, and their nodes' numbers."""
+    ops = sorted(backward, key=lambda op: op[2])
     names = sorted({op[0] for op in ops})
     code = {name: i for i, name in enumerate(names)}
     count = len(ops)
@@ -701,18 +750,313 @@ def read_records(
         phase=np.full(count, _BACKWARD, dtype=np.int64),
         names=tuple(names),
     )
-    return allocations, tracked, _int_array([op[3] for op in ops])
+    return tracked, _int_array([op[3] for op in ops])
+
+
+# ---- compiled runs ------------------------------------------------------------------------------
+
+
+class CompileTracking:
+    """Entered around a ``torch.compile``d function's first call (where Inductor compiles) and
+    its profiled calls: makes Inductor keep, for each kernel it generates, the FX nodes it
+    computes (provenance tracking) and each node's source line, module and aten op.
+
+    Inductor's FX graph and AOTAutograd caches are bypassed (a cached graph is not generated
+    again, so it says nothing); compiled C++ kernels stay cached. Relies on Inductor internals
+    (``torch._inductor.debug``'s provenance tables, a post-grad custom pass): where they are
+    missing, compiled runs are explained by kernel only, with a note."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._metas: list[dict[str, _NodeMeta]] = []
+        self._kernels: list[list[tuple[str, tuple[str, ...]]]] = []
+        self.notes: list[str] = []
+
+    def __enter__(self) -> CompileTracking:
+        try:
+            import torch._functorch.config as functorch_config
+            import torch._inductor.config as inductor_config
+            import torch._inductor.debug as inductor_debug
+            from torch._inductor.custom_graph_pass import CustomGraphPass
+        except ImportError as error:
+            self.notes.append(f"compiled code is explained by kernel only (no Inductor provenance: {error})")
+            return self
+        tracking = self
+        chained = getattr(inductor_config, "post_grad_custom_post_pass", None)
+
+        class NodeMeta(CustomGraphPass):  # type: ignore[misc]
+            def __call__(self, graph: Any) -> None:
+                if chained is not None:
+                    chained(graph)
+                tracking._metas.append({node.name: _node_meta(node) for node in graph.nodes})
+
+            def uuid(self) -> Any:
+                return ("memprof-node-meta", chained.uuid() if chained is not None else None)
+
+        original = inductor_debug.dump_inductor_provenance_info
+
+        def dump() -> Any:
+            result = original()
+            nodes = inductor_debug._inductor_triton_kernel_to_post_grad_node_info
+            tracking._kernels.append(
+                sorted(
+                    ((name, tuple(nodes.get(name, ()))) for name in nodes),
+                    key=lambda kernel: int(kernel[0].rpartition(":")[2] or 0),
+                )
+            )
+            return result
+
+        self._stack.enter_context(
+            inductor_config.patch(
+                {
+                    "trace.provenance_tracking_level": 1,
+                    "fx_graph_cache": False,
+                    "post_grad_custom_post_pass": NodeMeta(),
+                }
+            )
+        )
+        if hasattr(functorch_config, "enable_autograd_cache"):
+            self._stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+        inductor_debug.dump_inductor_provenance_info = dump
+        self._stack.callback(setattr, inductor_debug, "dump_inductor_provenance_info", original)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def graphs(self) -> list[list[tuple[str, _Origin]]]:
+        """Each compiled graph's kernels in the order its wrapper calls them: (kernel name as the
+        profiler shows it, without the ``graph_N_`` prefix; extern kernels as their aten op) and
+        (file:line trace of the user's code, module path, phase, eager ops replaced)."""
+        graphs = []
+        for metas, kernels in zip(self._metas, self._kernels, strict=False):
+            graph = []
+            for name, nodes in kernels:
+                base = name.rpartition(":")[0] or name
+                if base.startswith("extern_kernels."):
+                    base = "aten::" + base.removeprefix("extern_kernels.")
+                graph.append((base, _kernel_origin([metas[n] for n in nodes if n in metas])))
+            graphs.append(graph)
+        return graphs
+
+    def facts(
+        self, read: _ProfileRead, storages: tuple[TrackedStorage, ...], device: str, notes: list[str]
+    ) -> TrackedFacts:
+        """Facts of a compiled run: the kernels as ops, with the lines and modules of their nodes."""
+        return _compiled_facts(read, self.graphs(), storages, device, [*notes, *self.notes])
+
+
+def _node_meta(node: Any) -> tuple[str, str, str, tuple[str, str, int] | None]:
+    """(stack trace, innermost module path, aten op, (shape, dtype, bytes) of its result) of a
+    post-grad FX node."""
+    meta = node.meta
+    value = meta.get("val")
+    result = None
+    if isinstance(value, torch.Tensor):
+        with contextlib.suppress(Exception):  # symbolic shapes have no plain size
+            shape = tuple(int(n) for n in value.shape)
+            nbytes = math.prod(shape) * value.dtype.itemsize
+            result = (str(shape), str(value.dtype).replace("torch.", ""), nbytes)
+    stack = meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack") or {}
+    module = ""
+    if stack:
+        # The root module's class (the outermost entry) and the innermost module's path below it.
+        first, last = list(stack.values())[0], list(stack.values())[-1]
+        root = getattr(first[1], "__name__", str(first[1]).rpartition(".")[2].rstrip("'>"))
+        module = f"{root}{_ROOT_SEPARATOR}{_module_path(str(last[0]))}"
+    target = node.target
+    op = f"aten::{target._schema.name.partition('::')[2]}" if hasattr(target, "_schema") else ""
+    return str(meta.get("stack_trace") or ""), module, op, result
+
+
+def _module_path(dynamo_path: str) -> str:
+    """``L['model'].blocks[0].attn`` -> ``blocks.0.attn`` (the root's own name left out)."""
+    path = re.sub(r"^L\['[^']*'\]", "", dynamo_path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\[['\"]([^'\"]+)['\"]\]", r".\1", path)
+    return path.strip(".")
+
+
+_ROOT_SEPARATOR = "\x00"
+_NodeMeta = tuple[str, str, str, "tuple[str, str, int] | None"]
+# A kernel's origin: user frame "file:line", module, phase hint, eager ops, results of its nodes.
+_Origin = tuple[str, str, str, tuple[str, ...], tuple[tuple[str, str, int], ...]]
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+
+def _kernel_origin(metas: list[_NodeMeta]) -> _Origin:
+    """A kernel's (user frame "file:line", module, phase, eager ops, its nodes' results) from its
+    nodes': the most common innermost user frame and module (the last node's on ties)."""
+    frames: list[tuple[str, int]] = []
+    modules: list[str] = []
+    optimizer = False
+    for trace, module, _, _ in metas:
+        found = [(m["file"], int(m["line"])) for m in _FRAME.finditer(trace)]
+        optimizer = optimizer or any(f.startswith(os.path.join(_TORCH_DIR, "optim", "")) for f, _ in found)
+        user = [frame for frame in found if is_user_file(frame[0])]
+        if user:
+            frames.append(user[-1])
+        if module:
+            modules.append(module)
+    frame = max(reversed(frames), key=frames.count) if frames else None
+    module = max(reversed(modules), key=modules.count) if modules else ""
+    ops = tuple(sorted({op for _, _, op, _ in metas if op}))
+    where = f"{frame[0]}:{frame[1]}" if frame else ""
+    results = tuple(result for *_, result in reversed(metas) if result is not None)
+    return where, module, "optimizer" if optimizer else "", ops, results
+
+
+def _compiled_facts(
+    read: _ProfileRead,
+    graphs: list[list[tuple[str, _Origin]]],
+    storages: tuple[TrackedStorage, ...],
+    device: str,
+    notes: list[str],
+) -> TrackedFacts:
+    """The kernels of each wrapper call as ops, matched to the compiled graph whose kernel
+    sequence they are, with that graph's lines and modules; modules as one call per path."""
+    by_wrapper: dict[int, list[tuple[str, int, int, int]]] = {}
+    for wrapper, name, t0, t1, phase in read.kernels:
+        by_wrapper.setdefault(wrapper, []).append((_GRAPH_PREFIX.sub("", name, count=1), t0, t1, phase))
+    kernels: list[tuple[str, int, int, int, _Origin | None]] = []
+    unmatched = 0
+    records = read.allocations
+    for events in by_wrapper.values():
+        events.sort(key=lambda e: e[1])
+        graph = _matching_graph(graphs, [e[0] for e in events])
+        unmatched += graph is None
+        unused = list(graph or [])
+        previous_end = events[0][1]
+        for name, t0, t1, phase in events:
+            # The sizes allocated since the previous kernel: the buffers this one writes.
+            lo, hi = np.searchsorted(records.time, [previous_end, t1], side="left")
+            sizes = set(records.bytes[lo:hi].tolist())
+            previous_end = t1
+            same = [k for k in unused if k[0] == name]
+            chosen = next((k for k in same if any(r[2] in sizes for r in k[1][4])), same[0] if same else None)
+            if chosen is not None:
+                unused.remove(chosen)
+            kernels.append((name, t0, t1, phase, chosen[1] if chosen else None))
+    if unmatched or not graphs:
+        notes.append(
+            f"{unmatched or len(by_wrapper)} compiled graph call(s) could not be matched to Inductor's "
+            "provenance (compiled before tracking, or from a cache): their buffers are explained by kernel"
+        )
+    kernels.sort(key=lambda k: k[2])
+    names = sorted({k[0] for k in kernels})
+    code = {name: i for i, name in enumerate(names)}
+    where = sorted({k[4][0] for k in kernels if k[4] and k[4][0]})
+    sites = _resolve_sites([(w.rpartition(":")[0], int(w.rpartition(":")[2])) for w in where])
+    site_of = {w: i for i, w in enumerate(where)}
+    calls, call_of = _module_calls(kernels)
+    phases = [
+        _BACKWARD if phase == _BACKWARD else _OPTIMIZER if origin and origin[2] == "optimizer" else _FORWARD
+        for _, _, _, phase, origin in kernels
+    ]
+    fused = {k[0]: k[4][3] for k in kernels if k[4] and k[4][3] and not k[0].startswith("aten::")}
+    empty = np.zeros(0, dtype=np.int64)
+    # What each kernel's nodes produce: a buffer of its size has that shape.
+    results = [(i, result) for i, k in enumerate(kernels) if k[4] for result in k[4][4]]
+    shapes = sorted({r[0] for _, r in results})
+    dtypes = sorted({r[1] for _, r in results})
+    return TrackedFacts(
+        allocations=read.allocations,
+        ops=TrackedOps(
+            t0=_int_array([k[1] for k in kernels]),
+            t1=_int_array([k[2] for k in kernels]),
+            name=_int_array([code[k[0]] for k in kernels]),
+            site=_int_array([site_of[k[4][0]] if k[4] and k[4][0] else -1 for k in kernels]),
+            module_call=_int_array([call_of.get(k[4][1], -1) if k[4] else -1 for k in kernels]),
+            phase=_int_array(phases),
+            names=tuple(names),
+        ),
+        module_calls=calls,
+        sites=sites,
+        outputs_ptr=empty,
+        outputs_op=empty,
+        outputs_shape=empty,
+        outputs_dtype=empty,
+        shapes=tuple(shapes),
+        dtypes=tuple(dtypes),
+        saved_ptr=empty,
+        saved_time=empty,
+        storages=storages,
+        notes=tuple(notes),
+        device=device,
+        compiled=True,
+        fused_kernels=tuple(sorted(fused.items())),
+        inputs_op=_int_array([i for i, _ in results]),
+        inputs_shape=_int_array([shapes.index(r[0]) for _, r in results]),
+        inputs_dtype=_int_array([dtypes.index(r[1]) for _, r in results]),
+        shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
+        dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
+    )
+
+
+def _matching_graph(
+    graphs: list[list[tuple[str, _Origin]]], names: list[str]
+) -> list[tuple[str, _Origin]] | None:
+    """The compiled graph whose kernels a wrapper call ran: the same kernels (Inductor numbers
+    extern kernels in another order than it calls them, so as a multiset)."""
+    wanted = sorted(names)
+    return next((graph for graph in graphs if sorted(name for name, _ in graph) == wanted), None)
+
+
+def _module_calls(
+    kernels: list[tuple[str, int, int, int, _Origin | None]],
+) -> tuple[ModuleCalls, dict[str, int]]:
+    """One call per module path (compiled code has no module boundaries at run time): its
+    window spans its forward kernels and its submodules'; parents by path."""
+    encoded = sorted({k[4][1] for k in kernels if k[4] and k[4][1]})
+    full: dict[str, str] = {}  # "Root/blocks.0.attn" -> shown path ("blocks.0.attn"; the root by class)
+    for module in encoded:
+        root, _, path = module.partition(_ROOT_SEPARATOR)
+        parts = path.split(".") if path else []
+        for depth in range(len(parts) + 1):
+            key = root + "/" + ".".join(parts[:depth])
+            full.setdefault(key, ".".join(parts[:depth]) or root)
+    keys = sorted(full)
+    index = {key: i for i, key in enumerate(keys)}
+    parent = [
+        index.get(key.rpartition(".")[0] if "." in key.partition("/")[2] else key.partition("/")[0] + "/", -1)
+        if key.partition("/")[2]
+        else -1
+        for key in keys
+    ]
+    start = [2**62] * len(keys)
+    end = [-1] * len(keys)
+    for position, (_, t0, t1, phase, origin) in enumerate(kernels):
+        # The wrapper allocates a kernel's buffers just before calling it: from the previous end.
+        t0 = kernels[position - 1][2] + 1 if position else t0
+        if origin and origin[1] and phase != _BACKWARD:
+            root, _, path = origin[1].partition(_ROOT_SEPARATOR)
+            at = index[root + "/" + path]
+            while at >= 0:
+                start[at], end[at] = min(start[at], t0), max(end[at], t1)
+                at = parent[at]
+    calls = ModuleCalls(
+        path=_int_array(list(range(len(keys)))),
+        parent=_int_array(parent),
+        start=_int_array([s if e >= 0 else -1 for s, e in zip(start, end, strict=True)]),
+        end=_int_array(end),
+        paths=tuple(full[key] for key in keys),
+    )
+    call_of = {
+        module: index[module.partition(_ROOT_SEPARATOR)[0] + "/" + module.partition(_ROOT_SEPARATOR)[2]]
+        for module in encoded
+    }
+    return calls, call_of
 
 
 # ---- source lines -------------------------------------------------------------------------------
 
 
-def _resolve_sites(sites: dict[tuple[Any, int], int]) -> tuple[Site, ...]:
+def _resolve_sites(lines: Iterable[tuple[str, int]]) -> tuple[Site, ...]:
+    """Each (file, line) as the statement that covers it."""
     resolved: list[Site] = []
     files: dict[str, list[tuple[int, int, str]]] = {}
     cwd = os.path.join(os.getcwd(), "")
-    for code, line in sites:
-        filename = code.co_filename
+    for filename, line in lines:
         path = os.path.abspath(filename)
         shown = os.path.relpath(path, cwd) if path.startswith(cwd) else filename
         if filename not in files:
