@@ -187,6 +187,8 @@ class TrackedFacts:
     ``dtypes``). A gradient made in backward has the shape of one of them."""
     inputs_shape: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     inputs_dtype: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_site: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Compiled runs: the user's line of each node result listed in ``inputs_*`` (-1 unknown)."""
     shape_numel: tuple[int, ...] = ()
     """Elements of each shape in ``shapes``; ``dtype_bytes``: bytes per element of each dtype."""
     dtype_bytes: tuple[int, ...] = ()

@@ -713,7 +713,7 @@ class _Describer:
         self.forward_op = forward_op
         calls = facts.module_calls
         self.call_paths = [calls.paths[p] for p in calls.path]
-        self._shapes_of: dict[int, list[tuple[int, int]]] | None = None
+        self._shapes_of: dict[int, list[tuple[int, int, int]]] | None = None
 
     def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
@@ -730,27 +730,41 @@ class _Describer:
             shape = facts.shapes[int(facts.outputs_shape[maker])]
             dtype = facts.dtypes[int(facts.outputs_dtype[maker])]
         elif origin >= 0 and self.forward_op[origin] >= 0:
-            shape, dtype = self._shape_of_size(int(self.forward_op[origin]), nbytes)
+            shape, dtype, site = self._shape_of_size(int(self.forward_op[origin]), nbytes)
+            if site >= 0:  # compiled: the line of the node whose result this buffer is
+                source, text = facts.sites[site].source, facts.sites[site].text
         if fact >= 0:
             storage = facts.storages[fact]
             module = module or storage.module
             shape, dtype = shape or storage.shape, dtype or storage.dtype
         return module, phase, source, text, op, shape, dtype
 
-    def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str]:
+    def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
+        """(shape, dtype, site or -1) of the first argument or result of ``forward`` with
+        ``nbytes`` bytes; ("", "", -1) if none."""
         facts = self.facts
         if self._shapes_of is None:
             self._shapes_of = {}
-            for ops, shapes, dtypes in (
-                (facts.inputs_op, facts.inputs_shape, facts.inputs_dtype),
-                (facts.outputs_op, facts.outputs_shape, facts.outputs_dtype),
+            sites = facts.inputs_site.tolist() if len(facts.inputs_site) else [-1] * len(facts.inputs_op)
+            for op, shape, dtype, site in zip(
+                facts.inputs_op.tolist(),
+                facts.inputs_shape.tolist(),
+                facts.inputs_dtype.tolist(),
+                sites,
+                strict=True,
             ):
-                for op, shape, dtype in zip(ops.tolist(), shapes.tolist(), dtypes.tolist(), strict=True):
-                    self._shapes_of.setdefault(op, []).append((shape, dtype))
-        for shape, dtype in self._shapes_of.get(forward, []):
+                self._shapes_of.setdefault(op, []).append((shape, dtype, site))
+            for op, shape, dtype in zip(
+                facts.outputs_op.tolist(),
+                facts.outputs_shape.tolist(),
+                facts.outputs_dtype.tolist(),
+                strict=True,
+            ):
+                self._shapes_of.setdefault(op, []).append((shape, dtype, -1))
+        for shape, dtype, site in self._shapes_of.get(forward, []):
             if facts.shape_numel[shape] * facts.dtype_bytes[dtype] == nbytes:
-                return facts.shapes[shape], facts.dtypes[dtype]
-        return "", ""
+                return facts.shapes[shape], facts.dtypes[dtype], site
+        return "", "", -1
 
 
 def _int_group_sums(codes: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:

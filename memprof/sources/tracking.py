@@ -831,7 +831,9 @@ class CompileTracking:
         graphs = []
         for metas, kernels in zip(self._metas, self._kernels, strict=False):
             graph = []
-            for name, nodes in kernels:
+            order = {name: i for i, name in enumerate(metas)}
+            for name, unordered in kernels:
+                nodes = sorted((n for n in unordered if n in order), key=order.__getitem__)
                 base = name.rpartition(":")[0] or name
                 if base.startswith("extern_kernels."):
                     base = "aten::" + base.removeprefix("extern_kernels.")
@@ -880,30 +882,27 @@ def _module_path(dynamo_path: str) -> str:
 _ROOT_SEPARATOR = "\x00"
 _NodeMeta = tuple[str, str, str, "tuple[str, str, int] | None"]
 # A kernel's origin: user frame "file:line", module, phase hint, eager ops, results of its nodes.
-_Origin = tuple[str, str, str, tuple[str, ...], tuple[tuple[str, str, int], ...]]
+_Origin = tuple[str, str, str, tuple[str, ...], tuple[tuple[str, str, int, str], ...]]
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 
 
 def _kernel_origin(metas: list[_NodeMeta]) -> _Origin:
-    """A kernel's (user frame "file:line", module, phase, eager ops, its nodes' results) from its
-    nodes': the most common innermost user frame and module (the last node's on ties)."""
-    frames: list[tuple[str, int]] = []
-    modules: list[str] = []
-    optimizer = False
-    for trace, module, _, _ in metas:
+    """A kernel's (user frame "file:line", module, phase, eager ops, results) from its nodes, in
+    graph order: the last node's user frame and module (a kernel ends with what it produces),
+    and each node's result (shape, dtype, bytes, user frame): a buffer of that size is it."""
+    where, module, optimizer = "", "", False
+    results: list[tuple[str, str, int, str]] = []
+    for trace, node_module, _, result in metas:
         found = [(m["file"], int(m["line"])) for m in _FRAME.finditer(trace)]
         optimizer = optimizer or any(f.startswith(os.path.join(_TORCH_DIR, "optim", "")) for f, _ in found)
         user = [frame for frame in found if is_user_file(frame[0])]
-        if user:
-            frames.append(user[-1])
-        if module:
-            modules.append(module)
-    frame = max(reversed(frames), key=frames.count) if frames else None
-    module = max(reversed(modules), key=modules.count) if modules else ""
+        node_where = f"{user[-1][0]}:{user[-1][1]}" if user else ""
+        where = node_where or where
+        module = node_module or module
+        if result is not None:
+            results.append((*result, node_where))
     ops = tuple(sorted({op for _, _, op, _ in metas if op}))
-    where = f"{frame[0]}:{frame[1]}" if frame else ""
-    results = tuple(result for *_, result in reversed(metas) if result is not None)
-    return where, module, "optimizer" if optimizer else "", ops, results
+    return where, module, "optimizer" if optimizer else "", ops, tuple(reversed(results))
 
 
 def _compiled_facts(
@@ -945,7 +944,10 @@ def _compiled_facts(
     kernels.sort(key=lambda k: k[2])
     names = sorted({k[0] for k in kernels})
     code = {name: i for i, name in enumerate(names)}
-    where = sorted({k[4][0] for k in kernels if k[4] and k[4][0]})
+    where = sorted(
+        {k[4][0] for k in kernels if k[4] and k[4][0]}
+        | {r[3] for k in kernels if k[4] for r in k[4][4] if r[3]}
+    )
     sites = _resolve_sites([(w.rpartition(":")[0], int(w.rpartition(":")[2])) for w in where])
     site_of = {w: i for i, w in enumerate(where)}
     calls, call_of = _module_calls(kernels)
@@ -988,6 +990,7 @@ def _compiled_facts(
         inputs_op=_int_array([i for i, _ in results]),
         inputs_shape=_int_array([shapes.index(r[0]) for _, r in results]),
         inputs_dtype=_int_array([dtypes.index(r[1]) for _, r in results]),
+        inputs_site=_int_array([site_of[r[3]] if r[3] else -1 for _, r in results]),
         shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
         dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
     )
