@@ -196,3 +196,5 @@ class TrackedFacts:
     """A compiled run: ``ops`` are the kernels Inductor's wrapper called (read from the profile),
     their outputs unknown; ``fused_kernels`` maps each fused kernel to the aten ops it replaced."""
     fused_kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    calls: tuple[tuple[int, int], ...] = ()
+    """(start, end) of each measured call (the CALL_MARKER ranges), read with the records."""

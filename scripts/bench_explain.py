@@ -48,6 +48,7 @@ COMMON = textwrap.dedent(
             phases[self.name] = [time.perf_counter() - self.wall, time.process_time() - self.cpu]
     phases = {{}}
     import torch
+    torch.set_num_threads({threads})
     from torch.profiler import ProfilerActivity, profile, record_function
     from memprof.examples import gpt
     config = gpt.GPTConfig(n_layer={layers}, n_embd=64, batch=4, vocab_size=4096, context=64)
@@ -98,7 +99,8 @@ EXPLAINED = COMMON + textwrap.dedent(
             full = Tracker(inputs, func=gpt.train_step, module=gpt)
             prof = profiled(full)
         with Phase("attribution_analysis"):
-            explained = combine(measured, attribute(raw_from_profiler(prof), full.facts(prof)))
+            # The attribution pass needs no flat event list: the tree walk reads all it needs.
+            explained = combine(measured, attribute(None, full.facts(prof)))
         events["attribution"] = len(prof.profiler.kineto_results.events())
         assert explained.at_peak.footprint_bytes == explained.footprint_bytes, explained.notes
     print(json.dumps({{"phases": phases, "events": events, "cpu": time.process_time() - c_start}}))
@@ -142,18 +144,28 @@ def main() -> None:
     )
     parser.add_argument("--layers", type=int, default=80, help="GPT blocks (80: ~100k events)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (1: on a shared machine, OpenMP threads spinning for a core "
+        "make the steps' times vary several-fold)",
+    )
     options = parser.parse_args()
     variants = {
-        "bare": BARE.format(layers=options.layers),
-        "measured": EXPLAINED.format(layers=options.layers, explain=False),
-        "explained": EXPLAINED.format(layers=options.layers, explain=True),
+        "bare": BARE.format(layers=options.layers, threads=options.threads),
+        "measured": EXPLAINED.format(layers=options.layers, explain=False, threads=options.threads),
+        "explained": EXPLAINED.format(layers=options.layers, explain=True, threads=options.threads),
     }
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for _ in range(options.rounds):
         for name, code in variants.items():
             results[name].append(run(code))
     print(f"Machine: {machine()}")
-    print(f"Workload: memprof.examples.gpt train_step, {options.layers} blocks, n_embd 64, batch 4")
+    print(
+        f"Workload: memprof.examples.gpt train_step, {options.layers} blocks, n_embd 64, batch 4; "
+        f"torch threads {options.threads}"
+    )
     print(f"Rounds: {options.rounds} (medians; each variant a fresh process, run alternately)\n")
     print("| variant | phase | wall s | CPU s |")
     print("|---|---|---|---|")

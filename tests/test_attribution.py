@@ -9,7 +9,13 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from memprof.analysis.attribution import CATEGORIES, OUTSIDE_OPS, UNKNOWN_BEFORE, attribute
+from memprof.analysis.attribution import (
+    CATEGORIES,
+    OUTSIDE_OPS,
+    UNKNOWN_BEFORE,
+    attribute,
+    with_device_counters,
+)
 from memprof.records import (
     Allocations,
     ModuleCalls,
@@ -228,3 +234,28 @@ def test_every_byte_is_in_one_category_and_the_peak_is_the_highest_live_point(
     start = live(window[0] - 1)
     assert explained.live_at_start_bytes == start
     assert explained.footprint_bytes == max([start, *[live(t) for t in events]])
+
+
+def test_device_counters_complete_the_footprint_with_what_memprof_did_not_find() -> None:
+    facts = make_facts(
+        records=[(10, 512, 0x10)],
+        storages=[storage(0x30, 1024, "parameter")],
+        ops=[(8, 12, "aten::empty")],
+        outputs=[(0x10, 0)],
+        device="cuda:0",
+    )
+    explained = attribute(raw_of(facts, [(5, 40)]), facts)
+    assert (explained.live_at_start_bytes, explained.footprint_bytes) == (1024, 1536)
+    # The caching allocator counted 4096 B live at the start and a high-water mark of 4608 B.
+    completed = with_device_counters(explained, 4096, 4608)
+    assert (completed.live_at_start_bytes, completed.footprint_bytes, completed.peak_bytes) == (
+        4096,
+        4608,
+        512,
+    )
+    assert completed.at_peak.by_category["other"] == 3072
+    assert sum(completed.at_peak.by_category.values()) == completed.at_peak.footprint_bytes == 4608
+    assert [(u.bytes, u.before_call) for u in completed.at_peak.unattributed] == [(3072, True)]
+    assert completed.notes == explained.notes
+    # A high-water mark far above the footprint: something allocated where the profiler did not see.
+    assert any("max_memory_allocated" in n for n in with_device_counters(explained, 4096, 8 << 20).notes)

@@ -20,7 +20,7 @@ from torch import nn
 
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
-from memprof.analysis.attribution import AtPeakEntry, Attribution
+from memprof.analysis.attribution import AtPeakEntry, Attribution, attribute
 from memprof.sources import tracking
 from memprof.sources.tracking import Tracker, is_user_file
 
@@ -132,6 +132,17 @@ def test_the_attribution_pass_allocates_what_the_measured_run_does_and_its_own_s
     assert extra == Counter({8: len(facts.rewrap_op)})
     assert Counter(facts.rewrap_bytes.tolist()) == Counter({8: len(facts.rewrap_op)})
     assert len(facts.rewrap_op) > 100  # AdamW's scalar arithmetic, per parameter
+
+
+def test_the_flat_event_list_is_only_a_cross_check() -> None:
+    x, y = similarity.similarity_inputs()
+    similarity.similarity(x, y)
+    tracker = Tracker((x, y), func=similarity.similarity)
+    raw, prof = _profiled(similarity.similarity, (x, y), {}, 1, tracker)
+    facts = tracker.facts(prof)
+    with_raw, without = attribute(raw, facts), attribute(None, facts)
+    assert with_raw == without
+    assert without.peak_bytes == 834_000_000
 
 
 # ---- categories ---------------------------------------------------------------------------------

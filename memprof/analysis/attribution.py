@@ -558,9 +558,9 @@ class _Window:
     peak: int  # live bytes at the peak are prefix[peak]: events [0, peak) have happened
 
 
-def _windows(raw: RawProfile, lt: _Lifetimes, prefix: np.ndarray) -> list[_Window]:
-    if raw.calls:
-        spans = [(int(s), int(e)) for s, e in raw.calls]
+def _windows(calls: list[tuple[int, int]], lt: _Lifetimes, prefix: np.ndarray) -> list[_Window]:
+    if calls:
+        spans = [(int(s), int(e)) for s, e in calls]
     else:
         recorded = lt.times[lt.times > _BEFORE]
         spans = [(int(recorded[0]), int(recorded[-1])) if len(recorded) else (0, 0)]
@@ -903,8 +903,10 @@ def _timeline(
 # ---- the whole -----------------------------------------------------------------------------------
 
 
-def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Attribution:
-    """Explain the peak of the profiled calls in ``raw`` with what the tracker saw.
+def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True) -> Attribution:
+    """Explain the peak of the profiled calls with what the tracker saw (``facts`` holds the
+    allocator records and the calls' ranges). ``raw``, the same profile's flat records, is
+    optional: given, they are cross-checked (a note says when they disagree).
 
     The run's numbers are those of the call with the highest peak above its start. ``warm``:
     warm-up calls ran before the first measured call (then live bytes growing during the first
@@ -914,7 +916,7 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
     facts, backward = _prepared(facts)
     lt = _lifetimes(facts)
     prefix = np.concatenate(([0], np.cumsum(lt.deltas, dtype=np.int64)))
-    windows = _windows(raw, lt, prefix)
+    windows = _windows(list(facts.calls) if facts.calls or raw is None else raw.calls, lt, prefix)
     calls = _call_numbers(windows, prefix)
     worst = max(range(len(calls)), key=lambda i: (calls[i].peak_bytes, -i))
     window, numbers = windows[worst], calls[worst]
@@ -924,12 +926,14 @@ def attribute(raw: RawProfile, facts: TrackedFacts, *, warm: bool = True) -> Att
     spans = [(w.start_ns, w.end_ns) for w in windows]
     records_peak = _records_peak(measured_records.time, measured_records.bytes, spans)
     notes = list(facts.notes)
-    if len(raw.mem_time) != len(measured_records.time):
+    if raw is None:
+        pass
+    elif len(raw.mem_time) != len(measured_records.time):
         notes.append(
             f"the profile holds {len(raw.mem_time):,} allocator records and {len(measured_records.time):,} "
             "with addresses: the explanation may miss some"
         )
-    elif raw.calls and _records_peak(raw.mem_time, raw.mem_bytes, spans) != records_peak:
+    elif _records_peak(raw.mem_time, raw.mem_bytes, spans) != records_peak:
         notes.append("the allocator records with addresses disagree with the profiler's event list")
     freed_bytes = int(lt.nbytes[freed].sum())
     if freed_bytes:
@@ -1022,4 +1026,50 @@ def combine(measured: Attribution, explained: Attribution) -> Attribution:
         notes=tuple(notes),
         kernels=explained.kernels,
         fused_kernels=explained.fused_kernels,
+    )
+
+
+DEVICE_BEFORE = (
+    "live on the device before the call (torch.cuda.memory_allocated) and not reachable from its "
+    "arguments, model or optimizer, or the allocator's rounding of blocks made before profiling"
+)
+
+
+def with_device_counters(
+    explained: Attribution, memory_allocated_start_bytes: int, max_memory_allocated_bytes: int
+) -> Attribution:
+    """CUDA: complete the footprint with what the caching allocator counted live at the start
+    (``torch.cuda.memory_allocated()`` before the measured calls) that memprof did not find, as
+    an unattributed line; say when the allocator's own high-water mark
+    (``max_memory_allocated()``, reset before the measured calls) disagrees with the footprint."""
+    unknown = memory_allocated_start_bytes - explained.live_at_start_bytes
+    notes = list(explained.notes)
+    at_peak = explained.at_peak
+    if unknown > 0:
+        by_category = dict(at_peak.by_category)
+        by_category["other"] += unknown
+        at_peak = replace(
+            at_peak,
+            by_category=by_category,
+            unattributed=(*at_peak.unattributed, Unattributed(unknown, 1, DEVICE_BEFORE, True)),
+            footprint_bytes=at_peak.footprint_bytes + unknown,
+        )
+    elif unknown < 0:
+        notes.append(
+            f"memprof found {-unknown:,} B more live at the start than torch.cuda.memory_allocated() "
+            "counted (tensors on another device?)"
+        )
+    footprint = explained.footprint_bytes + max(unknown, 0)
+    if abs(max_memory_allocated_bytes - footprint) > max(0.01 * footprint, 1 << 20):
+        notes.append(
+            f"torch.cuda.max_memory_allocated() is {max_memory_allocated_bytes:,} B, the footprint "
+            f"{footprint:,} B: memory was allocated where the profiler does not record (another "
+            "thread?), or between the measured calls"
+        )
+    return replace(
+        explained,
+        footprint_bytes=footprint,
+        live_at_start_bytes=explained.live_at_start_bytes + max(unknown, 0),
+        at_peak=at_peak,
+        notes=tuple(notes),
     )

@@ -3,31 +3,48 @@ which line of the user's code, in which module, forward or backward, and what ea
 (parameter, gradient, optimizer state, input, saved for backward).
 
 The profiler's allocator records say how many bytes were live when; this module says what they
-were. :class:`Tracker` is entered around the profiled calls (and around the profiler)::
+were, and :func:`memprof.analysis.attribution.attribute` turns both into numbers. A run is
+explained in two passes::
 
-    with Tracker(args, kwargs, func=func, module=target_module, device="cpu") as tracker:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            for _ in range(repeat):
-                with record_function(CALL_MARKER):
-                    func(*args, **kwargs)
-    facts = tracker.facts(prof)   # -> memprof.records.TrackedFacts, no torch objects inside
+    # 1. The measured calls: program state only. Their allocations are exactly an untracked
+    #    run's; the exact peak (frees of tensors made before the call included) comes from here.
+    light = Tracker(args, kwargs, func=func, module=target_module, device="cpu", ops=False)
+    with light, profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for _ in range(repeat):
+            with record_function(CALL_MARKER):
+                func(*args, **kwargs)
+    measured = attribute(raw_from_profiler(prof), light.facts(prof), warm=warmup > 0)
+    # 2. One attribution call with ops, lines and saved tensors tracked.
+    full = Tracker(args, kwargs, func=func, module=target_module, device="cpu")
+    with full, profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function(CALL_MARKER):
+            func(*args, **kwargs)
+    explained = combine(measured, attribute(raw_from_profiler(prof), full.facts(prof)))
 
-and :func:`memprof.analysis.attribution.attribute` turns the records and the facts into numbers.
+Compiled functions are explained in one pass: :class:`CompileTracking` is entered around the
+compiling call and the measured calls, ``Tracker(..., compiled=True)`` around the profile, and
+``tracker.facts(prof, compiled=tracking)`` reads the kernels and their lines.
 
 How, and why this way (measured: shared/ATTRIBUTION_FACTS.md):
 
 - A ``TorchDispatchMode`` sees every op below autograd: its window on the profiler's clock,
   the storage address of each tensor it returns, and the innermost frame of the user's code
-  (found by walking ``sys._getframe``, not ``traceback``: 1 us instead of 50).
-- Backward: the node being run (``torch._C._current_autograd_node()``) has the sequence number
-  its forward op was dispatched under, so each backward op takes the forward op's line and
-  module without anomaly mode (which costs 1.3-2.5x the step).
+  (found by walking ``sys._getframe``, not ``traceback``: 1 us instead of 50). It changes what
+  torch allocates, hence the second pass: a Python number given for a Tensor argument becomes a
+  new 8-byte tensor when the mode calls the op (recorded, and left out of the explanation), and
+  in backward, tensors with Python objects are not accumulated into in place (so the mode is
+  taken off while autograd runs).
+- Backward ops are read from the profile: each runs inside its autograd node's
+  ``evaluate_function`` range, whose sequence number is that of the forward op that made the
+  node: the backward op takes its line and module, without anomaly mode (1.3-2.5x the step).
 - Modules: global forward pre/post hooks keep the stack of module calls.
 - Saved tensors: a ``saved_tensors_hooks`` pack hook that returns the tensor unchanged.
 - Program state: parameters, gradients (post-accumulate-grad hooks), optimizer state (global
   optimizer step hooks), inputs, found from the arguments, the bound object and the target
   module's globals. Storages live before profiling get a ``weakref.finalize``: the profiler does
   not record their frees (zero_grad(set_to_none=True) in a training step is one).
+- Addresses of allocations: ``experimental_event_tree()``'s ``[memory]`` nodes (the flat event
+  list has none); one walk of the tree also gives the backward ops and compiled kernels.
 """
 
 from __future__ import annotations
@@ -55,7 +72,9 @@ import torch  # noqa: TID253 - the torch side of tracking, like sources/live.py
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
 import memprof
+from memprof.gcpause import gc_paused
 from memprof.records import (
+    CALL_MARKER,
     Allocations,
     ModuleCalls,
     Site,
@@ -200,6 +219,8 @@ class Tracker:
         self._storages: list[list[Any]] = []
         self._alive: dict[int, list[int]] = {}
         self._finalizers: list[weakref.finalize] = []
+        self._hooked: set[int] = set()  # parameters whose gradients a hook reports
+        self._state_seen: dict[int, tuple[int, ...]] = {}  # parameter -> its state tensors' ids
         self._param_names: dict[int, str] = {}
         self._buffer_names: dict[int, str] = {}
         self._optimizers: dict[int, torch.optim.Optimizer] = {}
@@ -221,7 +242,8 @@ class Tracker:
         stack.callback(optim.register_optimizer_step_post_hook(self._optimizer_post).remove)
         for module in self._modules:
             for param in module.parameters():
-                if param.requires_grad:
+                if param.requires_grad and id(param) not in self._hooked:
+                    self._hooked.add(id(param))
                     stack.callback(param.register_post_accumulate_grad_hook(self._grad_ready).remove)
         if self._ops:
             stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack))
@@ -488,33 +510,44 @@ class Tracker:
 
     def _scan_state(self, now: int) -> None:
         """Parameters, their gradients, module buffers and optimizer state, live at ``now``."""
-        for root in self._modules:
-            for param in root.parameters():
-                name = self._param_names.get(id(param), "")
-                self._see(param, "parameter", name, _owner(name), now)
-                if param.grad is not None:
-                    self._see(param.grad, "gradient", name, _owner(name), now)
-            for buffer in root.buffers():
-                name = self._buffer_names.get(id(buffer), "")
-                self._see(buffer, "other", name, _owner(name), now)
-        for optimizer in list(self._optimizers.values()):
-            self._see_optimizer(optimizer, now)
+        with gc_paused():  # thousands of small objects: no collection passes meanwhile
+            for root in self._modules:
+                for param in root.parameters():
+                    name = self._param_names.get(id(param), "")
+                    self._see(param, "parameter", name, _owner(name), now)
+                    if param.grad is not None:
+                        self._see(param.grad, "gradient", name, _owner(name), now)
+                for buffer in root.buffers():
+                    name = self._buffer_names.get(id(buffer), "")
+                    self._see(buffer, "other", name, _owner(name), now)
+            self._state_seen.clear()  # a scan sees all state again
+            for optimizer in list(self._optimizers.values()):
+                self._see_optimizer(optimizer, now)
 
     def _see_optimizer(self, optimizer: torch.optim.Optimizer, now: int) -> None:
-        for group in optimizer.param_groups:
-            for param in group["params"]:
+        """Its parameters, their gradients (unless a hook reports them) and its state. What was
+        seen already as the same objects is skipped: this runs after every step, in the call."""
+        with gc_paused():
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if id(param) in self._hooked:
+                        continue
+                    name = self._param_names.get(id(param), "")
+                    self._see(param, "parameter", name, _owner(name), now)
+                    if param.grad is not None:
+                        self._see(param.grad, "gradient", name, _owner(name), now)
+            for param, state in optimizer.state.items():
+                if not isinstance(state, dict):
+                    continue
+                identity = tuple(id(value) for value in state.values())
+                if self._state_seen.get(id(param)) == identity:
+                    continue
+                self._state_seen[id(param)] = identity
                 name = self._param_names.get(id(param), "")
-                self._see(param, "parameter", name, _owner(name), now)
-                if param.grad is not None:
-                    self._see(param.grad, "gradient", name, _owner(name), now)
-        for param, state in optimizer.state.items():
-            name = self._param_names.get(id(param), "")
-            if isinstance(state, dict):
                 for key, value in state.items():
                     if isinstance(value, torch.Tensor):
-                        self._see(
-                            value, "optimizer_state", f"{name}.{key}" if name else str(key), _owner(name), now
-                        )
+                        label = f"{name}.{key}" if name else str(key)
+                        self._see(value, "optimizer_state", label, _owner(name), now)
 
     # ---- the result ---------------------------------------------------------------------------
 
@@ -538,6 +571,7 @@ class Tracker:
         )
         sequence = sorted(self._first_op_of_sequence.items())
         return TrackedFacts(
+            calls=tuple(read.calls),
             allocations=read.allocations,
             ops=TrackedOps(
                 t0=_int_array(self._op_t0),
@@ -686,6 +720,7 @@ class _ProfileRead:
     allocations: Allocations
     backward: list[tuple[str, int, int, int]]
     kernels: list[tuple[int, str, int, int, int]]
+    calls: list[tuple[int, int]]
 
 
 def _read_profile(
@@ -698,6 +733,7 @@ def _read_profile(
     ptrs: list[int] = []
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
+    calls: list[tuple[int, int]] = []
     wrappers = 0
     # Depth first, carrying: the autograd node's number (None outside backward), whether inside
     # an op already, and the Inductor wrapper call whose kernels are the children (-1 if none).
@@ -715,7 +751,9 @@ def _read_profile(
                 sizes.append(fields.alloc_size)
                 ptrs.append(fields.ptr)
             continue
-        if name.startswith("autograd::engine::evaluate_function"):
+        if name == CALL_MARKER:
+            calls.append((node.start_time_ns, node.end_time_ns))
+        elif name.startswith("autograd::engine::evaluate_function"):
             sequence, inside = int(node.extra_fields.sequence_number), False
         elif backward_ops and sequence is not None and not inside and name.startswith("aten::"):
             backward.append((name, node.start_time_ns, node.end_time_ns, sequence))
@@ -732,7 +770,7 @@ def _read_profile(
     # The walk visits records depth first, backwards: time order, ties by address for stability.
     order = np.lexsort((array[2], array[0]))
     allocations = Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
-    return _ProfileRead(allocations, backward, sorted(found, key=lambda k: k[3]))
+    return _ProfileRead(allocations, backward, sorted(found, key=lambda k: k[3]), sorted(calls))
 
 
 def _backward_table(backward: list[tuple[str, int, int, int]]) -> tuple[TrackedOps, np.ndarray]:
@@ -962,6 +1000,7 @@ def _compiled_facts(
     shapes = sorted({r[0] for _, r in results})
     dtypes = sorted({r[1] for _, r in results})
     return TrackedFacts(
+        calls=tuple(read.calls),
         allocations=read.allocations,
         ops=TrackedOps(
             t0=_int_array([k[1] for k in kernels]),
