@@ -378,3 +378,46 @@ def test_user_files_are_everything_but_torch_memprof_and_the_standard_library() 
     assert not is_user_file(tracking.__file__)
     assert is_user_file("<string>")
     assert not is_user_file("<frozen importlib._bootstrap>")
+
+
+# ---- every built-in example explains itself ----------------------------------------------------
+
+EXAMPLES = [
+    ("activation_checkpointing", "plain_step"),
+    ("activation_checkpointing", "checkpointed_step"),
+    ("channels_last", "contiguous"),
+    ("channels_last", "channels_last"),
+    ("checkpoint_load", "full_load"),
+    ("checkpoint_load", "mmap_load"),
+    ("no_grad", "with_autograd"),
+    ("no_grad", "no_grad"),
+    ("no_grad", "inference_mode"),
+]
+
+
+@pytest.mark.parametrize(("module_name", "func_name"), EXAMPLES)
+def test_built_in_examples_reconcile_and_reproduce_their_peak(module_name: str, func_name: str) -> None:
+    module = importlib.import_module(f"memprof.examples.{module_name}")
+    made = getattr(module, f"{func_name}_inputs")(device="cpu")
+    func = getattr(module, func_name)
+    if isinstance(made, dict):
+        raw, explained = profile_calls(func, (), made, module=module)
+    else:
+        raw, explained = profile_calls(func, tuple(made), module=module)
+    assert explained is not None
+    reconcile(raw, explained)
+    assert (explained.at_peak.footprint_bytes, explained.at_peak.peak_bytes) == (
+        explained.footprint_bytes,
+        explained.peak_bytes,
+    ), explained.notes
+    if explained.peak_bytes:
+        top = made_during(explained)[0]
+        assert top.source.startswith("memprof/examples/") and top.op, top
+
+
+def test_checkpointing_keeps_fewer_activations_at_the_peak() -> None:
+    from memprof.examples import activation_checkpointing as ac
+
+    plain = explain(ac.plain_step, *ac.step_inputs(), module=ac)
+    checkpointed = explain(ac.checkpointed_step, *ac.step_inputs(), module=ac)
+    assert checkpointed.at_peak.by_category["activation"] < plain.at_peak.by_category["activation"] / 2

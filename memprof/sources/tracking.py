@@ -952,33 +952,7 @@ def _compiled_facts(
 ) -> TrackedFacts:
     """The kernels of each wrapper call as ops, matched to the compiled graph whose kernel
     sequence they are, with that graph's lines and modules; modules as one call per path."""
-    by_wrapper: dict[int, list[tuple[str, int, int, int]]] = {}
-    for wrapper, name, t0, t1, phase in read.kernels:
-        by_wrapper.setdefault(wrapper, []).append((_GRAPH_PREFIX.sub("", name, count=1), t0, t1, phase))
-    kernels: list[tuple[str, int, int, int, _Origin | None]] = []
-    unmatched = 0
-    records = read.allocations
-    for events in by_wrapper.values():
-        events.sort(key=lambda e: e[1])
-        graph = _matching_graph(graphs, [e[0] for e in events])
-        unmatched += graph is None
-        unused = list(graph or [])
-        previous_end = events[0][1]
-        for name, t0, t1, phase in events:
-            # The sizes allocated since the previous kernel: the buffers this one writes.
-            lo, hi = np.searchsorted(records.time, [previous_end, t1], side="left")
-            sizes = set(records.bytes[lo:hi].tolist())
-            previous_end = t1
-            same = [k for k in unused if k[0] == name]
-            chosen = next((k for k in same if any(r[2] in sizes for r in k[1][4])), same[0] if same else None)
-            if chosen is not None:
-                unused.remove(chosen)
-            kernels.append((name, t0, t1, phase, chosen[1] if chosen else None))
-    if unmatched or not graphs:
-        notes.append(
-            f"{unmatched or len(by_wrapper)} compiled graph call(s) could not be matched to Inductor's "
-            "provenance (compiled before tracking, or from a cache): their buffers are explained by kernel"
-        )
+    kernels = _matched_kernels(read, graphs, notes)
     kernels.sort(key=lambda k: k[2])
     names = sorted({k[0] for k in kernels})
     code = {name: i for i, name in enumerate(names)}
@@ -1033,6 +1007,41 @@ def _compiled_facts(
         shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
         dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
     )
+
+
+def _matched_kernels(
+    read: _ProfileRead, graphs: list[list[tuple[str, _Origin]]], notes: list[str]
+) -> list[tuple[str, int, int, int, _Origin | None]]:
+    """Each kernel the profile saw (name, start, end, phase) with its origin in the compiled
+    graph its wrapper call ran (None when no graph matches)."""
+    by_wrapper: dict[int, list[tuple[str, int, int, int]]] = {}
+    for wrapper, name, t0, t1, phase in read.kernels:
+        by_wrapper.setdefault(wrapper, []).append((_GRAPH_PREFIX.sub("", name, count=1), t0, t1, phase))
+    kernels: list[tuple[str, int, int, int, _Origin | None]] = []
+    unmatched = 0
+    records = read.allocations
+    for events in by_wrapper.values():
+        events.sort(key=lambda e: e[1])
+        graph = _matching_graph(graphs, [e[0] for e in events])
+        unmatched += graph is None
+        unused = list(graph or [])
+        previous_end = events[0][1]
+        for name, t0, t1, phase in events:
+            # The sizes allocated since the previous kernel: the buffers this one writes.
+            lo, hi = np.searchsorted(records.time, [previous_end, t1], side="left")
+            sizes = set(records.bytes[lo:hi].tolist())
+            previous_end = t1
+            same = [k for k in unused if k[0] == name]
+            chosen = next((k for k in same if any(r[2] in sizes for r in k[1][4])), same[0] if same else None)
+            if chosen is not None:
+                unused.remove(chosen)
+            kernels.append((name, t0, t1, phase, chosen[1] if chosen else None))
+    if unmatched or not graphs:
+        notes.append(
+            f"{unmatched or len(by_wrapper)} compiled graph call(s) could not be matched to Inductor's "
+            "provenance (compiled before tracking, or from a cache): their buffers are explained by kernel"
+        )
+    return kernels
 
 
 def _matching_graph(
