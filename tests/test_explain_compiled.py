@@ -32,12 +32,21 @@ def similarity_compiled() -> Attribution:
     return profile_compiled(similarity.similarity, similarity.similarity_inputs(), module=similarity)[1]
 
 
-def test_compiled_similarity_allocates_only_the_fused_kernels_result(similarity_compiled: Attribution) -> None:
+def test_compiled_similarity_allocates_only_the_fused_kernels_result(
+    similarity_compiled: Attribution,
+) -> None:
     explained = similarity_compiled
     assert explained.peak_bytes == 2_000_000  # only the (500, 500) int64 result
     (entry,) = [e for e in explained.at_peak.entries if not e.before_call]
-    assert (entry.bytes, entry.category, entry.shape, entry.dtype) == (2_000_000, "temporary", "(500, 500)", "int64")
-    assert entry.op.startswith("cpp_fused_") and entry.source == line(similarity, "return xy.abs().lt(1).sum(")
+    assert (entry.bytes, entry.category, entry.shape, entry.dtype) == (
+        2_000_000,
+        "temporary",
+        "(500, 500)",
+        "int64",
+    )
+    assert entry.op.startswith("cpp_fused_") and entry.source == line(
+        similarity, "return xy.abs().lt(1).sum("
+    )
     (kernel,) = [k for k in explained.kernels if k.name == entry.op]
     assert (kernel.allocated_bytes, kernel.at_peak_bytes) == (2_000_000, 2_000_000)
     assert {"aten::sub", "aten::abs", "aten::lt", "aten::sum"} <= set(kernel.replaces)
@@ -47,7 +56,9 @@ def test_compiled_similarity_allocates_only_the_fused_kernels_result(similarity_
 def test_compiled_gpt_peak_is_traced_to_the_users_lines(gpt_compiled: Attribution) -> None:
     explained = gpt_compiled
     during = [e for e in explained.at_peak.entries if not e.before_call]
-    made = sum(e.bytes for e in during) + sum(u.bytes for u in explained.at_peak.unattributed if not u.before_call)
+    made = sum(e.bytes for e in during) + sum(
+        u.bytes for u in explained.at_peak.unattributed if not u.before_call
+    )
     in_gpt = sum(e.bytes for e in during if e.source.startswith("memprof/examples/gpt.py:"))
     assert made == explained.peak_bytes + explained.freed_before_peak_bytes
     assert in_gpt >= 0.8 * made
