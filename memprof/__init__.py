@@ -10,15 +10,29 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Report", "RunResult", "profile", "read_table", "load_report", "__version__"]
+__all__ = [
+    "Inputs",
+    "Report",
+    "RunResult",
+    "Variant",
+    "compare",
+    "profile",
+    "read_table",
+    "load_report",
+    "__version__",
+]
 
 if TYPE_CHECKING:
-    from memprof.api import profile
+    from memprof.api import Variant, compare, profile
     from memprof.model import Report, RunResult, load_report
+    from memprof.sources.target import Inputs
     from memprof.table import read_table
 
 _LAZY = {
     "profile": "memprof.api",
+    "compare": "memprof.api",
+    "Variant": "memprof.api",
+    "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "RunResult": "memprof.model",
     "load_report": "memprof.model",

@@ -1,67 +1,88 @@
-"""The Python API: profile a callable, or a list of variants, into a :class:`Report`."""
+"""The Python API, the library's front door: profile a callable (:func:`profile`) or compare
+several (:func:`compare`) into a :class:`memprof.Report`. The command line calls the same
+functions."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from memprof.errors import UsageError, UserCodeError
+from memprof.errors import UsageError, UserCodeError, param
 from memprof.model import Report, RunResult
 from memprof.sources.options import RunOptions
-from memprof.sources.target import Inputs
+from memprof.sources.target import Inputs, InputsFactory, Target
 
 MODES = ("eager", "compile", "both")
+
+StatusFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One thing to profile: ``func(*inputs)`` in ``mode``, shown as ``label``."""
+    """One thing to profile: ``target`` (a callable, or a ``pkg.mod:func`` /
+    ``path/to/file.py:func`` spec) called with ``inputs`` in ``mode``, shown as ``label``.
 
-    label: str
-    func: Callable[..., Any]
-    inputs: Inputs
-    mode: str = "eager"
-    name: str = "target"
+    ``inputs``: :class:`memprof.sources.target.Inputs` (the arguments themselves), an inputs
+    factory or its spec (``pkg.mod:make``; it returns a tuple/list of args, a dict of kwargs or
+    one argument, and gets ``device`` when it accepts it), or None: the target's own
+    ``<func>_inputs`` factory when it needs arguments. Fields left None take the values given
+    to :func:`compare`.
+    """
 
-
-def run_variants(
-    target: str,
-    variants: Sequence[Variant],
-    options: RunOptions | None = None,
-    status: Callable[[str], None] | None = None,
-) -> tuple[Report, UserCodeError | None]:
-    """Profile each variant in turn (``options.mode`` is taken from each variant). A variant
-    whose code fails is kept as a failed run and the rest still run; the first failure is
-    returned next to the report (the CLI exits 3 on it)."""
-    from memprof.sources.live import environment, resolve_device, run_target
-
-    options = options or RunOptions()
-    resolved = resolve_device(options.device)
-    base = replace(options, device=resolved)
-    runs: dict[str, RunResult] = {}
-    first_error: UserCodeError | None = None
-    for variant in variants:
-        options = replace(base, mode=variant.mode)
-        try:
-            runs[variant.label] = run_target(
-                variant.func, variant.inputs, options, label=variant.label, name=variant.name, status=status
-            )
-        except UserCodeError as error:
-            if len(variants) == 1:
-                raise
-            first_error = first_error or error
-            runs[variant.label] = RunResult.failed_run(variant.label, variant.mode, error.message)
-    report = Report(target=target, device=resolved, runs=runs, environment=environment(resolved))
-    return report, first_error
+    target: Callable[..., Any] | str
+    inputs: Inputs | InputsFactory | None = None
+    mode: str | None = None
+    label: str | None = None
 
 
-def mode_variants(func: Callable[..., Any], inputs: Inputs, mode: str, name: str) -> list[Variant]:
-    """``eager``, ``compile`` or ``both`` (eager, then compiled) variants of one function."""
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}; e.g. mode='compile'")
-    modes = ["eager", "compile"] if mode == "both" else [mode]
-    return [Variant(label=m, func=func, inputs=inputs, mode=m, name=name) for m in modes]
+def default_labels(names: Sequence[str]) -> list[str]:
+    """Function names (``pkg.mod:f`` -> ``f``); a name seen before gets ``#2``, ``#3``, ..."""
+    labels: list[str] = []
+    for spec in names:
+        name = spec.rpartition(":")[2] or spec
+        label, n = name, 1
+        while label in labels:
+            n += 1
+            label = f"{name}#{n}"
+        labels.append(label)
+    return labels
+
+
+def compare(
+    *targets: Callable[..., Any] | str | Variant,
+    labels: Sequence[str] | None = None,
+    inputs: Inputs | InputsFactory | None = None,
+    mode: str = "eager",
+    status: StatusFn | None = None,
+    **settings: Any,
+) -> Report:
+    """Profile each target in turn and return one :class:`memprof.Report`; the first run is the
+    base that ``report.diffs`` compares every other with.
+
+    ``targets``: callables, ``pkg.mod:func`` specs, or :class:`Variant` (a target with its own
+    inputs, mode and label). ``inputs``: for every target without its own (see
+    :class:`Variant`). ``mode``: "eager" or "compile" for every target without its own, or
+    "both" to compare one target with its compiled self. ``labels``: one per run (default: the
+    function names, ``f#2`` when repeated; for one target, its mode). ``status`` receives
+    progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
+    ``device`` ("auto", the default, picks CUDA when available), ``warmup``, ``repeat``,
+    ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
+    table of each run).
+
+    When a target's code fails, the others are still profiled; then the first failure is
+    raised (:class:`memprof.errors.UserCodeError`) with ``error.report`` holding every run,
+    the failed ones marked ``status="failed"``. With a single run there is no such report.
+
+    >>> import memprof
+    >>> report = memprof.compare("memprof.examples.no_grad:with_autograd", "memprof.examples.no_grad:no_grad")
+    >>> report.diff.verdict  # doctest: +SKIP
+    'no_grad lowers peak memory vs with_autograd by 28.0 MiB (-87.5%): 32.0 MiB -> 4.0 MiB'
+    """
+    variants = _variants(targets, inputs, mode)
+    named = _labels(variants, labels)
+    variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
+    return _profile_variants(variants, _run_options(settings), status)
 
 
 def profile(
@@ -88,15 +109,134 @@ def profile(
     >>> report.runs["eager"].peak_bytes
     4194304
     """
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     inputs = Inputs(args=tuple(args), kwargs=dict(kwargs), source="python")
-    report, error = run_variants(
-        f"{getattr(fn, '__module__', '') or ''}:{name}".lstrip(":"),
-        mode_variants(fn, inputs, mode, name),
-        RunOptions(
-            device=device or "auto", warmup=warmup, repeat=repeat, compile_mode=compile_mode, backend=backend
-        ),
+    return compare(
+        Variant(target=fn, inputs=inputs),
+        mode=mode,
+        device=device,
+        warmup=warmup,
+        repeat=repeat,
+        compile_mode=compile_mode,
+        backend=backend,
     )
-    if error is not None:
-        raise error
+
+
+def _run_options(settings: dict[str, Any]) -> RunOptions:
+    known = {f.name for f in fields(RunOptions)} - {"mode"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise UsageError(
+            f"compare() got unknown settings {', '.join(unknown)}; it takes {', '.join(sorted(known))}"
+        )
+    return RunOptions(**{**settings, "device": settings.get("device") or "auto"})
+
+
+def _variants(
+    targets: Sequence[Callable[..., Any] | str | Variant], inputs: Inputs | InputsFactory | None, mode: str
+) -> list[Variant]:
+    """One variant per target, with the shared inputs and mode filled in; ``both`` makes the
+    eager and the compiled variant of a single target."""
+    if not targets:
+        raise UsageError("compare needs at least one target")
+    if mode not in MODES:
+        raise UsageError(
+            f"{param('mode')} {mode!r} is not one of {', '.join(MODES)}; e.g. {param('mode', 'compile')}"
+        )
+    variants = [t if isinstance(t, Variant) else Variant(target=t) for t in targets]
+    variants = [replace(v, inputs=v.inputs if v.inputs is not None else inputs) for v in variants]
+    if mode == "both":
+        if len(variants) != 1:
+            raise UsageError(f"{param('mode', 'both')} compares one target with its compiled self; give one")
+        return [replace(variants[0], mode=m) for m in ("eager", "compile")]
+    for v in variants:
+        if v.mode not in (None, "eager", "compile"):
+            raise UsageError(f"{param('mode')} {v.mode!r} of a variant is not one of eager, compile")
+    return [replace(v, mode=v.mode or mode) for v in variants]
+
+
+def _labels(variants: Sequence[Variant], labels: Sequence[str] | None) -> list[str]:
+    """One non-empty, distinct label per variant: given, else the variant's own, else the
+    function's name (the runs of one target in different modes: their modes)."""
+    if labels is None:
+        # Runs of one target that differ only in mode (profile(mode="both")) are named by mode.
+        modes = {v.mode for v in variants}
+        by_mode = len({_key(v.target) for v in variants}) == 1 and len(modes) == len(variants)
+        names = default_labels([_target_name(v.target) for v in variants])
+        labels = [
+            v.label or (v.mode if by_mode and v.mode else name)
+            for v, name in zip(variants, names, strict=True)
+        ]
+    labels = list(labels)
+    if len(labels) != len(variants):
+        raise UsageError(f"{param('labels')} gives {len(labels)} label(s) for {len(variants)} runs")
+    if any(not label for label in labels):
+        raise UsageError(f"{param('labels')} {labels!r} has an empty label; name every run")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise UsageError(
+            f"{param('labels')} {labels!r} repeats {', '.join(repeated)}; each label must be unique"
+        )
+    return labels
+
+
+def _target_name(target: Callable[..., Any] | str) -> str:
+    return target if isinstance(target, str) else Target.of(target).spec
+
+
+def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: StatusFn | None) -> Report:
+    """Resolve the device, every target and its inputs (in order, before any profiling), then
+    profile each variant. A failing variant is kept as a failed run while the rest still run."""
+    from memprof.sources.live import environment, resolve_device, run_target
+
+    device = resolve_device(options.device)
+    resolved = _resolve(variants, device)
+    runs: dict[str, RunResult] = {}
+    first_error: UserCodeError | None = None
+    for variant, (target, inputs) in zip(variants, resolved, strict=True):
+        assert variant.label is not None and variant.mode is not None
+        run_options = replace(options, device=device, mode=variant.mode)
+        try:
+            runs[variant.label] = run_target(
+                target.func, inputs, run_options, label=variant.label, name=target.attr_path, status=status
+            )
+        except UserCodeError as error:
+            if len(variants) == 1:
+                raise
+            first_error = first_error or error
+            runs[variant.label] = RunResult.failed_run(variant.label, variant.mode, error.message)
+    names = " vs ".join(dict.fromkeys(target.spec for target, _ in resolved))
+    report = Report(target=names, device=device, runs=runs, environment=environment(device))
+    if first_error is not None:
+        first_error.report = report
+        raise first_error
     return report
+
+
+def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inputs]]:
+    """Each variant's target and inputs. A target named twice is imported once and, with the
+    same inputs factory, shares one set of inputs (as eager and compiled runs of it do)."""
+    from memprof.sources.target import build_inputs, resolve
+
+    targets: dict[Any, Target] = {}
+    made: dict[tuple[Any, Any], Inputs] = {}
+    out = []
+    for variant in variants:
+        key = _key(variant.target)
+        if key not in targets:
+            spec = variant.target
+            targets[key] = resolve(spec) if isinstance(spec, str) else Target.of(spec)
+        target = targets[key]
+        if isinstance(variant.inputs, Inputs):
+            inputs = variant.inputs
+        else:
+            factory_key = (key, _key(variant.inputs))
+            if factory_key not in made:
+                made[factory_key] = build_inputs(target, variant.inputs, device)
+            inputs = made[factory_key]
+        out.append((target, inputs))
+    return out
+
+
+def _key(thing: Any) -> Any:
+    """Specs are the same target when equal; objects when they are the same object."""
+    return thing if thing is None or isinstance(thing, str) else ("object", id(thing))

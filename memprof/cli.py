@@ -1,9 +1,11 @@
 """The ``memprof`` command line: the typer app, and the one place errors become exit codes.
 
-Each command lives in ``memprof/commands/<name>.py``: it parses its options, calls one core
-function, renders, and returns. Errors are :class:`memprof.errors.MemprofError` subclasses;
-:func:`handle_errors` turns them into a one-line message on stderr and the documented exit
-code. Nothing here imports torch: ``memprof --help`` stays fast.
+Each command lives in ``memprof/commands/<name>.py``: it takes its options (option groups are
+built once, see ``memprof/commands/options.py``), calls the library, renders, and returns.
+Errors are :class:`memprof.errors.MemprofError` subclasses; :func:`handle_errors` turns them
+into a one-line message on stderr and the documented exit code (a failed gate, whose lines are
+already on stdout, only sets the exit code). Nothing here imports torch: ``memprof --help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import typer
 
 from memprof import __version__
 from memprof.commands.common import err
-from memprof.errors import EXIT_INTERRUPTED, MemprofError, UserCodeError
+from memprof.commands.options import cli_spelling, with_option_groups
+from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
 
 app = typer.Typer(
     name="memprof",
@@ -36,16 +39,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130."""
+    """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130. Inside the
+    command, the library's messages name its options as flags (``--repeat``, not ``repeat``)."""
+    spelling = cli_spelling(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with spelled_as(spelling):
+                return func(*args, **kwargs)
         except MemprofError as error:
             if isinstance(error, UserCodeError) and error.user_traceback:
                 err(error.user_traceback.rstrip("\n"))
-            err(f"memprof: error: {error.message}")
+            if not error.shown:
+                err(f"memprof: error: {error.message}")
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             err("memprof: interrupted; no output was written")
@@ -57,7 +64,7 @@ def handle_errors(func: F) -> F:
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"memprof {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 @app.callback()
@@ -82,15 +89,15 @@ def reflowed(func: F) -> F:
 
 
 def _register() -> None:
-    # Each command is a plain function in memprof/commands/; registering wraps it in the one
-    # error handler and reflows its docstring for --help.
+    # Each command is a plain function in memprof/commands/; registering spreads its option
+    # groups into options, wraps it in the one error handler and reflows its docstring for --help.
     from memprof.commands.check import check
     from memprof.commands.compare import compare
     from memprof.commands.parse import parse
     from memprof.commands.run import run
 
     for command in (run, compare, check, parse):
-        app.command()(handle_errors(reflowed(command)))
+        app.command()(handle_errors(reflowed(with_option_groups(command))))
 
 
 _register()
@@ -108,12 +115,12 @@ def main(argv: list[str] | None = None) -> None:
         # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and
         # format_message(); anything else is not a usage error and propagates.
         format_message = getattr(error, "format_message", None)
-        if getattr(error, "exit_code", None) != 2 or format_message is None:
+        if getattr(error, "exit_code", None) != EXIT_USAGE or format_message is None:
             raise
         message = format_message()
         if message:  # empty when `memprof` alone printed the help
             ctx = getattr(error, "ctx", None)
             command = getattr(ctx, "command_path", None) or "memprof"
             err(f"memprof: error: {message.rstrip('.')}; see '{command} --help'")
-        sys.exit(2)
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

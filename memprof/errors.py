@@ -1,11 +1,23 @@
-"""memprof's errors and exit codes.
+"""memprof's errors, exit codes, and how messages name the caller's parameters.
 
-Every failure a user can cause or meet is a :class:`MemprofError` carrying the exit code
-the command line returns for it. The CLI catches them in one place (``cli._handle_errors``),
-prints the one-line message and exits with ``exit_code``.
+Every failure a user can cause or meet is a :class:`MemprofError` carrying the exit code the
+command line returns for it. The CLI catches them in one place (``cli.handle_errors``), prints
+the one-line message and exits with ``exit_code``.
+
+The library is called from Python (``memprof.profile(fn, repeat=0)``), from the command line
+(``memprof run --repeat 0``) and from the pytest plugin, and a message should name the knob the
+way the caller wrote it. Core modules therefore never spell a command-line flag: they name a
+parameter with :func:`param` (``repeat``, ``mode='eager'``), and a front door that spells its
+parameters differently installs its own spelling with :func:`spelled_as` (the CLI turns them
+into ``--repeat``, ``--mode eager``).
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -15,9 +27,14 @@ EXIT_INTERRUPTED = 130
 
 
 class MemprofError(Exception):
-    """Base of memprof's errors; ``exit_code`` is what the command line returns."""
+    """Base of memprof's errors; ``exit_code`` is what the command line returns.
+
+    ``shown`` is True when what the error stands for was already printed (the gate's lines),
+    so the command line adds no message of its own.
+    """
 
     exit_code: int = EXIT_USAGE
+    shown: bool = False
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)
@@ -48,7 +65,9 @@ class TargetNotFoundError(UsageError):
 class UserCodeError(MemprofError):
     """The profiled code (its module, inputs factory, function or compilation) failed (exit 3).
 
-    ``user_traceback`` holds the user's traceback with memprof's own frames trimmed.
+    ``user_traceback`` holds the user's traceback with memprof's own frames trimmed. When
+    other variants of a comparison were measured, ``report`` holds them (and this one as a
+    failed run), so what was measured can still be shown and written.
     """
 
     exit_code = EXIT_USER_CODE
@@ -56,6 +75,15 @@ class UserCodeError(MemprofError):
     def __init__(self, message: str, *, user_traceback: str = "") -> None:
         super().__init__(message)
         self.user_traceback = user_traceback
+        self.report: Any = None
+
+
+class GateFailed(MemprofError):
+    """A memory gate failed (exit 1). Its lines were printed (on stdout) before it was raised;
+    the message is the gate's summary line."""
+
+    exit_code = EXIT_GATE_FAILED
+    shown = True
 
 
 def format_user_traceback(error: BaseException) -> str:
@@ -75,3 +103,43 @@ def format_user_traceback(error: BaseException) -> str:
     lines += traceback.format_list(frames)
     lines += traceback.format_exception_only(type(error), error)
     return "".join(lines)
+
+
+# ---------------------------------------------------------------------------- parameter names
+
+NO_VALUE: Any = object()
+"""``param(name)`` without a value: the parameter itself, not a setting of it."""
+
+Spelling = Callable[[str, Any], "str | None"]
+"""``(parameter, value) -> text``, or None when the caller has no such parameter."""
+
+
+def python_spelling(name: str, value: Any = NO_VALUE) -> str:
+    """``repeat``, ``mode='eager'``: parameters as a Python caller writes them."""
+    return name if value is NO_VALUE else f"{name}={value!r}"
+
+
+_SPELLING: ContextVar[Spelling] = ContextVar("memprof_spelling", default=python_spelling)
+
+
+def param(name: str, value: Any = NO_VALUE) -> str:
+    """Parameter ``name`` (set to ``value``, if given) as the current caller writes it:
+    ``repeat`` and ``mode='eager'`` from Python, ``--repeat`` and ``--mode eager`` on the
+    command line. A parameter the caller does not have is named as in Python."""
+    return _SPELLING.get()(name, value) or python_spelling(name, value)
+
+
+def param_if_any(name: str, value: Any = NO_VALUE) -> str | None:
+    """Like :func:`param`, or None when the caller has no such parameter: for hints that
+    only make sense where the knob exists (the pytest plugin has no ``strict_env``)."""
+    return _SPELLING.get()(name, value)
+
+
+@contextlib.contextmanager
+def spelled_as(spelling: Spelling) -> Iterator[None]:
+    """Messages made inside the block name parameters with ``spelling``."""
+    token = _SPELLING.set(spelling)
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memprof.errors import InputError, UsageError
+from memprof.errors import InputError, UsageError, param, param_if_any
 from memprof.names import normalize_name
 from memprof.units import format_bytes, parse_size
 
@@ -49,8 +49,8 @@ class Budgets:
         unknown = [label for label in self.per_label if label not in labels]
         if unknown:
             raise UsageError(
-                f"--budget names {', '.join(repr(u) for u in unknown)}, but the runs are "
-                f"{', '.join(repr(label) for label in labels)}; e.g. --budget {labels[0]}=800MB"
+                f"{param('budget')} names {', '.join(repr(u) for u in unknown)}, but the runs are "
+                f"{', '.join(repr(label) for label in labels)}; e.g. {param('budget', f'{labels[0]}=800MB')}"
             )
 
 
@@ -59,31 +59,31 @@ def parse_budget(text: str | None) -> Budgets:
     the limit of every run not named. Bad syntax or size -> :class:`UsageError` (exit 2)."""
     if text is None:
         return Budgets()
+    budget = param("budget")
     default: int | None = None
     per_label: dict[str, int] = {}
     parts = [part.strip() for part in text.split(",")]
     if not any(parts):
-        raise UsageError(f"--budget is empty; write it like {BUDGET_EXAMPLE}")
+        raise UsageError(f"{budget} is empty; write it like {BUDGET_EXAMPLE}")
     for part in parts:
         label, sep, size = part.partition("=")
+        label = label.strip()
+        if not sep and default is not None:
+            raise UsageError(f"{budget} {text!r} gives two sizes for every run; keep one")
+        if sep and not label:
+            raise UsageError(f"{budget} {text!r}: {part!r} has no run label before '='")
+        if sep and label in per_label:
+            raise UsageError(f"{budget} {text!r} names {label!r} twice")
         try:
-            if not sep:
-                if default is not None:
-                    raise UsageError(f"--budget {text!r} gives two sizes for every run; keep one")
-                default = parse_size(part)
-                continue
-            label = label.strip()
-            if not label:
-                raise UsageError(f"--budget {text!r}: {part!r} has no run label before '='")
-            if label in per_label:
-                raise UsageError(f"--budget {text!r} names {label!r} twice")
-            per_label[label] = parse_size(size)
+            limit = parse_size(size if sep else part)
         except UsageError as error:
-            if error.message.startswith("--budget"):
-                raise
             raise UsageError(
-                f"--budget {text!r}: {error.message}; per run: 'eager=1GB,compile=100MB'"
+                f"{budget} {text!r}: {error.message}; per run: 'eager=1GB,compile=100MB'"
             ) from None
+        if sep:
+            per_label[label] = limit
+        else:
+            default = limit
     return Budgets(default=default, per_label=per_label)
 
 
@@ -250,8 +250,8 @@ def _compile_pair(report: Report) -> tuple[RunResult, RunResult]:
     if eager is None or compiled is None:
         modes = ", ".join(f"{label} ({run.mode})" for label, run in report.runs.items())
         raise UsageError(
-            "--require-compile-saves needs an eager and a compiled run, the report has "
-            f"{modes}; profile both, e.g. `memprof run TARGET --compare-compile`"
+            f"{param('require_compile_saves', True)} needs an eager and a compiled run, the report has "
+            f"{modes}; profile both, e.g. `{param('mode', 'both')}`"
         )
     return eager, compiled
 
@@ -262,8 +262,11 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
     mismatch = environment_mismatch(report, baseline)
     if mismatch is not None:
         if config.strict_env:
-            raise InputError(f"{mismatch}; record a new baseline there, or drop --strict-env")
-        result.warnings.append(f"{mismatch}; comparing anyway (--strict-env makes this an error)")
+            raise InputError(f"{mismatch}; record a new baseline there, or drop {param('strict_env', True)}")
+        strict = param_if_any("strict_env", True)
+        result.warnings.append(
+            f"{mismatch}; comparing anyway" + (f" ({strict} makes this an error)" if strict else "")
+        )
     tolerance = config.tolerance
     for label in baseline.runs:
         if label not in report.runs:
@@ -285,9 +288,9 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
 def _op_peaks(run: RunResult) -> dict[str, int]:
     """Peak per op, names normalised (compiled graph hashes and region ids differ per build)."""
     peaks: dict[str, int] = {}
-    for name, peak in zip(run.ops["name"], run.ops["peak_bytes"], strict=True):
-        key = normalize_name(str(name))
-        peaks[key] = max(peaks.get(key, 0), int(peak))
+    for op in run.op_stats:
+        key = normalize_name(op.name)
+        peaks[key] = max(peaks.get(key, 0), op.peak_bytes)
     return peaks
 
 

@@ -1,230 +1,146 @@
 """The results memprof produces: :class:`RunResult` per run, :class:`Report` for a target.
 
-A Report is what every output is rendered from and what ``--json`` writes; the JSON is also a
-baseline for the gate. Loading one back (``load_report``) needs pandas but never torch.
+Plain frozen dataclasses. A Report is what every output is rendered from and what ``to_json``
+writes; the JSON is also a baseline for the gate. Each field's line below is its part of the
+JSON contract (see :mod:`memprof.fields`); :mod:`memprof.schema` writes and reads them. Loading
+a report back (``load_report``) needs neither torch nor pandas; ``run.ops`` and
+``report.diff.ops`` build pandas DataFrames on demand, for Python users.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memprof import __version__
+from memprof import __version__, fields, schema
+from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
+from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError
-from memprof.units import json_float
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from memprof.analysis.diff import RunDiff
+    from memprof.analysis.peaks import Analysis
 
-SCHEMA_VERSION = 1
+__all__ = ["OP_COLUMNS", "OpStats", "Report", "RunResult", "Timeline", "load_report"]
 
-OP_FIELDS = ("name", "calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes")
-OP_COLUMNS = (*OP_FIELDS, "self_us", "total_us")
-"""The per-op frame's columns: integer bytes and calls, then CPU microseconds."""
+SCHEMA_VERSION = 2
+"""What this memprof writes. Version 1 (no ``fused_kernels``, the older diff layout) still loads."""
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
-
-def empty_ops() -> pd.DataFrame:
-    """A per-op frame with no rows and the right column types."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        {
-            column: pd.Series(
-                dtype=object if column == "name" else float if column.endswith("_us") else "int64"
-            )
-            for column in OP_COLUMNS
-        }
-    )
+OK, FAILED = "ok", "failed"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class RunResult:
     """One profiled run of a target (eager, compiled, or one variant of a comparison).
 
-    ``ops`` is a DataFrame with one row per op name: ``name``, ``calls``, ``self_bytes``,
-    ``total_bytes``, ``allocated_bytes``, ``peak_bytes`` (all integer bytes), ``self_us``,
-    ``total_us`` (CPU time, microseconds, profiler on). See README for each number's meaning.
+    ``op_stats`` holds one :class:`OpStats` per op name (largest peak first); ``ops`` is the same
+    as a DataFrame. ``fused_kernels`` maps each fused kernel of the run to the aten ops it
+    replaced (None in reports written before memprof stored it). See README for each number's
+    meaning. A run whose code failed has ``status`` "failed", its message in ``error`` (and
+    ``failed``), and no numbers.
     """
 
-    label: str
-    peak_bytes: int
-    allocated_bytes: int
-    net_bytes: int
-    inputs_bytes: int
-    wall_ms: float
-    ops: pd.DataFrame
-    peak_op: str | None = None
-    peak_op_stack: list[str] = field(default_factory=list)
-    repeat: int = 1
-    wall_ms_all: list[float] = field(default_factory=list)
-    compile_seconds: float | None = None
-    mode: str = "eager"
-    timeline_ns: list[int] = field(default_factory=list)
-    timeline_bytes: list[int] = field(default_factory=list)
-    device_counters: dict[str, int] = field(default_factory=dict)
-    torch_table: str | None = None
-    records: int = 0
-    notes: list[str] = field(default_factory=list)
-    failed: str | None = None
+    label: str = fields.text(required=True)
+    mode: str = fields.text(default="eager", default_from="label")
+    status: str = fields.text(default=OK, choices=(OK, FAILED))
+    peak_bytes: int = fields.size(required=True)
+    allocated_bytes: int = fields.size()
+    net_bytes: int = fields.signed_size()
+    inputs_bytes: int = fields.size()
+    wall_ms: float = fields.number()
+    wall_ms_all: tuple[float, ...] = fields.items(fields.NUMBER)
+    repeat: int = fields.count(default=1)
+    peak_op: str | None = fields.maybe_text()
+    peak_op_stack: tuple[str, ...] = fields.items(fields.TEXT)
+    records: int = fields.count()
+    op_stats: tuple[OpStats, ...] = fields.items(OpStats, key="ops", required=True)
+    timeline: Timeline = fields.nested(Timeline)
+    notes: tuple[str, ...] = fields.items(fields.TEXT)
+    compile_seconds: float | None = fields.maybe_number(
+        omit=lambda run: run.mode != "compile" and run.compile_seconds is None
+    )
+    fused_kernels: dict[str, tuple[str, ...]] | None = fields.mapping(
+        fields.list_of(fields.TEXT), default=None, nullable=True, omit=lambda run: run.fused_kernels is None
+    )
+    device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
+    error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
+    torch_table: str | None = fields.python_only()
+
+    def __post_init__(self) -> None:
+        # Ops are kept largest peak first (how every report lists them; ties keep their order),
+        # and sequences as tuples, whatever the caller passed.
+        object.__setattr__(self, "op_stats", sort_ops(self.op_stats, "peak"))
+        for name in ("wall_ms_all", "peak_op_stack", "notes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @staticmethod
     def failed_run(label: str, mode: str, message: str) -> RunResult:
-        """A run whose code failed: no numbers, the failure's message in ``failed``."""
-        return RunResult(
-            label=label,
-            mode=mode,
-            peak_bytes=0,
-            allocated_bytes=0,
-            net_bytes=0,
-            inputs_bytes=0,
-            wall_ms=float("nan"),
-            ops=empty_ops(),
-            failed=message,
-        )
+        """A run whose code failed: no numbers, the failure's message in ``error``."""
+        return RunResult(label=label, mode=mode, status=FAILED, peak_bytes=0, error=message)
+
+    @classmethod
+    def from_analysis(cls, analysis: Analysis, **run: Any) -> RunResult:
+        """The run built from the analysis' values: every number of ``analysis.numbers`` that
+        is a field of a run (peak, allocated, net, peak op, records, ...), the ops, the timeline
+        and the analysis' notes (after ``run["notes"]``); ``run`` gives the rest (label, mode,
+        times, what the source observed)."""
+        names = {f.name for f in dataclass_fields(cls)}
+        numbers = analysis.numbers
+        values = {f.name: getattr(numbers, f.name) for f in dataclass_fields(numbers) if f.name in names}
+        notes = (*run.pop("notes", ()), *analysis.notes)
+        return cls(op_stats=analysis.ops, timeline=analysis.timeline, notes=notes, **values, **run)
+
+    @property
+    def failed(self) -> str | None:
+        """The failure's message when the run failed, else None."""
+        return (self.error or "failed") if self.status == FAILED else None
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """One row per op name: ``name``, ``calls``, ``self_bytes``, ``total_bytes``,
+        ``allocated_bytes``, ``peak_bytes`` (integer bytes), ``self_us``, ``total_us`` (CPU
+        time, microseconds, profiler on). Built on first use."""
+        return ops_frame(self.op_stats)
 
     def ops_sorted(self, by: str = "peak") -> pd.DataFrame:
-        """Ops sorted by ``peak``, ``self``, ``allocated`` or ``total`` bytes, largest first."""
-        column = {
-            "peak": "peak_bytes",
-            "self": "self_bytes",
-            "allocated": "allocated_bytes",
-            "total": "total_bytes",
-        }[by]
-        key = self.ops[column].abs() if by == "self" else self.ops[column]
-        order = key.sort_values(ascending=False, kind="stable").index
-        return self.ops.loc[order].reset_index(drop=True)
+        """Ops sorted by ``peak``, ``self`` (its magnitude), ``allocated`` or ``total`` bytes,
+        largest first."""
+        return ops_frame(sort_ops(self.op_stats, by))
 
-    def to_dict(self) -> dict[str, Any]:
-        ops = self.ops_sorted("peak")
-        data: dict[str, Any] = {
-            "label": self.label,
-            "mode": self.mode,
-            "status": "failed" if self.failed else "ok",
-            "peak_bytes": int(self.peak_bytes),
-            "allocated_bytes": int(self.allocated_bytes),
-            "net_bytes": int(self.net_bytes),
-            "inputs_bytes": int(self.inputs_bytes),
-            "wall_ms": json_float(self.wall_ms),
-            "wall_ms_all": [json_float(v) for v in self.wall_ms_all],
-            "repeat": self.repeat,
-            "peak_op": self.peak_op,
-            "peak_op_stack": list(self.peak_op_stack),
-            "records": self.records,
-            "ops": [
-                {
-                    "name": str(row.name),
-                    "calls": int(row.calls),
-                    "self_bytes": int(row.self_bytes),
-                    "total_bytes": int(row.total_bytes),
-                    "allocated_bytes": int(row.allocated_bytes),
-                    "peak_bytes": int(row.peak_bytes),
-                    "self_us": json_float(float(row.self_us)),
-                    "total_us": json_float(float(row.total_us)),
-                }
-                for row in ops.itertuples(index=False)
-            ],
-            "timeline": {
-                "t_ns": [int(t) for t in self.timeline_ns],
-                "bytes": [int(b) for b in self.timeline_bytes],
-            },
-            "notes": list(self.notes),
-        }
-        if self.mode == "compile" or self.compile_seconds is not None:
-            data["compile_seconds"] = json_float(self.compile_seconds)
-        if self.device_counters:
-            data["device_counters"] = dict(self.device_counters)
-        if self.failed:
-            data["error"] = self.failed
-        return data
+    @property
+    def timeline_ns(self) -> tuple[int, ...]:
+        return self.timeline.t_ns
 
-    @staticmethod
-    def from_dict(label: str, data: dict[str, Any], where: str = "report") -> RunResult:
-        import pandas as pd
-
-        _require(data, ("peak_bytes", "ops"), f"{where}: runs.{label}")
-        ops_list = data.get("ops") or []
-        if not isinstance(ops_list, list):
-            raise InputError(f"{where}: runs.{label}.ops must be a list of ops")
-        rows = []
-        for i, op in enumerate(ops_list):
-            if not isinstance(op, dict) or "name" not in op:
-                raise InputError(f"{where}: runs.{label}.ops[{i}] must be an object with a 'name'")
-            rows.append(
-                {
-                    "name": str(op["name"]),
-                    "calls": _int(op.get("calls", 0), where, f"runs.{label}.ops[{i}].calls"),
-                    "self_bytes": _int(op.get("self_bytes", 0), where, f"runs.{label}.ops[{i}].self_bytes"),
-                    "total_bytes": _int(
-                        op.get("total_bytes", 0), where, f"runs.{label}.ops[{i}].total_bytes"
-                    ),
-                    "allocated_bytes": _int(
-                        op.get("allocated_bytes", 0), where, f"runs.{label}.ops[{i}].allocated_bytes"
-                    ),
-                    "peak_bytes": _int(op.get("peak_bytes", 0), where, f"runs.{label}.ops[{i}].peak_bytes"),
-                    "self_us": _float(op.get("self_us")),
-                    "total_us": _float(op.get("total_us")),
-                }
-            )
-        frame = pd.DataFrame(rows, columns=list(OP_COLUMNS))
-        for column in OP_FIELDS[1:]:
-            frame[column] = frame[column].astype("int64")
-        at = f"runs.{label}"
-        timeline = _typed(data.get("timeline"), dict, {}, where, f"{at}.timeline")
-        counters = _typed(data.get("device_counters"), dict, {}, where, f"{at}.device_counters")
-        compile_seconds = data.get("compile_seconds")
-        peak_op = data.get("peak_op")
-        return RunResult(
-            label=label,
-            mode=str(data.get("mode", label)),
-            peak_bytes=_int(data["peak_bytes"], where, f"{at}.peak_bytes"),
-            allocated_bytes=_int(data.get("allocated_bytes", 0), where, f"{at}.allocated_bytes"),
-            net_bytes=_int(data.get("net_bytes", 0), where, f"{at}.net_bytes"),
-            inputs_bytes=_int(data.get("inputs_bytes", 0), where, f"{at}.inputs_bytes"),
-            wall_ms=_float(data.get("wall_ms")),
-            wall_ms_all=[
-                _float(v) for v in _typed(data.get("wall_ms_all"), list, [], where, f"{at}.wall_ms_all")
-            ],
-            repeat=_int(data.get("repeat", 1), where, f"{at}.repeat"),
-            ops=frame,
-            peak_op=None if peak_op is None else str(peak_op),
-            peak_op_stack=[
-                str(s) for s in _typed(data.get("peak_op_stack"), list, [], where, f"{at}.peak_op_stack")
-            ],
-            compile_seconds=None if compile_seconds is None else _float(compile_seconds),
-            timeline_ns=[
-                _int(t, where, f"{at}.timeline.t_ns")
-                for t in _typed(timeline.get("t_ns"), list, [], where, f"{at}.timeline.t_ns")
-            ],
-            timeline_bytes=[
-                _int(b, where, f"{at}.timeline.bytes")
-                for b in _typed(timeline.get("bytes"), list, [], where, f"{at}.timeline.bytes")
-            ],
-            device_counters={str(k): _int(v, where, f"{at}.device_counters") for k, v in counters.items()},
-            records=_int(data.get("records", 0) or 0, where, f"{at}.records"),
-            notes=[str(n) for n in _typed(data.get("notes"), list, [], where, f"{at}.notes")],
-            failed=str(data.get("error")) if data.get("status") == "failed" else None,
-        )
+    @property
+    def timeline_bytes(self) -> tuple[int, ...]:
+        return self.timeline.bytes
 
 
-@dataclass
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Report:
     """A target's runs, with the environment they ran in.
 
     ``runs`` keeps insertion order; the first run is the base every other run is compared to.
+    The comparisons (``diffs``) are computed once, when first asked for: treat a Report as a
+    value and make a new one (``dataclasses.replace``) rather than changing its runs.
     """
 
-    target: str
-    device: str
-    runs: dict[str, RunResult]
-    environment: dict[str, str] = field(default_factory=dict)
-    created: str = field(
-        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    )
+    target: str = fields.text(required=True)
+    device: str = fields.text(default="cpu")
+    created: str = fields.text(default_factory=_now)
+    environment: dict[str, str] = fields.mapping(fields.TEXT)
+    runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
 
     @property
     def base(self) -> RunResult:
@@ -233,46 +149,37 @@ class Report:
     def ok_runs(self) -> list[RunResult]:
         return [r for r in self.runs.values() if not r.failed]
 
-    def diffs(self) -> list[RunDiff]:
+    @cached_property
+    def diffs(self) -> tuple[RunDiff, ...]:
         """Each successful run after the first compared with the first."""
         from memprof.analysis.diff import diff_runs
 
         runs = self.ok_runs()
-        if len(runs) < 2:
-            return []
-        return [diff_runs(runs[0], other) for other in runs[1:]]
+        return tuple(diff_runs(runs[0], other) for other in runs[1:])
 
     @property
     def diff(self) -> RunDiff | None:
         """The comparison of the second run with the first, when there are two or more."""
-        diffs = self.diffs()
-        return diffs[0] if diffs else None
+        return self.diffs[0] if self.diffs else None
 
     def verdict(self) -> str | None:
         diff = self.diff
         return diff.verdict if diff else None
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "memprof_version": __version__,
-            "target": self.target,
-            "device": self.device,
-            "created": self.created,
-            "environment": dict(self.environment),
-            "runs": {label: run.to_dict() for label, run in self.runs.items()},
-        }
-        diffs = self.diffs()
-        if diffs:
-            data["diff"] = diffs[0].to_dict()
-            if len(diffs) > 1:
-                data["diffs"] = {d.other: d.to_dict() for d in diffs}
+        """The JSON document: ``schema_version``, ``memprof_version``, the report's fields,
+        then ``diff`` (second run vs first) and, with three or more runs, ``diffs`` (every later
+        run vs the first, by label)."""
+        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "memprof_version": __version__}
+        data.update(schema.encode(self))
+        if self.diffs:
+            data["diff"] = schema.encode(self.diffs[0])
+            if len(self.diffs) > 1:
+                data["diffs"] = {d.other: schema.encode(d) for d in self.diffs}
         return data
 
     def to_json(self) -> str:
-        import json
-
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        return schema.dumps(self.to_dict())
 
     def ops_long(self) -> pd.DataFrame:
         """One row per op and run: ``run`` then the op columns (the CSV layout)."""
@@ -287,74 +194,28 @@ class Report:
         return frame[["run", *OP_COLUMNS]]
 
     def _repr_html_(self) -> str:
-        from memprof.report.html import render_html
+        from memprof.report.notebook import notebook_html
 
-        return render_html(self, standalone=False)
+        return notebook_html(self)
 
     @staticmethod
     def from_dict(data: Any, where: str = "report") -> Report:
-        """Rebuild a Report from its JSON form; wrong shapes -> :class:`InputError` (exit 2)."""
+        """Rebuild a Report from its JSON form (schema version 1 or 2); wrong shapes ->
+        :class:`InputError` (exit 2) naming the place."""
         if not isinstance(data, dict):
             raise InputError(f"{where}: expected a memprof report (a JSON object), got {type(data).__name__}")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
+            readable = " and ".join(str(v) for v in READABLE_SCHEMA_VERSIONS)
             raise InputError(
-                f"{where}: schema_version is {version!r}, this memprof reads {SCHEMA_VERSION}; "
-                "write the report again with `memprof run ... --json`"
+                f"{where}: schema_version is {version!r}, this memprof reads {readable}; "
+                "profile again with this memprof to write a report it reads"
             )
-        _require(data, ("target", "runs"), where)
-        runs = data["runs"]
-        if not isinstance(runs, dict) or not runs:
-            raise InputError(f"{where}: 'runs' must be an object with at least one run")
-        for label, run in runs.items():
-            if not isinstance(run, dict):
-                raise InputError(f"{where}: runs.{label} must be an object")
-        environment = data.get("environment") or {}
-        if not isinstance(environment, dict):
-            raise InputError(f"{where}: 'environment' must be an object")
-        return Report(
-            target=str(data["target"]),
-            device=str(data.get("device", "cpu")),
-            runs={str(label): RunResult.from_dict(str(label), run, where) for label, run in runs.items()},
-            environment={str(k): str(v) for k, v in environment.items()},
-            created=str(data.get("created", "")),
-        )
+        return schema.decode(Report, data, where)
 
 
 def load_report(path: str | Path) -> Report:
-    """Read a report JSON written by ``--json`` (data only: no pickle, no eval)."""
+    """Read a report JSON written by memprof (data only: no pickle, no eval)."""
     from memprof.fileio import read_json
 
     return Report.from_dict(read_json(path, "report"), where=str(path))
-
-
-def _require(data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
-    missing = [k for k in keys if k not in data]
-    if missing:
-        raise InputError(f"{where}: missing {', '.join(repr(k) for k in missing)}; is this a memprof report?")
-
-
-def _typed(value: Any, kind: type, default: Any, where: str, key: str) -> Any:
-    """``value`` when it is a ``kind`` (None -> ``default``); anything else -> InputError."""
-    if value is None:
-        return default
-    if not isinstance(value, kind):
-        raise InputError(f"{where}: {key} must be a JSON {'object' if kind is dict else 'array'}")
-    return value
-
-
-def _int(value: Any, where: str, key: str) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not -(2**63) <= value < 2**63
-    ):
-        raise InputError(f"{where}: {key} must be a number of bytes, got {value!r}")
-    return int(value)
-
-
-def _float(value: Any) -> float:
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return math.nan
-    return float(value)

@@ -7,7 +7,7 @@ from any source.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from functools import cache
 
 # `## Call CompiledFxGraph fvjsd5tv... ##`: the hash changes with the graph and the config.
@@ -59,6 +59,19 @@ def fused_kernel_ops(name: str, vocabulary: Collection[str] = ()) -> list[str]:
     if parts is None:
         parts = [w for w in words if w]
     return [f"aten::{part}" for part in parts]
+
+
+def aten_names(names: Iterable[str]) -> frozenset[str]:
+    """The aten op names among ``names``, without ``aten::`` and overload: ``aten::add.Tensor`` ->
+    ``add``. A vocabulary for :func:`fused_kernel_ops`."""
+    return frozenset(n.split("::", 1)[1].split(".", 1)[0] for n in names if n.startswith("aten::"))
+
+
+def fused_kernels(names: Iterable[str], vocabulary: Collection[str] = ()) -> dict[str, tuple[str, ...]]:
+    """``{kernel: aten ops it lists}`` for the fused kernels among ``names`` (see
+    :func:`fused_kernel_ops`), in the order of ``names``."""
+    vocab = frozenset(vocabulary)
+    return {name: tuple(fused_kernel_ops(name, vocab)) for name in names if is_fused_kernel(name)}
 
 
 def _segment(words: tuple[str, ...], vocab: frozenset[str]) -> list[str] | None:

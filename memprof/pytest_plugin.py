@@ -125,16 +125,29 @@ def _marker_options(node: pytest.Item) -> tuple[int | None, str]:
 
 
 def _top_ops(report: Report) -> list[str]:
+    from memprof.report.rows import run_rows
     from memprof.units import format_bytes
 
     lines = []
     for label, run in report.runs.items():
         if run.failed:
             continue
-        ops = run.ops_sorted("peak").head(_TOP_OPS)
-        listed = ", ".join(f"{row.name} {format_bytes(int(row.peak_bytes))}" for row in ops.itertuples())
+        listed = ", ".join(
+            f"{op.name} {format_bytes(op.peak_bytes)}" for op in run_rows(run, "peak", _TOP_OPS)
+        )
         lines.append(f"top ops of {label} by peak: {listed or '(none)'}")
     return lines
+
+
+# Messages inside the fixture name memprof.profile's keywords as the fixture takes them; the
+# gate's other knobs (strict_env, ...) do not exist here, so hints about them are left out.
+_PROFILE_PARAMETERS = frozenset({"mode", "device", "warmup", "repeat", "compile_mode", "backend"})
+
+
+def _spelling(name: str, value: Any) -> str | None:
+    from memprof.errors import python_spelling
+
+    return python_spelling(name, value) if name in _PROFILE_PARAMETERS else None
 
 
 @pytest.fixture
@@ -149,6 +162,7 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
 
     def profile(fn: Callable[..., Any], *args: Any, mode: str | None = None, **kwargs: Any) -> Report:
         import memprof
+        from memprof.errors import spelled_as
         from memprof.fileio import atomic_write_text
         from memprof.gate import Budgets, GateConfig, evaluate
         from memprof.model import load_report
@@ -156,7 +170,8 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
 
         index = item.stash.get(_PROFILED, 0)
         item.stash[_PROFILED] = index + 1
-        report = memprof.profile(fn, *args, mode=mode or default_mode, **kwargs)
+        with spelled_as(_spelling):
+            report = memprof.profile(fn, *args, mode=mode or default_mode, **kwargs)
 
         baseline = None
         if baseline_dir is not None:
@@ -178,7 +193,8 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         )
         if not gate.active:
             return report
-        result = evaluate(report, gate)
+        with spelled_as(_spelling):
+            result = evaluate(report, gate)
         for warning in result.warnings:
             warnings.warn(MemprofWarning(warning), stacklevel=2)
         if not result.passed:

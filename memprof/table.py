@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memprof.errors import InputError
+from memprof.errors import InputError, param
 from memprof.gcpause import gc_paused
 from memprof.units import (
     TIME_SCALE_US,
@@ -391,11 +391,51 @@ def _convert_fast(raw: list[str], kind: str) -> Any:
     return values.astype(np.int64)
 
 
-def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.DataFrame:
-    import numpy as np
-    import pandas as pd
+@dataclass
+class _Cut:
+    """A table's body cut into cells: one tuple of cells per row, each row's 1-based line,
+    continuation lines of the Source Location column by row, and the lines that did not fit."""
 
+    rows: list[tuple[str, ...] | list[str]] = field(default_factory=list)
+    row_lines: list[int] = field(default_factory=list)
+    extra: dict[int, list[str]] = field(default_factory=dict)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.DataFrame:
+    """Rows -> columns -> footer: cut the body into cells, convert each column, read the
+    totals under the table."""
     columns = _columns_for(table)
+    cut = _cut_rows(lines, table, columns)
+    data, bad = _convert_columns(cut, columns, table)
+    problems = sorted([*cut.problems, *((cut.row_lines[r], reason) for r, reason in bad.items())])
+    if problems and not lenient:
+        line_no, reason = problems[0]
+        more = len(problems) - 1
+        hint = f" ({more} more bad rows)" if more else ""
+        raise InputError(f"line {line_no}: {reason}{hint}; {param('lenient', True)} skips bad rows")
+    frame = _frame(data, columns, [r for r in range(len(cut.row_lines)) if r not in bad] if bad else None)
+    skipped = [{"line": line_no, "reason": reason} for line_no, reason in problems]
+    if not table.closed:
+        reason = (
+            f"the table whose header is at line {table.header_line} is not closed by a dash "
+            "line; the text may be cut off"
+        )
+        if not lenient:
+            raise InputError(f"line {table.end_line}: {reason}; {param('lenient', True)} reads it anyway")
+        skipped.append({"line": table.end_line, "reason": reason})
+    attrs = _footer(lines, table, lenient, skipped)
+    attrs["top_level_only"] = table.top_level_only
+    attrs["title"] = table.title
+    attrs["table_index"] = table.index
+    attrs["header_line"] = table.header_line
+    attrs["skipped_rows"] = skipped
+    frame.attrs.update(attrs)
+    return frame
+
+
+def _cut_rows(lines: list[str], table: TableLocation, columns: list[_Column]) -> _Cut:
+    """Each body line cut at the column boundaries (following values that overflow them)."""
     prefix = table.prefix
     total = sum(c.width + 2 for c in columns)
     pattern = re.compile("".join(f"(.{{{c.width}}})  " for c in columns), re.DOTALL)
@@ -405,20 +445,14 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
     # other way round; the cells are swapped back when their contents show it.
     swap = src is not None and flops is not None and src < flops
     src_start = columns[src].start if src is not None else 0
-    name_width = columns[0].width
-
-    rows: list[tuple[str, ...] | list[str]] = []
-    row_lines: list[int] = []
-    extra: dict[int, list[str]] = {}
-    problems: list[tuple[int, str]] = []
+    cut = _Cut()
     last_ok = False
     first, end = table.body
     for index in range(first, end):
         raw_line = lines[index]
         line = raw_line if not prefix else _unprefix(raw_line, prefix)
         if line is None:
-            reason = f"the line does not start with the table's prefix {prefix!r}"
-            problems.append((index + 1, reason))
+            cut.problems.append((index + 1, f"the line does not start with the table's prefix {prefix!r}"))
             last_ok = False
             continue
         if not line or line.isspace():
@@ -426,42 +460,47 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
         if src is not None and not line[:src_start].strip():
             # A continuation line of the Source Location column.
             if last_ok:
-                extra.setdefault(len(rows) - 1, []).append(line.strip())
-            elif not rows and not problems:
-                problems.append((index + 1, "a Source Location continuation line without a row"))
+                cut.extra.setdefault(len(cut.rows) - 1, []).append(line.strip())
+            elif not cut.rows and not cut.problems:
+                cut.problems.append((index + 1, "a Source Location continuation line without a row"))
             # else: it continues a bad row and goes with it
             continue
         padded = line if len(line) >= total else line + " " * (total - len(line))
         match = pattern.fullmatch(padded)
-        fields: tuple[str, ...] | list[str] | None
-        if match is not None:
-            fields = match.groups()
-        else:
-            fields = _split_shifted(line, columns)
-            if fields is None:
-                problems.append(
-                    (
-                        index + 1,
-                        f"the row does not fit the {len(columns)} columns of the header at line "
-                        f"{table.header_line} ({', '.join(c.header for c in columns)}); "
-                        "text is left over after the last column",
-                    )
+        fields = match.groups() if match is not None else _split_shifted(line, columns)
+        if fields is None:
+            cut.problems.append(
+                (
+                    index + 1,
+                    f"the row does not fit the {len(columns)} columns of the header at line "
+                    f"{table.header_line} ({', '.join(c.header for c in columns)}); "
+                    "text is left over after the last column",
                 )
-                last_ok = False
-                continue
+            )
+            last_ok = False
+            continue
         if swap:
             assert src is not None and flops is not None
             shown_src, shown_flops = fields[src].strip(), fields[flops].strip()
             if _to_float(shown_src) is not None and _to_float(shown_flops) is None:
                 fields = list(fields)
                 fields[src], fields[flops] = fields[flops], fields[src]
-        rows.append(fields)
-        row_lines.append(index + 1)
+        cut.rows.append(fields)
+        cut.row_lines.append(index + 1)
         last_ok = True
+    return cut
+
+
+def _convert_columns(
+    cut: _Cut, columns: list[_Column], table: TableLocation
+) -> tuple[dict[str, Any], dict[int, str]]:
+    """Each column's values by its kind, and the rows (by position) with a bad cell and why."""
+    import numpy as np
 
     data: dict[str, Any] = {}
     bad: dict[int, str] = {}
-    cells = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    cells = list(zip(*cut.rows, strict=True)) if cut.rows else [() for _ in columns]
+    name_width = columns[0].width
     for k, column in enumerate(columns):
         raw = list(cells[k])
         if column.kind == _NAME:
@@ -473,7 +512,7 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
             data[column.key] = [text.strip() for text in raw]
         elif column.kind == _SRC:
             data[column.key] = [
-                "\n".join([text.strip(), *extra[r]]) if r in extra else text.strip()
+                "\n".join([text.strip(), *cut.extra[r]]) if r in cut.extra else text.strip()
                 for r, text in enumerate(raw)
             ]
         else:
@@ -483,33 +522,33 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
                 continue
             values, bad_rows = _convert(raw, column.kind)
             for r in bad_rows:
-                if r in bad:
-                    continue
-                if not any(cell.strip() for cell in rows[r][1:]):
-                    bad[r] = (
-                        "not a table row: there is text only under Name; expected the "
-                        f"{len(columns)} columns of the header at line {table.header_line} "
-                        f"({', '.join(c.header for c in columns)})"
-                    )
-                    continue
-                text = raw[r].strip()
-                shown = repr(text) if text else "empty"
-                bad[r] = f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
+                if r not in bad:
+                    bad[r] = _bad_cell(cut.rows[r], raw[r], column, columns, table)
             data[column.key] = values
-    problems.extend((row_lines[r], reason) for r, reason in bad.items())
-    problems.sort()
+    return data, bad
 
-    if problems and not lenient:
-        line_no, reason = problems[0]
-        more = len(problems) - 1
-        hint = f" ({more} more bad rows)" if more else ""
-        raise InputError(f"line {line_no}: {reason}{hint}; --lenient skips bad rows")
-    if bad:
-        keep = [r for r in range(len(row_lines)) if r not in bad]
+
+def _bad_cell(
+    row: tuple[str, ...] | list[str], text: str, column: _Column, columns: list[_Column], table: TableLocation
+) -> str:
+    if not any(cell.strip() for cell in row[1:]):
+        return (
+            "not a table row: there is text only under Name; expected the "
+            f"{len(columns)} columns of the header at line {table.header_line} "
+            f"({', '.join(c.header for c in columns)})"
+        )
+    shown = repr(text.strip()) if text.strip() else "empty"
+    return f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
+
+
+def _frame(data: dict[str, Any], columns: list[_Column], keep: list[int] | None) -> pd.DataFrame:
+    """The frame of the converted columns, with only the rows in ``keep`` (None: all)."""
+    import numpy as np
+    import pandas as pd
+
+    if keep is not None:
         data = {key: [values[r] for r in keep] for key, values in data.items()}
-
-    dtypes = {_INT: np.int64, _BYTES: np.int64, _US: np.float64, _PCT: np.float64}
-    dtypes[_FLOAT] = np.float64
+    dtypes = {_INT: np.int64, _BYTES: np.int64, _US: np.float64, _PCT: np.float64, _FLOAT: np.float64}
     for column in columns:
         if column.kind in dtypes:
             data[column.key] = np.array(data[column.key], dtype=dtypes[column.kind])
@@ -519,19 +558,17 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
         for column in columns:
             if column.kind in (_NAME, _STR, _SRC):
                 frame[column.key] = frame[column.key].astype(str)
+    return frame
 
-    skipped = [{"line": line_no, "reason": reason} for line_no, reason in problems]
-    if not table.closed:
-        reason = (
-            f"the table whose header is at line {table.header_line} is not closed by a dash "
-            "line; the text may be cut off"
-        )
-        if not lenient:
-            raise InputError(f"line {table.end_line}: {reason}; --lenient reads it anyway")
-        skipped.append({"line": table.end_line, "reason": reason})
+
+def _footer(
+    lines: list[str], table: TableLocation, lenient: bool, skipped: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The totals under the table (``self_cpu_time_total_us``, ...); a bad one is skipped
+    (added to ``skipped``) with ``lenient``, else an error."""
     attrs: dict[str, Any] = {}
     for index in range(*table.footer):
-        line = _unprefix(lines[index], prefix) or ""
+        line = _unprefix(lines[index], table.prefix) or ""
         footer = _FOOTER_RE.match(line)
         assert footer is not None  # find_tables only counts matching lines
         value = parse_torch_time_us(footer["value"])
@@ -542,13 +579,7 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
             skipped.append({"line": index + 1, "reason": reason})
             continue
         attrs[f"self_{_snake(footer['device'])}_time_total_us"] = value
-    attrs["top_level_only"] = table.top_level_only
-    attrs["title"] = table.title
-    attrs["table_index"] = table.index
-    attrs["header_line"] = table.header_line
-    attrs["skipped_rows"] = skipped
-    frame.attrs.update(attrs)
-    return frame
+    return attrs
 
 
 def _where(tables: list[TableLocation]) -> str:
@@ -615,7 +646,7 @@ def _read_table(text: str, table_index: int | None, lenient: bool) -> pd.DataFra
         if len(tables) > 1:
             raise InputError(
                 f"found {len(tables)} profiler tables (header lines {_where(tables)}); choose "
-                f"one with --table-index 0 to {len(tables) - 1} (table_index= in Python)"
+                f"one with {param('table_index', 0)} to {len(tables) - 1}"
             )
         table = tables[0]
     else:

@@ -24,21 +24,15 @@ STEM = "similarity"
 
 def build_report() -> Report:
     """Run the example eager and compiled, keeping torch's tables."""
-    from memprof.api import mode_variants, run_variants
-    from memprof.examples.similarity import similarity, similarity_inputs
-    from memprof.sources.options import RunOptions
-    from memprof.sources.target import Inputs
+    import memprof
 
-    inputs = Inputs(args=similarity_inputs(), source=f"{TARGET}_inputs")
-    report, failure = run_variants(
+    return memprof.compare(
         TARGET,
-        mode_variants(similarity, inputs, "both", "similarity"),
-        RunOptions(device="cpu", keep_table=True),
+        mode="both",
+        device="cpu",
+        keep_table=True,
         status=lambda message: print(f"memprof: {message}", file=sys.stderr),
     )
-    if failure is not None:
-        raise failure
-    return report
 
 
 def write_reports(report: Report, out_dir: Path) -> dict[str, Path]:
@@ -51,14 +45,9 @@ def write_reports(report: Report, out_dir: Path) -> dict[str, Path]:
         "csv": out_dir / f"{STEM}.csv",
         "markdown": out_dir / f"{STEM}.md",
         "html": out_dir / f"{STEM}.html",
+        "table": out_dir / f"{STEM}-torch-table.txt",
     }
     rendered = {path: renderer(fmt)(report) for fmt, path in paths.items()}
-    paths["table"] = out_dir / f"{STEM}-torch-table.txt"
-    rendered[paths["table"]] = "\n".join(
-        f"memprof run {label}: {report.target}\n{run.torch_table}"
-        for label, run in report.runs.items()
-        if run.torch_table
-    )
     for path, text in rendered.items():
         atomic_write_text(path, text)
     return paths

@@ -1,6 +1,10 @@
 """Shared fixtures: hand-built reports with known numbers, a working directory for user modules,
 and one compiled run per session (compiling costs ~11 s cold: every test that needs a compiled
-run shares ``similarity_report``)."""
+run shares ``similarity_report``).
+
+Tests marked ``slow`` (torch.compile, pytest subprocesses, the scale tests) run only with
+``--run-slow`` (or ``MEMPROF_RUN_SLOW=1``): ``python -m pytest -q`` is the quick check,
+``python -m pytest -q --run-slow`` everything."""
 
 from __future__ import annotations
 
@@ -11,9 +15,10 @@ import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
+from memprof.analysis.ops import OpStats
+from memprof.analysis.timeline import Timeline
 from memprof.model import Report, RunResult
 
 _counter = itertools.count()
@@ -26,6 +31,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Rewrite tests/golden/* instead of comparing (or set MEMPROF_UPDATE_GOLDEN=1).",
     )
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="Also run the tests marked slow (or set MEMPROF_RUN_SLOW=1).",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow") or os.environ.get("MEMPROF_RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (or MEMPROF_RUN_SLOW=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture
@@ -41,18 +61,13 @@ PIPE_NAME = "my|op & <b>'quoted' \"twice\"</b>"
 TICK_NAME = "weird `tick` *star* _under_"
 
 
-def ops_frame(rows: list[tuple[str, int, int, int, int, int]]) -> pd.DataFrame:
-    """(name, calls, self, total, allocated, peak) rows -> the canonical ops frame (times 1 us/call)."""
-    frame = pd.DataFrame(
-        rows, columns=["name", "calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"]
-    )
-    frame["self_us"] = frame["calls"].astype(float)
-    frame["total_us"] = frame["calls"].astype(float) * 2
-    return frame
+def op_stats(rows: list[tuple[str, int, int, int, int, int]]) -> tuple[OpStats, ...]:
+    """(name, calls, self, total, allocated, peak) rows -> the run's ops (times 1 us/call)."""
+    return tuple(OpStats(*row, self_us=float(row[1]), total_us=float(row[1]) * 2) for row in rows)
 
 
 def _run(
-    label: str, mode: str, peak: int, allocated: int, net: int, ops: pd.DataFrame, **extra: object
+    label: str, mode: str, peak: int, allocated: int, net: int, ops: tuple[OpStats, ...], **extra: object
 ) -> RunResult:
     return RunResult(
         label=label,
@@ -62,7 +77,7 @@ def _run(
         net_bytes=net,
         inputs_bytes=2 * MIB,
         wall_ms=12.5,
-        ops=ops,
+        op_stats=ops,
         **extra,  # type: ignore[arg-type]
     )
 
@@ -71,7 +86,7 @@ def make_compare_report() -> Report:
     """eager vs compile with exactly known bytes: eager allocates a 256 MiB temporary in
     ``aten::sub`` and 64 MiB in ``aten::abs`` on top (peak 320 MiB during abs); the compiled run
     fuses sub+abs into one kernel that allocates only its 1 MiB output."""
-    eager_ops = ops_frame(
+    eager_ops = op_stats(
         [
             ("aten::sub", 1, 256 * MIB, 256 * MIB, 256 * MIB, 256 * MIB),
             ("aten::abs", 1, 64 * MIB, 64 * MIB, 64 * MIB, 64 * MIB),
@@ -80,7 +95,7 @@ def make_compare_report() -> Report:
             (TICK_NAME, 1, 1024, 1024, 1024, 1024),
         ]
     )
-    compile_ops = ops_frame(
+    compile_ops = op_stats(
         [
             ("cpp_fused_abs_sub_0", 1, 1 * MIB, 1 * MIB, 1 * MIB, 1 * MIB),
             (SCRIPT_LABEL, 1, 0, 1 * MIB, 1 * MIB, 1 * MIB),
@@ -95,9 +110,11 @@ def make_compare_report() -> Report:
         1 * MIB + 1024,
         eager_ops,
         peak_op="aten::abs",
-        peak_op_stack=[SCRIPT_LABEL, "aten::abs"],
-        timeline_ns=[0, 1_000_000, 2_000_000, 3_000_000, 4_000_000],
-        timeline_bytes=[0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB],
+        peak_op_stack=(SCRIPT_LABEL, "aten::abs"),
+        timeline=Timeline(
+            t_ns=(0, 1_000_000, 2_000_000, 3_000_000, 4_000_000),
+            bytes=(0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB),
+        ),
         torch_table="Name  Self CPU Mem\n<script>alert(1)</script>  -319.00 MB\n",
     )
     compiled = _run(
@@ -109,9 +126,8 @@ def make_compare_report() -> Report:
         compile_ops,
         peak_op="cpp_fused_abs_sub_0",
         compile_seconds=4.3,
-        timeline_ns=[0, 500_000, 900_000],
-        timeline_bytes=[0, 1 * MIB, 1 * MIB],
-        notes=["1 block(s) allocated before profiling were freed during it"],
+        timeline=Timeline(t_ns=(0, 500_000, 900_000), bytes=(0, 1 * MIB, 1 * MIB)),
+        notes=("1 block(s) allocated before profiling were freed during it",),
     )
     return Report(
         target="tests.workload:sub_abs",
@@ -125,7 +141,7 @@ def make_compare_report() -> Report:
 def make_single_report() -> Report:
     """One eager run: three 4 MiB buffers from ``aten::empty`` and one from ``aten::add`` (16 MiB
     allocated); at most two are alive at once (peak 8 MiB, during add); one is left (net 4 MiB)."""
-    ops = ops_frame(
+    ops = op_stats(
         [
             ("aten::empty", 3, 12 * MIB, 12 * MIB, 12 * MIB, 4 * MIB),
             ("aten::add", 1, 4 * MIB, 4 * MIB, 4 * MIB, 4 * MIB),
@@ -140,8 +156,7 @@ def make_single_report() -> Report:
         4 * MIB,
         ops,
         peak_op="aten::add",
-        timeline_ns=[0, 10, 20, 30],
-        timeline_bytes=[0, 4 * MIB, 8 * MIB, 4 * MIB],
+        timeline=Timeline(t_ns=(0, 10, 20, 30), bytes=(0, 4 * MIB, 8 * MIB, 4 * MIB)),
     )
     return Report(
         target="tests/workload.py:three",
@@ -165,19 +180,11 @@ def single_report() -> Report:
 @pytest.fixture(scope="session")
 def similarity_report():
     """Eager and compiled profiles of the built-in similarity example (256 x 500)."""
-    from memprof.api import mode_variants, run_variants
-    from memprof.examples.similarity import similarity, similarity_inputs
-    from memprof.sources.options import RunOptions
-    from memprof.sources.target import Inputs
+    import memprof
 
-    inputs = Inputs(args=similarity_inputs(), source="memprof.examples.similarity:similarity_inputs")
-    report, error = run_variants(
-        "memprof.examples.similarity:similarity",
-        mode_variants(similarity, inputs, "both", "similarity"),
-        RunOptions(device="cpu", keep_table=True),
+    return memprof.compare(
+        "memprof.examples.similarity:similarity", mode="both", device="cpu", keep_table=True
     )
-    assert error is None
-    return report
 
 
 @pytest.fixture

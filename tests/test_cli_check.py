@@ -168,3 +168,19 @@ def test_help_does_not_import_torch() -> None:
         "print('torch' in sys.modules)\n"
     )
     assert _imports_torch(code).splitlines()[-2:] == ["exit 0", "False"]
+
+
+def test_check_does_not_import_pandas_or_numpy_either() -> None:
+    # `memprof check` starts as fast as `memprof --help`: the report model, the schema and the
+    # gate are pure Python.
+    code = (
+        "import sys\n"
+        "from memprof.cli import app\n"
+        "try:\n"
+        f"    app([{'check'!r}, {str(DATA / 'grown.json')!r}, '--baseline', {str(DATA / 'base.json')!r},"
+        " '--per-op', '--budget', '1GB'])\n"
+        "except SystemExit as exit:\n"
+        "    print('exit', exit.code)\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))\n"
+    )
+    assert _imports_torch(code).splitlines()[-2:] == ["exit 1", "[]"]

@@ -96,7 +96,7 @@ def test_several_tables_without_an_index_is_exit_2(runner: CliRunner) -> None:
     assert result.exit_code == 2
     assert result.stderr == (
         f"memprof: error: {TWO_TABLES}: found 2 profiler tables (header lines 5, 18); choose "
-        "one with --table-index 0 to 1 (table_index= in Python)\n"
+        "one with --table-index 0 to 1\n"
     )
 
 

@@ -79,7 +79,7 @@ def test_json_contract_keys(runner, make_module, tmp_path):
     path = tmp_path / "r.json"
     assert run_cli(runner, f"{module}:hold", "--json", str(path)).exit_code == 0
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["target"] == f"{module}:hold"
     assert data["device"] == "cpu"
     assert {"torch", "python", "platform", "device_name"} <= set(data["environment"])

@@ -14,9 +14,9 @@ MiB = 1024 * 1024
 
 
 def op_row(analysis, name):
-    rows = analysis.ops[analysis.ops["name"] == name]
-    assert len(rows) == 1, f"{name} not in {list(analysis.ops['name'])}"
-    return rows.iloc[0]
+    rows = [op for op in analysis.ops if op.name == name]
+    assert len(rows) == 1, f"{name} not in {[op.name for op in analysis.ops]}"
+    return rows[0]
 
 
 def test_peak_is_highest_live_point_above_start():
@@ -57,7 +57,7 @@ def test_nested_ops_self_total_and_transient_peak():
     assert outer.peak_bytes == 12 * MiB
     assert outer.allocated_bytes == 13 * MiB
     assert analysis.numbers.peak_bytes == 12 * MiB
-    assert analysis.numbers.peak_op_stack == ["outer", "inner"]
+    assert analysis.numbers.peak_op_stack == ("outer", "inner")
 
 
 def test_peak_names_the_outermost_aten_op():
@@ -68,7 +68,7 @@ def test_peak_names_the_outermost_aten_op():
     )
     numbers = analyze(raw).numbers
     assert numbers.peak_op == "aten::sum"
-    assert numbers.peak_op_stack == ["aten::sum", "aten::empty_strided"]
+    assert numbers.peak_op_stack == ("aten::sum", "aten::empty_strided")
 
 
 def test_frees_outside_any_op_form_the_memory_row():
@@ -129,10 +129,10 @@ def test_a_function_that_allocates_nothing_gives_zeros():
 def test_timeline_starts_at_zero_and_reaches_the_peak():
     raw = RawProfile.from_lists(ops=[], mem=[(10, 5 * MiB), (20, 3 * MiB), (30, -8 * MiB)], calls=[(0, 40)])
     analysis = analyze(raw)
-    assert analysis.timeline_bytes[0] == 0
-    assert analysis.timeline_bytes.max() == 8 * MiB
-    assert analysis.timeline_ns[0] == 0
-    assert analysis.timeline_ns[-1] == 40
+    assert analysis.timeline.bytes[0] == 0
+    assert max(analysis.timeline.bytes) == 8 * MiB
+    assert analysis.timeline.t_ns[0] == 0
+    assert analysis.timeline.t_ns[-1] == 40
 
 
 @pytest.mark.parametrize("repeat", [1, 3])

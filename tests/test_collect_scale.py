@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memprof.analysis.ops import ops_frame
 from memprof.analysis.peaks import _timeline, analyze
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
@@ -155,7 +156,7 @@ def test_analyze_equals_the_reference_on_random_nested_profiles(seed: int) -> No
         ops, mem, calls = random_profile(rng)
         analysis = analyze(RawProfile.from_lists(ops, mem, calls))
         expected = ref_ops(ops, mem)
-        frame = analysis.ops
+        frame = ops_frame(analysis.ops)
         assert list(frame["name"]) == list(expected), (ops, mem)
         for row in frame.to_dict("records"):
             want = expected[row["name"]]
@@ -178,7 +179,7 @@ def test_a_free_at_the_exact_end_of_an_op_belongs_to_it() -> None:
     # Boundaries are inclusive on both sides, as torch matches records to ops.
     ops: list[Op] = [("aten::outer", 10, 20, 1, False), ("aten::inner", 10, 15, 1, False)]
     mem = [(10, 100), (15, -100), (20, 50), (21, -50)]
-    frame = analyze(RawProfile.from_lists(ops, mem)).ops.set_index("name")
+    frame = ops_frame(analyze(RawProfile.from_lists(ops, mem)).ops).set_index("name")
     assert frame.loc["aten::inner", "total_bytes"] == 0
     assert frame.loc["aten::inner", "peak_bytes"] == 100
     assert frame.loc["aten::outer", "total_bytes"] == 50
@@ -258,14 +259,7 @@ _MILLION_SCRIPT = textwrap.dedent(
     raw = raw_from_kineto(shuffled)
     del shuffled
     analysis = analyze(raw)
-    ops = analysis.ops
-    run = RunResult(
-        label="eager", peak_bytes=analysis.numbers.peak_bytes,
-        allocated_bytes=analysis.numbers.allocated_bytes, net_bytes=analysis.numbers.net_bytes,
-        inputs_bytes=0, wall_ms=1.0, ops=ops, peak_op=analysis.numbers.peak_op,
-        timeline_ns=analysis.timeline_ns.tolist(), timeline_bytes=analysis.timeline_bytes.tolist(),
-        records=analysis.numbers.records,
-    )
+    run = RunResult.from_analysis(analysis, label="eager", inputs_bytes=0, wall_ms=1.0)
     report = Report(target="synthetic:million", device="cpu", runs={"eager": run})
     rendered_json = renderer("json")(report)
     rendered_csv = renderer("csv")(report)
@@ -276,8 +270,8 @@ _MILLION_SCRIPT = textwrap.dedent(
     print(json.dumps({
         "records": analysis.numbers.records, "peak_bytes": analysis.numbers.peak_bytes,
         "allocated_bytes": analysis.numbers.allocated_bytes, "net_bytes": analysis.numbers.net_bytes,
-        "peak_op": analysis.numbers.peak_op, "timeline_points": len(analysis.timeline_ns),
-        "timeline_max": int(analysis.timeline_bytes.max()), "ops": rows,
+        "peak_op": analysis.numbers.peak_op, "timeline_points": len(analysis.timeline.t_ns),
+        "timeline_max": max(analysis.timeline.bytes), "ops": rows,
         "csv_lines": len(rendered_csv.splitlines()), "hwm_bytes": hwm_kb * 1024, "seconds": seconds,
     }))
     """

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memprof.api import default_labels
 from memprof.cli import app
-from memprof.commands.compare import default_labels, parse_labels, split_target
+from memprof.commands.compare import parse_labels, split_target
 from memprof.errors import UsageError
 
 # float32 tensors of 1024 and 4096 elements: 4 KiB and 16 KiB from torch's CPU allocator.
@@ -197,3 +198,56 @@ def test_labels() -> None:
         parse_labels("x,x", ["a:f", "b:g"])
     with pytest.raises(UsageError, match="empty label"):
         parse_labels("x,", ["a:f", "b:g"])
+
+
+LABELS = textwrap.dedent(
+    """
+    import torch
+
+    def alloc(n):
+        return torch.empty(n, dtype=torch.uint8)
+
+    def make_100():
+        return 100
+
+    def make_300():
+        return 300
+    """
+)
+
+
+def test_a_run_labelled_delta_keeps_its_own_numbers(tmp_path: Path) -> None:
+    # The second run is called "delta": its op peak (300 B) is its own column, never the
+    # computed delta (200 B), in the terminal and in the JSON.
+    path = tmp_path / "labels_targets.py"
+    path.write_text(LABELS)
+    out = tmp_path / "report.json"
+    code, stdout, _ = invoke(
+        f"{path}:alloc@{path}:make_100",
+        f"{path}:alloc@{path}:make_300",
+        "--labels",
+        "base,delta",
+        "--json",
+        str(out),
+    )
+    assert code == 0
+    table = stdout.split("Top 15 ops by peak bytes, base vs delta:\n")[1].split("\n\n")[0].splitlines()
+    assert table[0].split() == [
+        "op",
+        "peak",
+        "base",
+        "peak",
+        "delta",
+        "delta",
+        "self",
+        "base",
+        "self",
+        "delta",
+    ]
+    empty = next(line for line in table if line.startswith("aten::empty "))
+    assert empty.split()[1:7] == ["100", "B", "300", "B", "+200", "B"]
+    diff = json.loads(out.read_text())["diff"]
+    assert (diff["base"], diff["other"]) == ("base", "delta")
+    op = next(op for op in diff["ops"] if op["name"] == "aten::empty")
+    assert op["base"]["peak_bytes"] == 100 and op["other"]["peak_bytes"] == 300
+    assert op["peak_bytes_delta"] == 200

@@ -12,11 +12,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memprof.api import run_variants
+import memprof
 from memprof.cli import app
-from memprof.commands.common import TargetSpec, resolve_variants
 from memprof.model import Report
-from memprof.sources.options import RunOptions
 from memprof.units import format_bytes
 
 MiB = 1024 * 1024
@@ -26,11 +24,10 @@ README_BUILD = torch.__version__ == "2.13.0+cpu"
 
 def compare(module: str, *funcs: str, repeat: int = 1) -> Report:
     """Profile ``memprof.examples.<module>:<func>`` for each func, on CPU, first one the base."""
-    specs = [TargetSpec(f"memprof.examples.{module}:{f}", None, "eager", f) for f in funcs]
-    report, failure = run_variants(
-        module, resolve_variants(specs, "cpu"), RunOptions(device="cpu", warmup=1, repeat=repeat)
+    report = memprof.compare(
+        *(f"memprof.examples.{module}:{f}" for f in funcs), device="cpu", warmup=1, repeat=repeat
     )
-    assert failure is None
+    assert list(report.runs) == list(funcs)
     return report
 
 

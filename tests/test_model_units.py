@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -136,7 +137,7 @@ def test_report_round_trips(tmp_path):
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.update(schema_version=2), "schema_version is 2"),
+        (lambda d: d.update(schema_version=3), "schema_version is 3, this memprof reads 1 and 2"),
         (lambda d: d.pop("runs"), "missing 'runs'"),
         (lambda d: d.update(runs=[]), "'runs' must be an object"),
         (lambda d: d["runs"]["eager"].update(peak_bytes="big"), "peak_bytes must be a number"),
@@ -204,3 +205,67 @@ def test_one_wrong_field_in_a_valid_report_is_an_input_error_or_accepted(run_key
         Report.from_dict(data).to_json()
     except MemprofError:
         pass
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda d: d["runs"]["eager"].update(peak_bytes=-5),
+            "runs.eager.peak_bytes must be a number of bytes",
+        ),
+        (
+            lambda d: d["runs"]["eager"].update(peak_bytes=1.5),
+            "runs.eager.peak_bytes must be a number of bytes",
+        ),
+        (lambda d: d["runs"]["eager"].update(allocated_bytes=-1), "runs.eager.allocated_bytes must be"),
+        (
+            lambda d: d["runs"]["eager"]["ops"][0].update(peak_bytes=-1),
+            "runs.eager.ops[0].peak_bytes must be",
+        ),
+        (
+            lambda d: d["runs"]["eager"]["ops"][0].update(self_bytes=0.5),
+            "runs.eager.ops[0].self_bytes must be",
+        ),
+        (lambda d: d["runs"]["eager"]["ops"][0].update(calls=-2), "runs.eager.ops[0].calls must be a count"),
+        (
+            lambda d: d["runs"]["eager"].update(status="lost"),
+            "runs.eager.status must be one of 'ok', 'failed'",
+        ),
+        (lambda d: d["runs"]["eager"].update(wall_ms="fast"), "runs.eager.wall_ms must be a number or null"),
+    ],
+)
+def test_impossible_values_are_rejected_with_their_place(mutate, message) -> None:
+    data = _report_dict()
+    mutate(data)
+    with pytest.raises(InputError, match=re.escape(message)):
+        Report.from_dict(data, where="r.json")
+
+
+def test_signed_byte_counts_may_be_negative_and_whole_floats_are_whole_numbers() -> None:
+    data = _report_dict()
+    data["runs"]["eager"]["net_bytes"] = -10
+    data["runs"]["eager"]["ops"][0].update(self_bytes=-10, total_bytes=-10.0)
+    data["runs"]["eager"]["peak_bytes"] = 1e3
+    run = Report.from_dict(data).runs["eager"]
+    assert (run.net_bytes, run.op_stats[0].self_bytes, run.op_stats[0].total_bytes) == (-10, -10, -10)
+    assert run.peak_bytes == 1000 and isinstance(run.peak_bytes, int)
+
+
+def test_version_1_reports_load_and_are_written_as_version_2() -> None:
+    report = Report.from_dict(_report_dict())
+    run = report.runs["eager"]
+    assert run.label == "eager" and run.mode == "eager"  # mode defaults to the label
+    assert run.fused_kernels is None  # not stored before version 2
+    data = report.to_dict()
+    assert data["schema_version"] == 2
+    assert "fused_kernels" not in data["runs"]["eager"]
+
+
+def test_fused_kernels_are_stored_and_read_back() -> None:
+    data = _report_dict()
+    data["schema_version"] = 2
+    data["runs"]["eager"]["fused_kernels"] = {"cpp_fused__to_copy_add_0": ["aten::_to_copy", "aten::add"]}
+    report = Report.from_dict(data)
+    assert report.runs["eager"].fused_kernels == {"cpp_fused__to_copy_add_0": ("aten::_to_copy", "aten::add")}
+    assert Report.from_dict(json.loads(report.to_json())).runs["eager"] == report.runs["eager"]

@@ -2,7 +2,7 @@
 baseline cases. The workload allocates one float32 tensor of exactly 25 MiB.
 
 Each run is a subprocess (torch does not survive pytester's in-process module reset), so the
-cases share runs where they can."""
+cases share runs where they can, and are marked slow (run with ``--run-slow``)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
 
 
+@pytest.mark.slow  # a pytest subprocess per case
 def test_marker_passing_failing_and_misused(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -110,11 +111,13 @@ def test_bad_peak(memprof_profile):
     )
 
 
+@pytest.mark.slow  # a pytest subprocess per case
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--markers")
     result.stdout.fnmatch_lines(['@pytest.mark.memprof(peak="800 MB", mode="eager")*'])
 
 
+@pytest.mark.slow  # a pytest subprocess per case
 def test_baseline_save_then_compare(pytester: pytest.Pytester) -> None:
     source = """
 def test_alloc(memprof_profile):
@@ -148,6 +151,7 @@ def test_alloc(memprof_profile):
     )
 
 
+@pytest.mark.slow  # a pytest subprocess per case
 def test_missing_baseline_warns(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
@@ -164,6 +168,7 @@ def test_alloc(memprof_profile):
     )
 
 
+@pytest.mark.slow  # a pytest subprocess per case
 def test_bad_tolerance_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = run(pytester, "def test_x():\n    pass\n", "--memprof-tolerance", "lots")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -175,3 +180,19 @@ def test_plugin_import_does_not_import_torch() -> None:
     code = "import sys, memprof.pytest_plugin; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
+    # A baseline from another setup: the command line adds "(--strict-env makes this an error)";
+    # the plugin has no such option, so its warning ends at "comparing anyway".
+    from memprof.errors import spelled_as
+    from memprof.gate import GateConfig, evaluate
+    from memprof.model import load_report
+    from memprof.pytest_plugin import _spelling
+
+    data = Path(__file__).parent / "data" / "gate"
+    with spelled_as(_spelling):
+        result = evaluate(
+            load_report(data / "base.json"), GateConfig(baseline=load_report(data / "cuda_base.json"))
+        )
+    assert [w.rpartition(";")[2] for w in result.warnings] == [" comparing anyway"]

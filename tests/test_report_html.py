@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 
-from memprof.errors import UsageError
+from memprof.analysis.timeline import MAX_POINTS, Timeline
+from memprof.cli import app
+from memprof.commands.options import cli_spelling
+from memprof.errors import UsageError, spelled_as
 from memprof.model import Report, load_report
-from memprof.report.html import MAX_TIMELINE_POINTS, SECTION_IDS, _reduce, render_html
+from memprof.report.html import SECTION_IDS, render_html
 
 DATA = Path(__file__).parent / "data"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -55,8 +59,12 @@ def test_every_name_is_escaped(compare_report: Report) -> None:
     assert f"{ESCAPED_SCRIPT}  -319.00 MB" in table
 
 
+def with_run(report: Report, label: str, **changes: object) -> Report:
+    return replace(report, runs={**report.runs, label: replace(report.runs[label], **changes)})
+
+
 def test_the_chart_label_is_escaped_too(compare_report: Report) -> None:
-    compare_report.runs["eager"].peak_op = SCRIPT_LABEL + " $x$"
+    compare_report = with_run(compare_report, "eager", peak_op=SCRIPT_LABEL + " $x$")
     timeline = section(render_html(compare_report), "timeline")
     assert SCRIPT_LABEL not in timeline
     # parse_math off: the dollar signs stay text, not mathtext.
@@ -108,13 +116,18 @@ def test_single_run(single_report: Report) -> None:
     page = render_html(single_report)
     assert '<p class="verdict">eager: peak 8.0 MiB above the call&#x27;s start during aten::add</p>' in page
     assert '<table class="ops sortable" data-run="eager">' in page
-    assert "--compare-compile" in section(page, "fused")
+    # How to get fused kernels, as the caller writes it: mode="both" in Python...
+    assert "(<code>mode=&#x27;both&#x27;</code>)" in section(page, "fused")
+    # ... and --compare-compile when the page is written by the command line.
+    run_command = next(c.callback for c in app.registered_commands if c.callback.__name__ == "run")
+    with spelled_as(cli_spelling(run_command)):
+        fused = section(render_html(single_report), "fused")
+    assert "(<code>memprof run TARGET --compare-compile</code>)" in fused
     assert "Not kept in this report" in section(page, "torch-table")
 
 
 def test_a_run_without_allocations_has_no_chart(single_report: Report) -> None:
-    run = single_report.runs["eager"]
-    run.timeline_ns, run.timeline_bytes = [], []
+    single_report = with_run(single_report, "eager", timeline=Timeline())
     timeline = section(render_html(single_report), "timeline")
     assert "<svg" not in timeline
     assert "No allocations were recorded" in timeline
@@ -139,18 +152,20 @@ def test_real_report_from_json() -> None:
     assert "cpp_fused_abs_lt_sub_sum_unsqueeze_0" in section(page, "fused")
 
 
-@pytest.mark.parametrize("length", [10, MAX_TIMELINE_POINTS, 100_003])
-def test_long_timelines_are_reduced_keeping_the_peak(length: int) -> None:
-    ns = list(range(length))
+@pytest.mark.parametrize("length", [10, MAX_POINTS, 100_003])
+def test_the_chart_draws_a_long_timeline_reduced_as_the_analysis_reduces_it(
+    single_report: Report, length: int
+) -> None:
+    # A timeline from elsewhere may be longer than the analysis keeps: the chart reduces it with
+    # the analysis' downsampler (each bucket's highest point), so the peak is drawn.
     values = [(i * 7919) % 1000 for i in range(length)]
     values[length // 3] = 5000
-    kept_ns, kept_values = _reduce(ns, values)
-    assert len(kept_ns) <= MAX_TIMELINE_POINTS + 2
-    assert max(kept_values) == 5000
-    assert kept_ns[0] == 0 and kept_ns[-1] == length - 1
-    assert kept_ns == sorted(kept_ns)
-    if length <= MAX_TIMELINE_POINTS:
-        assert kept_values == values
+    report = with_run(
+        single_report, "eager", timeline=Timeline(t_ns=tuple(range(length)), bytes=tuple(values))
+    )
+    timeline = section(render_html(report), "timeline")
+    assert timeline.count("<svg ") == 1
+    assert "peak 8.0 MiB during aten::add" in re.findall(r"<text[^>]*>([^<]*)</text>", timeline)
 
 
 def test_jupyter_without_matplotlib_shows_everything_but_the_chart(

@@ -40,8 +40,27 @@ def test_verdict_and_fused_kernel_attribution(similarity_report):
         "aten::unsqueeze",
     ]
     assert ops.loc["aten::sub", "fused_into"] == [kernel]
-    assert ops.loc["aten::sub", "presence"] == "eager only"
+    assert ops.loc["aten::sub", "presence"] == "base only"
+    assert diff.label(ops.loc["aten::sub", "presence"]) == "eager only"
     assert ops.loc["aten::sub", "peak_bytes_delta"] == -256_000_000
+
+
+def test_the_compiled_run_stores_what_its_kernels_replaced(similarity_report):
+    # Split with torch's whole op vocabulary when the run was made, and kept in the JSON.
+    kernels = {
+        "cpp_fused_abs_lt_sub_sum_unsqueeze_0": (
+            "aten::abs",
+            "aten::lt",
+            "aten::sub",
+            "aten::sum",
+            "aten::unsqueeze",
+        )
+    }
+    assert similarity_report.runs["compile"].fused_kernels == kernels
+    assert similarity_report.runs["eager"].fused_kernels == {}
+    data = similarity_report.to_dict()
+    assert data["schema_version"] == 2
+    assert data["runs"]["compile"]["fused_kernels"] == {k: list(v) for k, v in kernels.items()}
 
 
 def test_json_diff_contract(similarity_report):
@@ -52,7 +71,7 @@ def test_json_diff_contract(similarity_report):
     assert diff["peak_bytes_delta"] == 2_000_000 - 834_000_000
     assert diff["peak_ratio"] == pytest.approx(2_000_000 / 834_000_000, rel=1e-6)
     sub = next(op for op in diff["ops"] if op["name"] == "aten::sub")
-    assert sub["compile"] is None and sub["eager"]["peak_bytes"] == 256_000_000
+    assert sub["other"] is None and sub["base"]["peak_bytes"] == 256_000_000
 
 
 def test_compiled_names_are_normalised(similarity_report):

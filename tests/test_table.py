@@ -447,7 +447,7 @@ def test_a_bad_cell_names_line_column_and_expectation() -> None:
         read_table(text)
     assert str(info.value) == (
         f"line {line}: column 'CPU Mem' should be a size like '244.14 MB', '-1.00 KB' or '40 B' "
-        "but is '2.00 XB'; --lenient skips bad rows"
+        "but is '2.00 XB'; lenient=True skips bad rows"
     )
 
 

@@ -3,6 +3,8 @@ memprof's structured numbers: Mem = total_bytes, Self Mem = self_bytes, # of Cal
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from typer.testing import CliRunner
 
@@ -65,8 +67,7 @@ def test_run_table_round_trip_through_the_cli(make_module, tmp_path):
     assert result.exit_code == 0, result.output
     from memprof.model import load_report
 
-    run = load_report(out).runs["eager"]
-    run.torch_table = table.read_text()
+    run = replace(load_report(out).runs["eager"], torch_table=table.read_text())
     assert assert_table_matches(run) >= 4
     parsed = CliRunner().invoke(app, ["parse", str(table), "--csv", str(tmp_path / "t.csv")])
     assert parsed.exit_code == 0, parsed.output

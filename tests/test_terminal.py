@@ -39,6 +39,28 @@ def test_single_run_sorted_by_self(report, update_golden):
     )
 
 
-def test_fused_kernel_always_shown(report):
+def test_top_n_shows_n_ops_and_fused_kernels_their_own_section(report):
     text = render_terminal(report, top=1)
-    assert "cpp_fused_abs_lt_sub_sum_unsqueeze_0" in text and "fuses abs, lt, sub, sum, unsqueeze" in text
+    table = text.split("Top 1 ops by peak bytes, eager vs compile:\n")[1].split("\n\n")[0]
+    assert len(table.splitlines()) == 2 + 1  # header, rule, one op
+    assert "aten::sum" in table.splitlines()[2]
+    # The kernel that explains where the eager ops went is listed, with what it replaced.
+    fused = text.split("Fused kernels:\n")[1].split("\n\n")[0].splitlines()
+    assert fused[2].split() == [
+        "compile",
+        "cpp_fused_abs_lt_sub_sum_unsqueeze_0",
+        "0",
+        "B",
+        "aten::abs",
+        "(244.1",
+        "MiB",
+        "peak",
+        "in",
+        "eager)",
+    ]
+    assert [line.strip() for line in fused[3:]] == [
+        "aten::lt (61.0 MiB peak in eager)",
+        "aten::sub (244.1 MiB peak in eager)",
+        "aten::sum (490.2 MiB peak in eager)",
+        "aten::unsqueeze (0 B peak in eager)",
+    ]

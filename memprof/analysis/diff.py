@@ -1,68 +1,96 @@
-"""Compare two runs: per-op deltas and a one-line verdict. Pure: no I/O, no torch."""
+"""Compare two runs: per-op deltas and a one-line verdict. Pure: no I/O, no torch, no pandas
+(the DataFrame view :attr:`RunDiff.ops` imports pandas when asked for).
+
+A diff's columns are fixed (``base``, ``other``, ``*_delta``) whatever the runs are called; the
+labels are data (:attr:`RunDiff.base`, :attr:`RunDiff.other`), so a run labelled ``delta`` or
+``base`` cannot collide with a computed column.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from memprof.names import fused_kernel_ops, is_fused_kernel
-from memprof.units import format_bytes, format_ms, format_percent, json_float
+from memprof import fields
+from memprof.analysis.ops import OP_COLUMNS, OpStats
+from memprof.names import aten_names
+from memprof.names import fused_kernels as kernels_from_names
+from memprof.units import format_bytes, format_ms, format_percent
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from memprof.model import RunResult
 
-_SIDE_FIELDS = ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes")
+BOTH, BASE_ONLY, OTHER_ONLY = "both", "base only", "other only"
+"""Where an op ran: :attr:`OpDiff.presence`."""
+
+_SIDE_COLUMNS = OP_COLUMNS[1:]
 
 
-@dataclass(frozen=True)
+def _delta(other: OpStats | None, base: OpStats | None, column: str) -> int:
+    return (getattr(other, column) if other else 0) - (getattr(base, column) if base else 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpDiff:
+    """One op name in either run: its numbers in the base and the other run (None where it did
+    not run), the deltas other - base (an absent side counting 0), ``fused_ops`` (for a fused
+    kernel of the other run: the aten ops its name lists) and ``fused_into`` (for an op: the
+    other run's kernels that list it)."""
+
+    name: str = fields.text(required=True)
+    presence: str = fields.text(choices=(BOTH, BASE_ONLY, OTHER_ONLY))
+    base: OpStats | None = fields.nested(OpStats, default=None, nullable=True)
+    other: OpStats | None = fields.nested(OpStats, default=None, nullable=True)
+    peak_bytes_delta: int = fields.signed_size(init=False)
+    self_bytes_delta: int = fields.signed_size(init=False)
+    allocated_bytes_delta: int = fields.signed_size(init=False)
+    fused_into: tuple[str, ...] = fields.items(fields.TEXT)
+    fused_ops: tuple[str, ...] = fields.items(fields.TEXT)
+
+    def __post_init__(self) -> None:
+        for column in ("peak_bytes", "self_bytes", "allocated_bytes"):
+            object.__setattr__(self, f"{column}_delta", _delta(self.other, self.base, column))
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunDiff:
-    """``other`` compared with ``base``.
+    """``other`` compared with ``base``: their peaks and wall times, and one :class:`OpDiff` per
+    op name in ``op_diffs`` (largest peak in either run first). ``verdict``, ``summary`` and the
+    ratios are derived from those numbers."""
 
-    ``ops`` columns: ``name``, ``presence`` ("both", "<base> only", "<other> only"), for each
-    side ``<field>_<label>`` of calls/self/total/allocated/peak bytes (NaN where absent),
-    ``peak_bytes_delta``, ``self_bytes_delta``, ``allocated_bytes_delta`` (other - base, an
-    absent side counting 0), ``fused_into`` (for a base op: the other run's fused kernels whose
-    names list it) and ``fused_ops`` (for a fused kernel: the aten ops it lists).
-    """
+    base: str = fields.text(required=True)
+    other: str = fields.text(required=True)
+    base_peak_bytes: int = fields.size()
+    other_peak_bytes: int = fields.size()
+    peak_bytes_delta: int = fields.signed_size(init=False)
+    peak_ratio: float | None = fields.ratio(init=False)
+    verdict: str = fields.text(init=False, default="")
+    base_wall_ms: float = fields.number(key="wall_ms_base")
+    other_wall_ms: float = fields.number(key="wall_ms_other")
+    wall_ratio: float | None = fields.ratio(init=False)
+    summary: str = fields.text(init=False, default="")
+    op_diffs: tuple[OpDiff, ...] = fields.items(OpDiff, key="ops")
 
-    base: str
-    other: str
-    base_peak_bytes: int
-    other_peak_bytes: int
-    ops: pd.DataFrame
-    base_wall_ms: float = math.nan
-    other_wall_ms: float = math.nan
+    def __post_init__(self) -> None:
+        derived = {
+            "peak_bytes_delta": self.other_peak_bytes - self.base_peak_bytes,
+            "peak_ratio": None if self.base_peak_bytes == 0 else self.other_peak_bytes / self.base_peak_bytes,
+            "wall_ratio": _wall_ratio(self.base_wall_ms, self.other_wall_ms),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "verdict", self._verdict())
+        object.__setattr__(self, "summary", self._summary())
 
-    @property
-    def peak_bytes_delta(self) -> int:
-        return self.other_peak_bytes - self.base_peak_bytes
-
-    @property
-    def peak_ratio(self) -> float | None:
-        """other / base peak; None when the base peak is 0."""
-        if self.base_peak_bytes == 0:
-            return None
-        return self.other_peak_bytes / self.base_peak_bytes
-
-    @property
-    def wall_ratio(self) -> float | None:
-        """other / base wall time per call (medians); None when either is unknown or base is 0."""
-        if not (math.isfinite(self.base_wall_ms) and math.isfinite(self.other_wall_ms)):
-            return None
-        if self.base_wall_ms <= 0:
-            return None
-        return self.other_wall_ms / self.base_wall_ms
-
-    @property
-    def summary(self) -> str:
+    def _summary(self) -> str:
         """Memory next to time, e.g. ``channels_last vs contiguous: peak -12.3%, wall time +4.0%
         (10.1 ms -> 10.5 ms)``: most techniques trade one for the other."""
-        peak = self.peak_ratio
-        wall = self.wall_ratio
+        peak, wall = self.peak_ratio, self.wall_ratio
         peak_text = format_percent(peak - 1) if peak is not None else "n/a"
         wall_text = format_percent(wall - 1) if wall is not None else "n/a"
         span = (
@@ -72,120 +100,130 @@ class RunDiff:
         )
         return f"{self.other} vs {self.base}: peak {peak_text}, wall time {wall_text}{span}"
 
-    @property
-    def verdict(self) -> str:
+    def _verdict(self) -> str:
         subject = "torch.compile" if (self.base, self.other) == ("eager", "compile") else self.other
         versus = "" if subject == "torch.compile" else f" vs {self.base}"
         delta = self.peak_bytes_delta
         span = f"{format_bytes(self.base_peak_bytes)} -> {format_bytes(self.other_peak_bytes)}"
-        ratio = self.peak_ratio
-        pct = format_percent(ratio - 1) if ratio is not None else "n/a"
+        pct = format_percent(self.peak_ratio - 1) if self.peak_ratio is not None else "n/a"
         if delta < 0:
             return f"{subject} lowers peak memory{versus} by {format_bytes(-delta)} ({pct}): {span}"
         if delta > 0:
             return f"{subject} raises peak memory{versus} by {format_bytes(delta)} ({pct}): {span}"
         return f"{subject} leaves peak memory{versus} unchanged: {span}"
 
-    def to_dict(self) -> dict[str, Any]:
-        ratio = self.peak_ratio
-        return {
-            "base": self.base,
-            "other": self.other,
-            "peak_bytes_delta": int(self.peak_bytes_delta),
-            "peak_ratio": ratio,
-            "verdict": self.verdict,
-            "wall_ms_base": json_float(self.base_wall_ms),
-            "wall_ms_other": json_float(self.other_wall_ms),
-            "wall_ratio": self.wall_ratio,
-            "summary": self.summary,
-            "ops": [_op_dict(row, self.base, self.other) for row in self.ops.to_dict("records")],
-        }
+    def label(self, presence: str) -> str:
+        """``presence`` in the runs' own words: ``eager only``, ``compile only`` or ``both``."""
+        return {BASE_ONLY: f"{self.base} only", OTHER_ONLY: f"{self.other} only"}.get(presence, presence)
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """The per-op diff as a DataFrame, for Python users: ``name``, ``presence``,
+        ``base_<column>`` and ``other_<column>`` for each op column (NaN where the op did not
+        run), ``peak_bytes_delta``, ``self_bytes_delta``, ``allocated_bytes_delta``,
+        ``fused_into``, ``fused_ops``. ``frame.attrs`` holds the labels (``base``, ``other``)."""
+        import pandas as pd
+
+        rows = [_frame_row(op) for op in self.op_diffs]
+        columns = [
+            "name",
+            "presence",
+            *(f"{side}_{c}" for side in ("base", "other") for c in _SIDE_COLUMNS),
+            "peak_bytes_delta",
+            "self_bytes_delta",
+            "allocated_bytes_delta",
+            "fused_into",
+            "fused_ops",
+        ]
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.attrs.update(base=self.base, other=self.other)
+        return frame
 
 
-def _op_dict(row: dict[str, Any], base: str, other: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": row["name"], "presence": row["presence"]}
-    for label in (base, other):
-        values = {f: row[f"{f}_{label}"] for f in _SIDE_FIELDS}
-        out[label] = (
-            None if any(_isnan(v) for v in values.values()) else {k: int(v) for k, v in values.items()}
-        )
-    for key in ("peak_bytes_delta", "self_bytes_delta", "allocated_bytes_delta"):
-        out[key] = int(row[key])
-    out["fused_into"] = list(row["fused_into"])
-    out["fused_ops"] = list(row["fused_ops"])
-    return out
+def _frame_row(op: OpDiff) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": op.name, "presence": op.presence}
+    for side, stats in (("base", op.base), ("other", op.other)):
+        for column in _SIDE_COLUMNS:
+            row[f"{side}_{column}"] = getattr(stats, column) if stats is not None else math.nan
+    row.update(
+        peak_bytes_delta=op.peak_bytes_delta,
+        self_bytes_delta=op.self_bytes_delta,
+        allocated_bytes_delta=op.allocated_bytes_delta,
+        fused_into=list(op.fused_into),
+        fused_ops=list(op.fused_ops),
+    )
+    return row
 
 
-def _isnan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
+def _wall_ratio(base_ms: float, other_ms: float) -> float | None:
+    """other / base wall time per call (medians); None when either is unknown or base is 0."""
+    if not (math.isfinite(base_ms) and math.isfinite(other_ms)) or base_ms <= 0:
+        return None
+    return other_ms / base_ms
 
 
 def op_note(
-    row: dict[str, Any],
+    diff: RunDiff,
+    op: OpDiff,
     name: Callable[[str], str] = str,
     text: Callable[[str], str] = str,
 ) -> str:
     """What explains a diff row: ``fuses abs, sub`` for a fused kernel, ``fused into <kernel>``
     for an op a kernel replaced, else ``eager only`` / ``compile only`` (empty when in both).
     ``name`` formats op names and ``text`` the rest (quoting for Markdown, say)."""
-    if row["fused_ops"]:
-        return "fuses " + ", ".join(name(op.removeprefix("aten::")) for op in row["fused_ops"])
-    if row["fused_into"]:
-        return "fused into " + ", ".join(name(kernel) for kernel in row["fused_into"])
-    return "" if row["presence"] == "both" else text(str(row["presence"]))
+    if op.fused_ops:
+        return "fuses " + ", ".join(name(part.removeprefix("aten::")) for part in op.fused_ops)
+    if op.fused_into:
+        return "fused into " + ", ".join(name(kernel) for kernel in op.fused_into)
+    return "" if op.presence == BOTH else text(diff.label(op.presence))
 
 
-def diff_runs(base: RunResult, other: RunResult, vocabulary: frozenset[str] | None = None) -> RunDiff:
-    """Compare ``other`` with ``base`` op by op (ops matched by normalised name)."""
-    import pandas as pd
+def run_kernels(base: RunResult, other: RunResult) -> dict[str, tuple[str, ...]]:
+    """The fused kernels of ``other`` and the aten ops each replaced.
 
-    a = base.ops[["name", *_SIDE_FIELDS]].rename(columns={f: f"{f}_{base.label}" for f in _SIDE_FIELDS})
-    b = other.ops[["name", *_SIDE_FIELDS]].rename(columns={f: f"{f}_{other.label}" for f in _SIDE_FIELDS})
-    merged = a.merge(b, on="name", how="outer", indicator=True, sort=False)
-    merged["presence"] = (
-        merged["_merge"]
-        .map({"both": "both", "left_only": f"{base.label} only", "right_only": f"{other.label} only"})
-        .astype(object)
+    A run made by this memprof carries them (split with torch's whole op vocabulary when the
+    run was made). An older report's runs do not: their kernel names are split with the aten
+    op names the two runs themselves contain, never with whatever this process has loaded, so
+    a loaded report gives the same diff everywhere.
+    """
+    if other.fused_kernels is not None:
+        return dict(other.fused_kernels)
+    vocabulary = aten_names(op.name for run in (base, other) for op in run.op_stats)
+    return kernels_from_names((op.name for op in other.op_stats), vocabulary)
+
+
+def diff_runs(base: RunResult, other: RunResult) -> RunDiff:
+    """Compare ``other`` with ``base`` op by op (ops matched by their normalised names),
+    the op with the largest peak in either run first (ties by name)."""
+    base_ops = {op.name: op for op in base.op_stats}
+    other_ops = {op.name: op for op in other.op_stats}
+    kernels = run_kernels(base, other)
+    rows = []
+    for name in sorted(base_ops.keys() | other_ops.keys()):
+        a, b = base_ops.get(name), other_ops.get(name)
+        rows.append(
+            OpDiff(
+                name=name,
+                presence=BOTH
+                if a is not None and b is not None
+                else BASE_ONLY
+                if a is not None
+                else OTHER_ONLY,
+                base=a,
+                other=b,
+                fused_ops=kernels.get(name, ()),
+                fused_into=tuple(kernel for kernel, parts in kernels.items() if name in parts),
+            )
+        )
+    rows.sort(
+        key=lambda op: -max(op.base.peak_bytes if op.base else 0, op.other.peak_bytes if op.other else 0)
     )
-    merged = merged.drop(columns="_merge")
-    for field in ("peak_bytes", "self_bytes", "allocated_bytes"):
-        merged[f"{field}_delta"] = (
-            merged[f"{field}_{other.label}"].fillna(0) - merged[f"{field}_{base.label}"].fillna(0)
-        ).astype("int64")
-
-    vocab = vocabulary if vocabulary is not None else _aten_vocabulary(base, other)
-    kernels = {name: fused_kernel_ops(name, vocab) for name in other.ops["name"] if is_fused_kernel(name)}
-    merged["fused_ops"] = [kernels.get(name, []) for name in merged["name"]]
-    merged["fused_into"] = [
-        [kernel for kernel, parts in kernels.items() if name in parts] for name in merged["name"]
-    ]
-    order = merged[[f"peak_bytes_{base.label}", f"peak_bytes_{other.label}"]].fillna(0).max(axis=1)
-    merged = merged.loc[order.sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
-    ops = pd.DataFrame(merged)
     return RunDiff(
         base=base.label,
         other=other.label,
         base_peak_bytes=int(base.peak_bytes),
         other_peak_bytes=int(other.peak_bytes),
-        ops=ops,
         base_wall_ms=float(base.wall_ms),
         other_wall_ms=float(other.wall_ms),
+        op_diffs=tuple(rows),
     )
-
-
-def _aten_vocabulary(*runs: RunResult) -> frozenset[str]:
-    """aten op names to split fused kernel names with: the runs' own aten ops, plus every aten
-    op torch knows when torch is already loaded (never imported just for this)."""
-    import sys
-
-    names = {
-        n.split("::", 1)[1].split(".", 1)[0] for r in runs for n in r.ops["name"] if n.startswith("aten::")
-    }
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            all_ops = torch._C._dispatch_get_all_op_names()
-        except Exception:  # pragma: no cover - private API moved; the runs' names still work
-            all_ops = []
-        names.update(n[6:].split(".", 1)[0] for n in all_ops if n.startswith("aten::"))
-    return frozenset(names)

@@ -1,4 +1,4 @@
-"""Profiler records -> the per-op DataFrame, the run's numbers and the memory timeline.
+"""Profiler records -> the run's numbers, per-op statistics and the memory timeline.
 
 All numbers come from torch's raw allocator records (``[memory]`` events: +bytes on
 allocation, -bytes on free, with a timestamp) and op intervals, not from the printed table.
@@ -9,6 +9,7 @@ query on a sparse table — O((N + M) log N) for N records and M ops.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 from memprof.analysis.nesting import _parents, _RangeMax
-from memprof.model import OP_COLUMNS, empty_ops
+from memprof.analysis.ops import OpStats
+from memprof.analysis.timeline import MAX_POINTS, Timeline, downsample
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
+from memprof.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class RunNumbers:
     allocated_bytes: int
     net_bytes: int
     peak_op: str | None
-    peak_op_stack: list[str]
+    peak_op_stack: tuple[str, ...]
     calls: int
     records: int
     region_peak_bytes: int = 0
@@ -39,12 +42,14 @@ class RunNumbers:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything :func:`analyze` derives: run numbers, per-op frame, timeline."""
+    """Everything :func:`analyze` derives: the run's numbers, one :class:`OpStats` per op name
+    (in order of first appearance, ``[memory]`` last), the timeline, and notes on what the
+    records leave out."""
 
     numbers: RunNumbers
-    ops: pd.DataFrame
-    timeline_ns: np.ndarray
-    timeline_bytes: np.ndarray
+    ops: tuple[OpStats, ...]
+    timeline: Timeline
+    notes: tuple[str, ...] = ()
 
 
 def analyze(raw: RawProfile) -> Analysis:
@@ -92,11 +97,12 @@ def analyze(raw: RawProfile) -> Analysis:
     worst = int(np.argmax(rise)) if len(rise) else 0
     peak_bytes = int(rise[worst]) if len(rise) else 0
     peak_op: str | None = None
-    stack: list[str] = []
+    stack: tuple[str, ...] = ()
     if peak_bytes > 0:
         index = int(lo[worst] + np.argmax(live[lo[worst] : hi[worst]]))
-        stack = _ops_at(raw, int(times[index]))
-        peak_op = _responsible(stack)
+        thread = None if raw.mem_thread is None else int(raw.mem_thread[order][index])
+        stack = tuple(op_stack_at(raw, int(times[index]), thread))
+        peak_op = responsible_op(stack)
     numbers = RunNumbers(
         peak_bytes=peak_bytes,
         allocated_bytes=int(allocated.max()) if len(allocated) else 0,
@@ -108,10 +114,29 @@ def analyze(raw: RawProfile) -> Analysis:
         region_peak_bytes=int(max(live.max(), 0)) if len(live) else 0,
     )
     timeline_ns, timeline_bytes = _timeline(times, live, call_start, call_end, lo, hi)
-    return Analysis(numbers=numbers, ops=ops, timeline_ns=timeline_ns, timeline_bytes=timeline_bytes)
+    timeline = Timeline(t_ns=tuple(timeline_ns.tolist()), bytes=tuple(timeline_bytes.tolist()))
+    return Analysis(numbers=numbers, ops=ops, timeline=timeline, notes=_notes(raw, numbers))
 
 
-def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_stats: Any) -> pd.DataFrame:
+def _notes(raw: RawProfile, numbers: RunNumbers) -> tuple[str, ...]:
+    """What the records themselves say is missing from the numbers."""
+    notes = []
+    if raw.other_thread_bytes:
+        notes.append(
+            f"{format_bytes(raw.other_thread_bytes)} allocated on other threads were recorded but "
+            "are not part of the call windows"
+        )
+    if numbers.records == 0:
+        notes.append(
+            "no allocations were recorded: the function allocates nothing through torch's allocator "
+            "(or does its work on other threads, which torch's profiler does not record)"
+        )
+    return tuple(notes)
+
+
+def _op_frame(
+    raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_stats: Any
+) -> tuple[OpStats, ...]:
     count = len(raw.op_name)
     if count:
         total, allocated, rise, _, _ = window_stats(raw.op_start, raw.op_end)
@@ -129,44 +154,39 @@ def _op_frame(raw: RawProfile, times: np.ndarray, deltas: np.ndarray, window_sta
         groups = len(names)
         peak = np.zeros(groups, dtype=np.int64)
         np.maximum.at(peak, group, rise)
-        ops = pd.DataFrame(
-            {
-                "name": np.asarray(names, dtype=object),
-                "calls": np.bincount(group, minlength=groups),
-                "self_bytes": _int_sums(group, self_bytes, groups),
-                "total_bytes": _int_sums(group, total, groups),
-                "allocated_bytes": _int_sums(group, np.where(nested_same, 0, allocated), groups),
-                "peak_bytes": peak,
-                "self_us": np.bincount(group, weights=duration - child_time, minlength=groups),
-                "total_us": np.bincount(group, weights=duration, minlength=groups),
-            }
+        columns = zip(
+            [str(name) for name in names],
+            np.bincount(group, minlength=groups).tolist(),
+            _int_sums(group, self_bytes, groups).tolist(),
+            _int_sums(group, total, groups).tolist(),
+            _int_sums(group, np.where(nested_same, 0, allocated), groups).tolist(),
+            peak.tolist(),
+            np.bincount(group, weights=duration - child_time, minlength=groups).tolist(),
+            np.bincount(group, weights=duration, minlength=groups).tolist(),
+            strict=True,
         )
+        ops = [OpStats(*row) for row in columns]
     else:
-        ops = empty_ops()
+        ops = []
 
     # Records outside every op: torch's `[memory]` row.
     if len(times):
         outside = _outside_ops(raw, times)
         if outside.any():
             loose = deltas[outside]
-            memory_row = pd.DataFrame(
-                [
-                    {
-                        "name": MEMORY_ROW,
-                        "calls": int(outside.sum()),
-                        "self_bytes": int(loose.sum()),
-                        "total_bytes": int(loose.sum()),
-                        "allocated_bytes": int(np.maximum(loose, 0).sum()),
-                        "peak_bytes": int(max(loose.max(), 0)),
-                        "self_us": 0.0,
-                        "total_us": 0.0,
-                    }
-                ]
+            ops.append(
+                OpStats(
+                    name=MEMORY_ROW,
+                    calls=int(outside.sum()),
+                    self_bytes=int(loose.sum()),
+                    total_bytes=int(loose.sum()),
+                    allocated_bytes=int(np.maximum(loose, 0).sum()),
+                    peak_bytes=int(max(loose.max(), 0)),
+                    self_us=0.0,
+                    total_us=0.0,
+                )
             )
-            ops = pd.concat([ops, memory_row], ignore_index=True) if len(ops) else memory_row
-    for column in ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"):
-        ops[column] = ops[column].astype(np.int64)
-    return ops[list(OP_COLUMNS)]
+    return tuple(ops)
 
 
 def _int_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
@@ -189,7 +209,7 @@ def _outside_ops(raw: RawProfile, times: np.ndarray) -> np.ndarray:
     return ~inside
 
 
-def _responsible(stack: list[str]) -> str:
+def responsible_op(stack: Sequence[str]) -> str:
     """The op to name for the peak: the outermost aten op running (the one the user's code
     called, e.g. ``aten::sum`` rather than the ``aten::empty_strided`` inside it), else the
     innermost range (a fused kernel or a ``record_function`` label), else ``[memory]``."""
@@ -199,9 +219,12 @@ def _responsible(stack: list[str]) -> str:
     return stack[-1] if stack else MEMORY_ROW
 
 
-def _ops_at(raw: RawProfile, time_ns: int) -> list[str]:
-    """Names of the ops running at ``time_ns``, outermost first."""
-    active = np.flatnonzero((raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async)
+def op_stack_at(raw: RawProfile, time_ns: int, thread: int | None = None) -> list[str]:
+    """Names of the ops running at ``time_ns`` (on ``thread`` when given), outermost first."""
+    running = (raw.op_start <= time_ns) & (raw.op_end >= time_ns) & ~raw.op_async
+    if thread is not None:
+        running &= raw.op_thread == thread
+    active = np.flatnonzero(running)
     active = active[np.lexsort((-raw.op_end[active], raw.op_start[active]))]
     return [normalize_name(str(raw.op_name[i])) for i in active]
 
@@ -213,12 +236,12 @@ def _timeline(
     call_end: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
-    max_points: int = 4000,
+    max_points: int = MAX_POINTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Live bytes over time from the first measured call's start, relative to live there.
 
-    Long timelines are reduced to ``max_points`` by keeping each bucket's highest point, so
-    the peak survives.
+    Long timelines are reduced to ``max_points`` by :func:`memprof.analysis.timeline.downsample`
+    (each bucket's highest point: the peak survives).
     """
     if not len(times):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -226,13 +249,5 @@ def _timeline(
     base = int(live[first - 1]) if first > 0 else 0
     t = np.concatenate(([call_start.min()], times[first:last], [call_end.max()])) - call_start.min()
     b = np.concatenate(([0], live[first:last] - base, [live[last - 1] - base if last > 0 else 0]))
-    if len(t) > max_points:
-        edges = np.unique(np.linspace(0, len(t), max_points + 1).astype(np.int64)[:-1])
-        # Each bucket's highest point (its first occurrence, as argmax would pick).
-        highest = np.maximum.reduceat(b, edges)
-        bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, len(t))))
-        hits = np.flatnonzero(b == highest[bucket])
-        _, first_hit = np.unique(bucket[hits], return_index=True)
-        keep = hits[first_hit]
-        t, b = t[keep], b[keep]
+    t, b = downsample(t, b, max_points)
     return t.astype(np.int64), b.astype(np.int64)

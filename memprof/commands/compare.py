@@ -3,36 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from memprof.commands import gate_options
-from memprof.commands.common import (
-    BACKEND_OPTION,
-    COMPILE_MODE_OPTION,
-    CSV_OPTION,
-    DEVICE_OPTION,
-    FRESH_COMPILE_OPTION,
-    HTML_OPTION,
-    JSON_OPTION,
-    MARKDOWN_OPTION,
-    OUT_OPTION,
-    QUIET_OPTION,
-    REPEAT_OPTION,
-    SORT_OPTION,
-    TABLE_OPTION,
-    TOP_OPTION,
-    WARMUP_OPTION,
-    CompileMode,
-    Mode,
-    Sort,
-    TargetSpec,
-    output_settings,
-    profile_targets,
-)
+from memprof.commands.common import check_runs, profile_and_report
+from memprof.commands.options import GateOptions, Mode, OutputOptions, ProfileOptions, SaveBaseline
 from memprof.errors import UsageError
-from memprof.sources.options import RunOptions
 
 # TARGET@INPUTS: the target ends at the first "@" that follows ":name" (its attribute path is
 # made of identifiers, so that "@" cannot belong to it); file paths before it may contain "@".
@@ -53,21 +30,10 @@ def split_target(text: str, default_inputs: str | None) -> tuple[str, str | None
     return match["target"], match["inputs"]
 
 
-def default_labels(specs: list[str]) -> list[str]:
-    """The targets' function names; a name seen before gets ``#2``, ``#3``, ..."""
-    labels: list[str] = []
-    for spec in specs:
-        name = spec.rpartition(":")[2] or spec
-        label, n = name, 1
-        while label in labels:
-            n += 1
-            label = f"{name}#{n}"
-        labels.append(label)
-    return labels
-
-
 def parse_labels(text: str | None, specs: list[str]) -> list[str]:
     """``--labels a,b,c``: one non-empty, distinct label per target (exit 2 otherwise)."""
+    from memprof.api import default_labels
+
     if text is None:
         return default_labels(specs)
     labels = [label.strip() for label in text.split(",")]
@@ -85,48 +51,37 @@ def parse_labels(text: str | None, specs: list[str]) -> list[str]:
 
 
 def compare(
-    targets: list[str] = typer.Argument(
-        ...,
-        metavar="TARGET[@INPUTS]",
-        help="Two or more callables (pkg.module:function or path/to/file.py:function); the first is "
-        "the base. TARGET@INPUTS gives that target its own inputs factory.",
-    ),
-    labels: str | None = typer.Option(
-        None,
-        "--labels",
-        help="Comma-separated names for the runs, one per target (default: the function names).",
-    ),
-    inputs: str | None = typer.Option(
-        None,
-        "--inputs",
-        help="Inputs factory for every target without its own @INPUTS. Default: <function>_inputs "
-        "in each target's module.",
-    ),
-    device: str = DEVICE_OPTION,
-    mode: Mode = typer.Option(
-        Mode.eager, "--mode", help="eager, or compile: torch.compile every target before profiling."
-    ),
-    compile_mode: CompileMode = COMPILE_MODE_OPTION,
-    backend: str = BACKEND_OPTION,
-    warmup: int = WARMUP_OPTION,
-    repeat: int = REPEAT_OPTION,
-    fresh_compile: bool = FRESH_COMPILE_OPTION,
-    json_path: Path | None = JSON_OPTION,
-    csv_path: Path | None = CSV_OPTION,
-    markdown_path: Path | None = MARKDOWN_OPTION,
-    html_path: Path | None = HTML_OPTION,
-    out_dir: Path | None = OUT_OPTION,
-    table_path: Path | None = TABLE_OPTION,
-    sort: Sort = SORT_OPTION,
-    top: int = TOP_OPTION,
-    quiet: bool = QUIET_OPTION,
-    budget: str | None = gate_options.BUDGET,
-    baseline: Path | None = gate_options.BASELINE,
-    tolerance: str = gate_options.TOLERANCE,
-    per_op: bool = gate_options.PER_OP,
-    strict_env: bool = gate_options.STRICT_ENV,
-    require_compile_saves: bool = gate_options.REQUIRE_COMPILE_SAVES,
-    save_baseline: Path | None = gate_options.SAVE_BASELINE,
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="TARGET[@INPUTS]",
+            help="Two or more callables (pkg.module:function or path/to/file.py:function); the first is "
+            "the base. TARGET@INPUTS gives that target its own inputs factory.",
+        ),
+    ],
+    *,
+    labels: Annotated[
+        str | None,
+        typer.Option(
+            "--labels",
+            help="Comma-separated names for the runs, one per target (default: the function names).",
+        ),
+    ] = None,
+    inputs: Annotated[
+        str | None,
+        typer.Option(
+            "--inputs",
+            help="Inputs factory for every target without its own @INPUTS. Default: <function>_inputs "
+            "in each target's module.",
+        ),
+    ] = None,
+    mode: Annotated[
+        Mode, typer.Option("--mode", help="eager, or compile: torch.compile every target before profiling.")
+    ] = Mode.eager,
+    profile: ProfileOptions,
+    output: OutputOptions,
+    gate: GateOptions,
+    save_baseline: SaveBaseline = None,
 ) -> None:
     """Profile two or more callables and compare each with the first: peak memory and wall time.
 
@@ -138,33 +93,16 @@ def compare(
 
     Example: memprof compare memprof.examples.no_grad:with_autograd memprof.examples.no_grad:no_grad
     """
+    from memprof.api import Variant
+
     if len(targets) < 2:
         raise UsageError(
             f"compare needs two or more targets, got {len(targets)}; to profile one, use `memprof run`"
         )
-    output = output_settings(
-        json_path, csv_path, markdown_path, html_path, out_dir, table_path, sort, top, quiet, save_baseline
-    )
+    files = output.files(save_baseline)
     split = [split_target(text, inputs) for text in targets]
     names = parse_labels(labels, [spec for spec, _ in split])
-    gate = gate_options.config_from_options(
-        budget, baseline, tolerance, per_op, strict_env, require_compile_saves
-    )
-    gate_options.check_runs(gate, names)
-    profile_targets(
-        " vs ".join(spec for spec, _ in split),
-        [
-            TargetSpec(spec=spec, inputs=factory, mode=mode.value, label=label)
-            for (spec, factory), label in zip(split, names, strict=True)
-        ],
-        RunOptions(
-            device=device,
-            warmup=warmup,
-            repeat=repeat,
-            compile_mode=compile_mode.value,
-            backend=backend,
-            fresh_compile=fresh_compile,
-        ),
-        output,
-        gate,
-    )
+    config = gate.config()
+    check_runs(config, names)
+    variants = [Variant(target=spec, inputs=factory, mode=mode.value) for spec, factory in split]
+    profile_and_report(variants, names, files, config, profile, output)

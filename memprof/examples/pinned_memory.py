@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from memprof.errors import UsageError
+from memprof.errors import UsageError, param
 
 BATCH_BYTES = 64 * 1024 * 1024
 
@@ -34,12 +34,12 @@ def _require_cuda(device: str) -> None:
         raise UsageError(
             "the pinned_memory example needs CUDA: pinned host memory and non_blocking copies only "
             f"matter for host-to-GPU transfers, and this torch ({torch.__version__}) sees no CUDA "
-            "device; run it on a machine with a GPU, with --device cuda"
+            f"device; run it on a machine with a GPU, with {param('device', 'cuda')}"
         )
     if not device.startswith("cuda"):
         raise UsageError(
             f"the pinned_memory example copies to a GPU, but the device is {device!r}; "
-            "run it with --device cuda"
+            f"run it with {param('device', 'cuda')}"
         )
 
 

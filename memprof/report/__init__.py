@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memprof.model import Report
 
-# --out DIR writes every format under these names.
+# The file names of every format when a folder is given for all of them.
 STANDARD_NAMES = {
     "json": "memprof.json",
     "csv": "memprof-ops.csv",
@@ -17,10 +17,22 @@ STANDARD_NAMES = {
 }
 
 
+def render_torch_tables(report: Report) -> str:
+    """torch.profiler's own printed table of each run that kept one, each under a line naming
+    the run and the target."""
+    return "\n".join(
+        f"memprof run {label}: {report.target}\n{run.torch_table}"
+        for label, run in report.runs.items()
+        if run.torch_table
+    )
+
+
 def renderer(fmt: str) -> Callable[[Report], str]:
-    """The render function of a format: json, csv, markdown, html."""
+    """The render function of a format: json, csv, markdown, html, table (torch's tables)."""
     if fmt == "json":
         return lambda report: report.to_json()
+    if fmt == "table":
+        return render_torch_tables
     if fmt == "csv":
         from memprof.report.csv import render_csv
 

@@ -16,21 +16,18 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.errors import UsageError
+from memprof.analysis.timeline import downsample_timeline
+from memprof.errors import UsageError, param
+from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.analysis.diff import RunDiff
     from memprof.model import Report, RunResult
 
 INSTALL_HINT = "pip install matplotlib"
 
 # Section ids: stable anchors, also what the sample-report test compares.
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
-
-# Timelines longer than this are reduced (per-bucket minimum and maximum, peak kept) so the
-# SVG stays small; the peak and the shape survive, single short-lived steps may not.
-MAX_TIMELINE_POINTS = 4000
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -42,7 +39,7 @@ def check_available() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise UsageError(f"--html needs matplotlib for the memory timeline chart; {INSTALL_HINT}")
+        raise UsageError(f"the HTML report needs matplotlib for the memory timeline chart; {INSTALL_HINT}")
 
 
 def _e(value: object) -> str:
@@ -89,21 +86,6 @@ def _th(label: str, numeric: bool) -> str:
 # ---------------------------------------------------------------------------------------- chart
 
 
-def _reduce(ns: list[int], values: list[int]) -> tuple[list[int], list[int]]:
-    """At most about MAX_TIMELINE_POINTS points: per bucket the first, minimum and maximum."""
-    if len(ns) <= MAX_TIMELINE_POINTS:
-        return ns, values
-    bucket = math.ceil(len(ns) / (MAX_TIMELINE_POINTS / 3))
-    keep: set[int] = {0, len(ns) - 1}
-    for start in range(0, len(ns), bucket):
-        chunk = range(start, min(start + bucket, len(ns)))
-        keep.add(start)
-        keep.add(max(chunk, key=values.__getitem__))
-        keep.add(min(chunk, key=values.__getitem__))
-    order = sorted(keep)
-    return [ns[i] for i in order], [values[i] for i in order]
-
-
 def _unit(peak: int) -> tuple[str, int]:
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if peak >= scale:
@@ -119,12 +101,14 @@ def timeline_svg(runs: list[RunResult]) -> str:
     import matplotlib
     from matplotlib.figure import Figure
 
-    drawn = [r for r in runs if r.timeline_ns]
+    drawn = [r for r in runs if r.timeline.t_ns]
     fig = Figure(figsize=(11.0, 0.6 + 2.3 * len(drawn)), layout="constrained")
     axes = fig.subplots(len(drawn), 1, squeeze=False)[:, 0]
     colours = ("#1f6fb4", "#d9661f", "#2a9d4b", "#9b3fb5", "#8c564b")
     for index, (ax, run) in enumerate(zip(axes, drawn, strict=True)):
-        ns, values = _reduce(run.timeline_ns, run.timeline_bytes)
+        # The analysis keeps at most MAX_POINTS; a timeline from elsewhere is reduced the same way.
+        timeline = downsample_timeline(run.timeline)
+        ns, values = timeline.t_ns, timeline.bytes
         top = max(max(values), run.peak_bytes, 1)
         unit, scale = _unit(top)
         ms = [t / 1e6 for t in ns]
@@ -190,7 +174,7 @@ def _summary(report: Report) -> str:
 
 
 def _verdict(report: Report) -> str:
-    verdicts = [d.verdict for d in report.diffs()]
+    verdicts = [d.verdict for d in report.diffs]
     ok = report.ok_runs()
     if not verdicts:
         if len(ok) == 1:
@@ -237,7 +221,7 @@ def _runs(report: Report) -> str:
 def _timeline(report: Report) -> str:
     import importlib.util
 
-    runs = [r for r in report.ok_runs() if r.timeline_ns]
+    runs = [r for r in report.ok_runs() if r.timeline.t_ns]
     if runs and importlib.util.find_spec("matplotlib") is None:
         # Only reachable from Jupyter: files check for matplotlib before anything runs.
         body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
@@ -260,7 +244,7 @@ def _timeline(report: Report) -> str:
     return f'<section id="timeline"><h2>Memory timeline</h2>{body}</section>'
 
 
-def _single_ops_table(run: RunResult) -> str:
+def _single_ops_table(table: RunTable) -> str:
     columns = [
         ("op", False),
         ("calls", True),
@@ -274,24 +258,29 @@ def _single_ops_table(run: RunResult) -> str:
     head = "".join(_th(label, numeric) for label, numeric in columns)
     rows = [
         "<tr>"
-        + _name_cell(str(row.name))
-        + _int_cell(row.calls)
-        + _size_cell(row.peak_bytes)
-        + _size_cell(row.self_bytes, signed=True)
-        + _size_cell(row.total_bytes, signed=True)
-        + _size_cell(row.allocated_bytes)
-        + _ms_cell(row.self_us)
-        + _ms_cell(row.total_us)
+        + _name_cell(op.name)
+        + _int_cell(op.calls)
+        + _size_cell(op.peak_bytes)
+        + _size_cell(op.self_bytes, signed=True)
+        + _size_cell(op.total_bytes, signed=True)
+        + _size_cell(op.allocated_bytes)
+        + _ms_cell(op.self_us)
+        + _ms_cell(op.total_us)
         + "</tr>"
-        for row in run.ops_sorted("peak").itertuples(index=False)
+        for op in table.rows
     ]
     return (
-        f'<div class="scroll"><table class="ops sortable" data-run="{_e(run.label)}">'
+        f'<div class="scroll"><table class="ops sortable" data-run="{_e(table.run.label)}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
-def _diff_ops_table(diff: RunDiff) -> str:
+def _side(stats: Any, column: str) -> Any:
+    return None if stats is None else getattr(stats, column)
+
+
+def _diff_ops_table(table: DiffTable) -> str:
+    diff = table.diff
     a, b = diff.base, diff.other
     columns = [
         ("op", False),
@@ -306,18 +295,18 @@ def _diff_ops_table(diff: RunDiff) -> str:
     ]
     head = "".join(_th(label, numeric) for label, numeric in columns)
     rows = []
-    for row in diff.ops.to_dict("records"):
-        note = op_note(row)
+    for op in table.rows:
+        note = op_note(diff, op)
         rows.append(
             "<tr>"
-            + _name_cell(str(row["name"]))
-            + _size_cell(row[f"peak_bytes_{a}"])
-            + _size_cell(row[f"peak_bytes_{b}"])
-            + _size_cell(row["peak_bytes_delta"], signed=True)
-            + _size_cell(row[f"self_bytes_{a}"], signed=True)
-            + _size_cell(row[f"self_bytes_{b}"], signed=True)
-            + _size_cell(row[f"allocated_bytes_{a}"])
-            + _size_cell(row[f"allocated_bytes_{b}"])
+            + _name_cell(op.name)
+            + _size_cell(_side(op.base, "peak_bytes"))
+            + _size_cell(_side(op.other, "peak_bytes"))
+            + _size_cell(op.peak_bytes_delta, signed=True)
+            + _size_cell(_side(op.base, "self_bytes"), signed=True)
+            + _size_cell(_side(op.other, "self_bytes"), signed=True)
+            + _size_cell(_side(op.base, "allocated_bytes"))
+            + _size_cell(_side(op.other, "allocated_bytes"))
             + f'<td class="note" data-sort="{_e(note)}">{_e(note)}</td>'
             + "</tr>"
         )
@@ -327,17 +316,15 @@ def _diff_ops_table(diff: RunDiff) -> str:
     )
 
 
-def _ops(report: Report) -> str:
-    diffs = report.diffs()
+def _ops(report: Report, top: int | None) -> str:
     parts = ['<section id="ops"><h2>Ops</h2>']
-    if diffs:
-        for diff in diffs:
-            parts.append(f"<h3>{_e(diff.other)} vs {_e(diff.base)}</h3>")
-            parts.append(_diff_ops_table(diff))
-    else:
-        for run in report.ok_runs():
-            parts.append(f"<h3>{_e(run.label)}</h3>")
-            parts.append(_single_ops_table(run))
+    for table in op_tables(report, "peak", top, every_comparison=True):
+        if isinstance(table, DiffTable):
+            parts.append(f"<h3>{_e(table.diff.other)} vs {_e(table.diff.base)}</h3>")
+            parts.append(_diff_ops_table(table))
+        else:
+            parts.append(f"<h3>{_e(table.run.label)}</h3>")
+            parts.append(_single_ops_table(table))
     parts.append(
         '<p class="help">Click a column header to sort (again to reverse). peak: the most live bytes '
         "above the op's start while it ran (its children included); self: net bytes the op itself "
@@ -348,37 +335,23 @@ def _ops(report: Report) -> str:
 
 
 def _fused(report: Report) -> str:
-    rows = []
-    for diff in report.diffs():
-        peaks = dict(zip(diff.ops["name"], diff.ops[f"peak_bytes_{diff.base}"], strict=True))
-        for row in diff.ops.to_dict("records"):
-            if not row["fused_ops"]:
-                continue
-            replaced = ", ".join(
-                f"<code>{_e(op)}</code>"
-                + (
-                    f" ({_e(format_bytes(int(peaks[op])))} peak in {_e(diff.base)})"
-                    if op in peaks and not _is_missing(peaks[op])
-                    else ""
-                )
-                for op in row["fused_ops"]
-            )
-            rows.append(
-                f"<tr><td>{_e(diff.other)}</td>{_name_cell(str(row['name']))}"
-                f'<td class="name">{replaced}</td>{_size_cell(row[f"peak_bytes_{diff.other}"])}</tr>'
-            )
+    rows = [
+        f"<tr><td>{_e(row.run)}</td>{_name_cell(row.kernel)}{_size_cell(row.peak_bytes)}"
+        f'<td class="name">{replaced_text(row, name=lambda op: f"<code>{_e(op)}</code>", text=_e)}</td></tr>'
+        for row in fused_rows(report)
+    ]
     if rows:
         body = (
             '<table class="fused"><thead><tr><th scope="col">run</th><th scope="col">fused kernel</th>'
-            '<th scope="col">aten ops it replaced</th><th scope="col">kernel peak</th></tr></thead>'
+            '<th scope="col">kernel peak</th><th scope="col">aten ops it replaced</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>"
         )
-    elif report.diffs():
+    elif report.diffs:
         body = '<p class="empty">No fused kernels in these runs.</p>'
     else:
         body = (
             '<p class="empty">Fused kernels are listed when a compiled run is compared with eager '
-            "(<code>--compare-compile</code>).</p>"
+            f"(<code>{_e(param('mode', 'both'))}</code>).</p>"
         )
     return f'<section id="fused"><h2>Fused kernels</h2>{body}</section>'
 
@@ -398,8 +371,8 @@ def _torch_tables(report: Report) -> str:
         if run.torch_table
     ]
     body = "".join(tables) or (
-        '<p class="empty">Not kept in this report: <code>memprof run --html</code> or '
-        "<code>--table</code> keeps it (a report loaded from JSON has none).</p>"
+        '<p class="empty">Not kept in this report: torch\'s table is kept when it is asked for while '
+        "profiling, as writing an HTML report does (a report loaded from JSON has none).</p>"
     )
     return f'<section id="torch-table"><h2>torch.profiler table</h2>{body}</section>'
 
@@ -474,11 +447,11 @@ _JS = """
 """
 
 
-def render_html(report: Report, standalone: bool = True) -> str:
+def render_html(report: Report, standalone: bool = True, top: int | None = None) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
-    Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable table), fused,
-    notes, torch-table (torch's own table, collapsible).
+    Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable tables, every op
+    unless ``top`` is given), fused, notes, torch-table (torch's own table, collapsible).
     """
     if standalone:
         check_available()
@@ -490,7 +463,7 @@ def render_html(report: Report, standalone: bool = True) -> str:
         + _verdict(report)
         + _runs(report)
         + _timeline(report)
-        + _ops(report)
+        + _ops(report, top)
         + _fused(report)
         + _notes(report)
         + _torch_tables(report)

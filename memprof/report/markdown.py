@@ -1,9 +1,9 @@
 """Markdown (GitHub-flavoured): a short summary for ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 
 Heading with target, device and torch; the verdict in bold; one row per run; the top ops by
-peak with both runs and the delta. Names go in code spans (``|`` escaped, backticks fenced),
-other text has Markdown's special characters escaped, so no name can break the table or
-inject markup.
+peak with both runs and the delta; the fused kernels and the ops they replaced. Names go in
+code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
+escaped, so no name can break the table or inject markup.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
+    from memprof.model import Report
 
 TOP_OPS = 10
 
@@ -77,38 +78,48 @@ def _runs_table(report: Report) -> list[str]:
     return _table(headers, rows, "lrrrrrl")
 
 
-def _single_ops(run: RunResult, top: int) -> list[str]:
+def _single_ops(table: RunTable) -> list[str]:
     rows = [
         [
-            code(str(row.name)),
-            str(int(row.calls)),
-            _size(row.peak_bytes),
-            _size(row.self_bytes, signed=True),
-            _size(row.allocated_bytes),
+            code(op.name),
+            str(op.calls),
+            _size(op.peak_bytes),
+            _size(op.self_bytes, signed=True),
+            _size(op.allocated_bytes),
         ]
-        for row in run.ops_sorted("peak").head(top).itertuples(index=False)
+        for op in table.rows
     ]
     return _table(["op", "calls", "peak", "self", "allocated"], rows, "lrrrr")
 
 
-def _diff_ops(report: Report, top: int) -> list[str]:
-    diff = report.diff
-    assert diff is not None
+def _diff_ops(table: DiffTable) -> list[str]:
+    diff = table.diff
     a, b = diff.base, diff.other
-    rows = []
-    for row in diff.ops.head(top).to_dict("records"):
-        note = op_note(row, name=code, text=escape_text)
-        rows.append(
-            [
-                code(str(row["name"])),
-                _size(row[f"peak_bytes_{a}"]),
-                _size(row[f"peak_bytes_{b}"]),
-                _size(row["peak_bytes_delta"], signed=True),
-                note,
-            ]
-        )
+    rows = [
+        [
+            code(op.name),
+            _size(op.base.peak_bytes if op.base is not None else None),
+            _size(op.other.peak_bytes if op.other is not None else None),
+            _size(op.peak_bytes_delta, signed=True),
+            op_note(diff, op, name=code, text=escape_text),
+        ]
+        for op in table.rows
+    ]
     headers = ["op", f"peak {escape_text(a)}", f"peak {escape_text(b)}", "delta", "note"]
     return _table(headers, rows, "lrrrl")
+
+
+def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
+    table = [
+        [
+            escape_text(row.run),
+            code(row.kernel),
+            _size(row.peak_bytes),
+            replaced_text(row, name=code, text=escape_text),
+        ]
+        for row in rows
+    ]
+    return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
 def render_markdown(report: Report, top: int = TOP_OPS) -> str:
@@ -119,7 +130,7 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         f"(torch {escape_text(torch_version)})",
         "",
     ]
-    verdicts = [d.verdict for d in report.diffs()]
+    verdicts = [d.verdict for d in report.diffs]
     ok = report.ok_runs()
     if not verdicts and len(ok) == 1:
         during = f" during {ok[0].peak_op}" if ok[0].peak_op else ""
@@ -127,12 +138,20 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
     for verdict in verdicts:
         lines += [f"**{escape_text(verdict)}**", ""]
     lines += [*_runs_table(report), ""]
-    if len(ok) >= 2:
-        lines += [f"### Top {top} ops by peak, {escape_text(ok[0].label)} vs {escape_text(ok[1].label)}", ""]
-        lines += [*_diff_ops(report, top), ""]
-    elif ok:
-        lines += [f"### Top {top} ops of {escape_text(ok[0].label)} by peak", ""]
-        lines += [*_single_ops(ok[0], top), ""]
+    for table in op_tables(report, "peak", top):
+        if isinstance(table, DiffTable):
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        else:
+            lines += [
+                f"### Top {top} ops of {escape_text(table.run.label)} by peak",
+                "",
+                *_single_ops(table),
+                "",
+            ]
+    fused = fused_rows(report)
+    if fused:
+        lines += ["### Fused kernels", "", *_fused(fused), ""]
     notes = [
         f"- {escape_text(run.label)}: {escape_text(note)}"
         for run in report.runs.values()

@@ -1,20 +1,19 @@
-"""The terminal summary: runs, top ops (side by side when comparing), verdict, notes."""
+"""The terminal summary: runs, top ops (side by side when comparing), fused kernels, verdict,
+notes."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
-import pandas as pd
 from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
+from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
-
-SORT_COLUMNS = {"peak": "peak_bytes", "self": "self_bytes", "allocated": "allocated_bytes"}
+    from memprof.analysis.ops import OpStats
+    from memprof.model import Report
 
 
 def runs_table(report: Report) -> str:
@@ -39,19 +38,22 @@ def runs_table(report: Report) -> str:
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def _single_ops(run: RunResult, sort: str, top: int) -> str:
-    ops = run.ops_sorted(sort).head(top)
+def _size(stats: OpStats | None, column: str) -> str:
+    return "-" if stats is None else format_bytes(getattr(stats, column))
+
+
+def _single_ops(table: RunTable) -> str:
     rows = [
         [
-            row.name,
-            row.calls,
-            format_bytes(row.peak_bytes),
-            format_bytes(row.self_bytes),
-            format_bytes(row.total_bytes),
-            format_bytes(row.allocated_bytes),
-            format_ms(row.total_us / 1000),
+            op.name,
+            op.calls,
+            format_bytes(op.peak_bytes),
+            format_bytes(op.self_bytes),
+            format_bytes(op.total_bytes),
+            format_bytes(op.allocated_bytes),
+            format_ms(op.total_us / 1000),
         ]
-        for row in ops.itertuples(index=False)
+        for op in table.rows
     ]
     headers = ["op", "calls", "peak", "self", "total", "allocated", "cpu time"]
     return tabulate(
@@ -59,36 +61,21 @@ def _single_ops(run: RunResult, sort: str, top: int) -> str:
     )
 
 
-def _diff_ops(report: Report, sort: str, top: int) -> str:
-    diff = report.diff
-    assert diff is not None
+def _diff_ops(table: DiffTable) -> str:
+    diff = table.diff
     a, b = diff.base, diff.other
-    ops = diff.ops
-    column = SORT_COLUMNS[sort]
-    key = ops[[f"{column}_{a}", f"{column}_{b}"]].abs().fillna(0).max(axis=1)
-    ordered = ops.loc[key.sort_values(ascending=False, kind="stable").index]
-    # Fused kernels explain where the eager ops went: always show them, even when they allocate nothing.
-    kernels = ordered[ordered["fused_ops"].map(bool)]
-    shown = ordered.head(top)
-    ops = pd.concat([shown, kernels[~kernels.index.isin(shown.index)]])
-
-    def size(value: float) -> str:
-        return "-" if isinstance(value, float) and math.isnan(value) else format_bytes(int(value))
-
-    rows = []
-    for row in ops.to_dict("records"):
-        note = op_note(row)
-        rows.append(
-            [
-                row["name"],
-                size(row[f"peak_bytes_{a}"]),
-                size(row[f"peak_bytes_{b}"]),
-                format_bytes(row["peak_bytes_delta"], signed=True),
-                size(row[f"self_bytes_{a}"]),
-                size(row[f"self_bytes_{b}"]),
-                note,
-            ]
-        )
+    rows = [
+        [
+            op.name,
+            _size(op.base, "peak_bytes"),
+            _size(op.other, "peak_bytes"),
+            format_bytes(op.peak_bytes_delta, signed=True),
+            _size(op.base, "self_bytes"),
+            _size(op.other, "self_bytes"),
+            op_note(diff, op),
+        ]
+        for op in table.rows
+    ]
     headers = ["op", f"peak {a}", f"peak {b}", "delta", f"self {a}", f"self {b}", ""]
     return tabulate(
         rows,
@@ -99,27 +86,43 @@ def _diff_ops(report: Report, sort: str, top: int) -> str:
     )
 
 
+def _fused(rows: tuple[FusedRow, ...]) -> str:
+    # One replaced op per line: a kernel may replace many.
+    table = [
+        [row.run, row.kernel, format_bytes(row.peak_bytes), replaced_text(row).replace(", ", "\n")]
+        for row in rows
+    ]
+    headers = ["run", "fused kernel", "kernel peak", "aten ops it replaced"]
+    return tabulate(
+        table,
+        headers=headers,
+        tablefmt="simple",
+        disable_numparse=True,
+        colalign=("left", "left", "right", "left"),
+    )
+
+
 def render_terminal(report: Report, *, sort: str = "peak", top: int = 15) -> str:
     """The summary printed by ``memprof run`` and ``memprof compare``."""
     env = report.environment
     lines = [f"memprof: {report.target} on {report.device} (torch {env.get('torch', '?')})", ""]
     lines.append(runs_table(report))
-    ok = report.ok_runs()
-    if len(ok) >= 2:
-        lines += [
-            "",
-            f"Top {top} ops by {sort} bytes, {ok[0].label} vs {ok[1].label}:",
-            _diff_ops(report, sort, top),
-        ]
-        for extra in report.diffs()[1:]:
-            lines.append(f"{extra.other}: {extra.verdict}")
-    elif ok:
-        lines += ["", f"Top {top} ops of {ok[0].label} by {sort} bytes:", _single_ops(ok[0], sort, top)]
+    for table in op_tables(report, sort, top):
+        if isinstance(table, DiffTable):
+            title = f"Top {top} ops by {sort} bytes, {table.diff.base} vs {table.diff.other}:"
+            lines += ["", title, _diff_ops(table)]
+        else:
+            lines += ["", f"Top {top} ops of {table.run.label} by {sort} bytes:", _single_ops(table)]
+    for extra in report.diffs[1:]:
+        lines.append(f"{extra.other}: {extra.verdict}")
+    fused = fused_rows(report)
+    if fused:
+        lines += ["", "Fused kernels:", _fused(fused)]
     verdict = report.verdict()
     if verdict:
         lines += ["", verdict]
     # Memory next to time for every comparison: most techniques trade one for the other.
-    lines += [diff.summary for diff in report.diffs()]
+    lines += [diff.summary for diff in report.diffs]
     for run in report.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")

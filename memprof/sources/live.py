@@ -8,6 +8,7 @@ there, timed as ``compile_seconds``), then profile ``repeat`` calls, each inside
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import statistics
@@ -16,15 +17,17 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from memprof.analysis.peaks import analyze
-from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback
+from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param
 from memprof.model import RunResult
-from memprof.records import CALL_MARKER
+from memprof.names import aten_names, fused_kernels
+from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs
@@ -43,14 +46,18 @@ def resolve_device(spec: str | None) -> str:
     if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
         if not torch.cuda.is_available():
             raise UsageError(
-                f"--device {spec}: CUDA is not available here (torch {torch.__version__}); "
-                "use --device cpu or --device auto"
+                f"{param('device', spec)}: CUDA is not available here (torch {torch.__version__}); "
+                f"use {param('device', 'cpu')} or {param('device', 'auto')}"
             )
         index = int(text[5:]) if ":" in text else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
-            raise UsageError(f"--device {spec}: there are {torch.cuda.device_count()} CUDA devices (0-based)")
+            raise UsageError(
+                f"{param('device', spec)}: there are {torch.cuda.device_count()} CUDA devices (0-based)"
+            )
         return f"cuda:{index}"
-    raise UsageError(f"--device {spec!r} is not a device; use auto, cpu, cuda or cuda:N (e.g. cuda:0)")
+    raise UsageError(
+        f"{param('device')} {spec!r} is not a device; use auto, cpu, cuda or cuda:N (e.g. cuda:0)"
+    )
 
 
 def environment(device: str) -> dict[str, str]:
@@ -229,74 +236,92 @@ def run_target(
 ) -> RunResult:
     """Profile ``func(*inputs.args, **inputs.kwargs)`` and return its :class:`RunResult`.
 
-    Raises :class:`UserCodeError` (exit 3) when the function or its compilation fails; the
-    message carries the peak reached before the failure and the op that was running.
+    Three steps: warm up (compiling there, in compile mode), profile ``options.repeat`` calls,
+    assemble the run from the analysis of the records. Raises :class:`UserCodeError` (exit 3)
+    when the function or its compilation fails; the message carries the peak reached before the
+    failure and the op that was running.
     """
     if options.repeat < 1:
-        raise UsageError(f"--repeat must be 1 or more, got {options.repeat}")
+        raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
     if options.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {options.warmup}")
-    label = label or options.mode
-    notes: list[str] = []
-    compile_seconds: float | None = None
-    fn = func
+        raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
     with _compile_config(options):
-        if options.mode == "compile":
-            import torch._dynamo
-
-            torch._dynamo.reset()
-            kwargs: dict[str, Any] = {"backend": options.backend}
-            if options.compile_mode != "default":
-                kwargs["mode"] = options.compile_mode
-            try:
-                fn = torch.compile(func, **kwargs)
-            except Exception as error:
-                raise UserCodeError(
-                    f"torch.compile({name}) failed: {_first_line(error)}; try --mode eager"
-                ) from None
-        warmups = max(options.warmup, 1) if options.mode == "compile" else options.warmup
-        for index in range(warmups):
-            what = (
-                f"compiling {name} with torch.compile (backend {options.backend})"
-                if index == 0 and options.mode == "compile"
-                else None
-            )
-            start = time.perf_counter()
-            try:
-                with _ticker(status if what else None, what or ""):
-                    result = fn(*inputs.args, **inputs.kwargs)
-                    _sync(options.device)
-            except MemprofError:
-                raise
-            except Exception as error:
-                if options.mode == "compile" and _is_compile_error(error):
-                    raise UserCodeError(
-                        f"torch.compile of {name} failed: {_first_line(error)}; try --mode eager"
-                    ) from None
-                if options.mode == "compile":
-                    raise UserCodeError(
-                        f"{name} raised {_first_line(error)} (first compiled call)",
-                        user_traceback=format_user_traceback(error),
-                    ) from None
-                # Eager: go straight to the profiled call, which fails the same way and so tells
-                # how much memory was reached and where (what an out-of-memory user needs).
-                notes.append(f"warm-up call {index + 1} raised {_first_line(error)}")
-                break
-            del result
-            if what:
-                compile_seconds = time.perf_counter() - start
-                if status:
-                    status(f"compiled {name} in {compile_seconds:.1f} s")
-        return _profile_calls(
-            fn,
-            inputs,
-            options,
-            label=label,
-            name=name,
-            notes=notes,
-            compile_seconds=compile_seconds,
-            status=status,
+        warm = _warm_up(func, inputs, options, name, status)
+        measured = _profile_calls(
+            warm.fn, inputs, options, label=label or options.mode, name=name, status=status
         )
+    return _assemble(measured, warm, inputs, options)
+
+
+@dataclass
+class _Warm:
+    """What warming up gives: the function to profile (compiled in compile mode), the compile
+    time, and notes (an eager warm-up call that failed)."""
+
+    fn: Callable[..., Any]
+    compile_seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _compiled(func: Callable[..., Any], options: RunOptions, name: str) -> Callable[..., Any]:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    kwargs: dict[str, Any] = {"backend": options.backend}
+    if options.compile_mode != "default":
+        kwargs["mode"] = options.compile_mode
+    try:
+        return torch.compile(func, **kwargs)
+    except Exception as error:
+        raise UserCodeError(
+            f"torch.compile({name}) failed: {_first_line(error)}; try {param('mode', 'eager')}"
+        ) from None
+
+
+def _warm_up(
+    func: Callable[..., Any], inputs: Inputs, options: RunOptions, name: str, status: StatusFn | None
+) -> _Warm:
+    """The unprofiled calls; in compile mode at least one, which compiles and is timed."""
+    compiling = options.mode == "compile"
+    warm = _Warm(fn=_compiled(func, options, name) if compiling else func)
+    for index in range(max(options.warmup, 1) if compiling else options.warmup):
+        what = (
+            f"compiling {name} with torch.compile (backend {options.backend})"
+            if index == 0 and compiling
+            else None
+        )
+        start = time.perf_counter()
+        try:
+            with _ticker(status if what else None, what or ""):
+                result = warm.fn(*inputs.args, **inputs.kwargs)
+                _sync(options.device)
+        except MemprofError:
+            raise
+        except Exception as error:
+            if compiling:
+                raise _warm_up_error(error, name) from None
+            # Eager: go straight to the profiled call, which fails the same way and so tells
+            # how much memory was reached and where (what an out-of-memory user needs).
+            warm.notes.append(f"warm-up call {index + 1} raised {_first_line(error)}")
+            break
+        del result
+        if what:
+            warm.compile_seconds = time.perf_counter() - start
+            if status:
+                status(f"compiled {name} in {warm.compile_seconds:.1f} s")
+    return warm
+
+
+def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
+    """A failed first compiled call: the compiler's failure, or the user's code raising."""
+    if _is_compile_error(error):
+        return UserCodeError(
+            f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
+        )
+    return UserCodeError(
+        f"{name} raised {_first_line(error)} (first compiled call)",
+        user_traceback=format_user_traceback(error),
+    )
 
 
 _profiler_started: set[tuple[str, ...]] = set()
@@ -316,6 +341,20 @@ def _warm_profiler(activities: list[ProfilerActivity]) -> None:
     _profiler_started.add(key)
 
 
+@dataclass
+class _Measured:
+    """What the profiled calls give: the records, the wall time of each call, the device's own
+    counters, torch's printed table (when kept) and what the source noticed on the way."""
+
+    label: str
+    raw: RawProfile
+    walls: list[float]
+    device_counters: dict[str, int]
+    notes: list[str]
+    threads: list[str]
+    table: str | None
+
+
 def _profile_calls(
     fn: Callable[..., Any],
     inputs: Inputs,
@@ -323,25 +362,20 @@ def _profile_calls(
     *,
     label: str,
     name: str,
-    notes: list[str],
-    compile_seconds: float | None,
     status: StatusFn | None,
-) -> RunResult:
+) -> _Measured:
+    """``options.repeat`` calls under torch.profiler, each in its ``record_function`` range.
+    Raises the failure of a call (with the peak reached before it) after reading the records."""
     cuda = options.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    device_counters: dict[str, int] = {}
-    if cuda:
-        torch.cuda.synchronize(torch.device(options.device))
-        torch.cuda.reset_peak_memory_stats(torch.device(options.device))
-        device_counters["memory_allocated_start_bytes"] = int(
-            torch.cuda.memory_allocated(torch.device(options.device))
-        )
+    counters = _cuda_counters_before(options.device) if cuda else {}
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
     _warm_profiler(activities)
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None
+    notes: list[str] = []
     with (
         _quiet_profiler_stderr(notes),
         _thread_starts() as threads,
@@ -360,64 +394,77 @@ def _profile_calls(
                 break
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
-        device = torch.device(options.device)
-        device_counters["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
-        device_counters["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+        counters.update(_cuda_counters_after(options.device))
     raw = raw_from_profiler(
         prof,
         device_type="CUDA" if cuda else "CPU",
         device_index=int(options.device.split(":")[1]) if cuda else None,
     )
-    analysis = analyze(raw)
-    numbers = analysis.numbers
     if failure is not None:
+        numbers = analyze(raw).numbers
         raise _failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options)
-    if cuda:
-        note = cuda_crosscheck(device_counters, numbers.region_peak_bytes)
-        if note:
-            notes.append(note)
-    if threads:
-        names = ", ".join(sorted(set(threads))[:3])
-        notes.append(
-            f"{len(threads)} Python thread(s) started during the call ({names}); "
-            "torch's profiler records only the calling thread, so their allocations are not counted"
-        )
-    if raw.other_thread_bytes:
-        notes.append(
-            f"{format_bytes(raw.other_thread_bytes)} allocated on other threads were recorded but "
-            "are not part of the call windows"
-        )
-    if numbers.records == 0:
-        notes.append(
-            "no allocations were recorded: the function allocates nothing through torch's allocator "
-            "(or does its work on other threads, which torch's profiler does not record)"
-        )
     table = None
     if options.keep_table:
-        table = prof.key_averages().table(
-            sort_by="self_cpu_memory_usage" if not cuda else "self_device_memory_usage", row_limit=-1
+        sort_by = "self_cpu_memory_usage" if not cuda else "self_device_memory_usage"
+        table = prof.key_averages().table(sort_by=sort_by, row_limit=-1)
+    return _Measured(label, raw, walls, counters, notes, threads, table)
+
+
+def _cuda_counters_before(device: str) -> dict[str, int]:
+    where = torch.device(device)
+    torch.cuda.synchronize(where)
+    torch.cuda.reset_peak_memory_stats(where)
+    return {"memory_allocated_start_bytes": int(torch.cuda.memory_allocated(where))}
+
+
+def _cuda_counters_after(device: str) -> dict[str, int]:
+    where = torch.device(device)
+    return {
+        "max_memory_allocated_bytes": int(torch.cuda.max_memory_allocated(where)),
+        "max_memory_reserved_bytes": int(torch.cuda.max_memory_reserved(where)),
+    }
+
+
+def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOptions) -> RunResult:
+    """The run: the analysis of the records, with what the source measured and noticed."""
+    analysis = analyze(measured.raw)
+    notes = [*warm.notes, *measured.notes]
+    if options.device.startswith("cuda"):
+        note = cuda_crosscheck(measured.device_counters, analysis.numbers.region_peak_bytes)
+        if note:
+            notes.append(note)
+    if measured.threads:
+        names = ", ".join(sorted(set(measured.threads))[:3])
+        notes.append(
+            f"{len(measured.threads)} Python thread(s) started during the call ({names}); "
+            "torch's profiler records only the calling thread, so their allocations are not counted"
         )
-    return RunResult(
-        label=label,
+    op_names = [op.name for op in analysis.ops]
+    return RunResult.from_analysis(
+        analysis,
+        label=measured.label,
         mode=options.mode,
-        peak_bytes=numbers.peak_bytes,
-        allocated_bytes=numbers.allocated_bytes,
-        net_bytes=numbers.net_bytes,
         inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)),
-        wall_ms=statistics.median(walls) if walls else float("nan"),
-        wall_ms_all=walls,
+        wall_ms=statistics.median(measured.walls) if measured.walls else float("nan"),
+        wall_ms_all=tuple(measured.walls),
         repeat=options.repeat,
-        ops=analysis.ops,
-        peak_op=numbers.peak_op,
-        peak_op_stack=numbers.peak_op_stack,
-        compile_seconds=compile_seconds,
-        timeline_ns=analysis.timeline_ns.tolist(),
-        timeline_bytes=analysis.timeline_bytes.tolist(),
-        device_counters=device_counters,
-        torch_table=table,
-        records=numbers.records,
+        compile_seconds=warm.compile_seconds,
+        fused_kernels=fused_kernels(op_names, torch_aten_vocabulary() | aten_names(op_names)),
+        device_counters=measured.device_counters,
+        torch_table=measured.table,
         notes=notes,
     )
+
+
+@functools.cache
+def torch_aten_vocabulary() -> frozenset[str]:
+    """Every aten op name this torch knows (``add``, ``_to_copy``, ...): splits fused kernel
+    names into the ops they replaced, stored with the run so a loaded report never needs it."""
+    try:
+        all_ops = torch._C._dispatch_get_all_op_names()
+    except Exception:  # pragma: no cover - private API moved; the run's own names still work
+        all_ops = []
+    return aten_names(all_ops)
 
 
 def cuda_crosscheck(counters: dict[str, int], region_peak_bytes: int) -> str | None:
@@ -451,7 +498,9 @@ def _failure_error(
             user_traceback=format_user_traceback(error),
         )
     if options.mode == "compile" and _is_compile_error(error):
-        return UserCodeError(f"torch.compile of {name} failed: {_first_line(error)}; try --mode eager")
+        return UserCodeError(
+            f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
+        )
     return UserCodeError(
         f"{name} raised {_first_line(error)} (peak before the failure: {format_bytes(peak)}{where})",
         user_traceback=format_user_traceback(error),

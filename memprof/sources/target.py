@@ -19,19 +19,39 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from memprof.errors import MemprofError, TargetNotFoundError, UsageError, UserCodeError, format_user_traceback
+from memprof.errors import (
+    MemprofError,
+    TargetNotFoundError,
+    UsageError,
+    UserCodeError,
+    format_user_traceback,
+    param,
+)
 
 SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"
 
 
 @dataclass(frozen=True)
 class Target:
-    """A resolved callable with where it came from."""
+    """A resolved callable with where it came from: ``spec`` names it (``pkg.mod:func``),
+    ``module`` holds it (and its default inputs factory), ``attr_path`` is its name there."""
 
     spec: str
     func: Callable[..., Any]
-    module: ModuleType
+    module: ModuleType | None
     attr_path: str
+
+    @staticmethod
+    def of(func: Callable[..., Any]) -> Target:
+        """A callable given directly (from Python), named ``module:qualname``."""
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
+        module_name = getattr(func, "__module__", None) or ""
+        return Target(
+            spec=f"{module_name}:{name}".lstrip(":"),
+            func=func,
+            module=sys.modules.get(module_name),
+            attr_path=name,
+        )
 
 
 @dataclass
@@ -164,28 +184,40 @@ def accepts(func: Callable[..., Any], name: str) -> bool:
     return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
-def build_inputs(target: Target, inputs_spec: str | None, device: str) -> Inputs:
-    """Make the target's arguments: from ``--inputs SPEC``, else ``<func>_inputs`` in its module,
+InputsFactory = str | Callable[..., Any]
+"""Where a target's arguments come from: a factory's spec (``pkg.mod:make``) or the factory."""
+
+
+def build_inputs(target: Target, factory: InputsFactory | None, device: str) -> Inputs:
+    """Make the target's arguments: from ``factory``, else ``<func>_inputs`` in its module,
     else none. A factory that accepts ``device`` gets the chosen device."""
-    factory: Callable[..., Any] | None
-    if inputs_spec is not None:
-        factory = resolve(inputs_spec).func
-        source = inputs_spec
+    if isinstance(factory, str):
+        source = factory
+        make = resolve(factory).func
+    elif factory is not None:
+        source = Target.of(factory).spec
+        make = factory
     else:
         required = required_parameters(target.func)
         if not required:
             return Inputs(source="none")
         factory_name = f"{target.attr_path.split('.')[-1]}_inputs"
-        factory = getattr(target.module, factory_name, None)
-        if factory is None or not callable(factory):
-            module_part = target.spec.rpartition(":")[0]
+        found = getattr(target.module, factory_name, None)
+        module_part = target.spec.rpartition(":")[0]
+        if found is None or not callable(found):
+            example = param("inputs", f"{module_part}:make_inputs")
             raise UsageError(
                 f"{target.spec!r} needs arguments ({', '.join(required)}): give them with "
-                f"--inputs {module_part}:make_inputs, or define {factory_name}() in {module_part}"
+                f"{example}, or define {factory_name}() in {module_part}"
             )
-        source = f"{target.spec.rpartition(':')[0]}:{factory_name}"
+        source = f"{module_part}:{factory_name}"
+        make = found
+    return _call_factory(make, source, device)
+
+
+def _call_factory(make: Callable[..., Any], source: str, device: str) -> Inputs:
     try:
-        made = factory(device=device) if accepts(factory, "device") else factory()
+        made = make(device=device) if accepts(make, "device") else make()
     except MemprofError:
         # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
         # own exit code stands, it is not the user's code failing.

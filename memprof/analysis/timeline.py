@@ -1,0 +1,84 @@
+"""The memory timeline of a run, and the one way memprof shortens a long one.
+
+:func:`downsample` is used by the analysis (a run keeps at most :data:`MAX_POINTS` points) and
+by the HTML chart (for timelines that come from elsewhere), so a chart never shows a different
+reduction than the report holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memprof import fields
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MAX_POINTS = 4000
+"""A run's timeline keeps at most this many points."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started,
+    ``bytes`` live bytes above live at that start (negative when memory held before was freed)."""
+
+    t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
+    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+
+def downsample(t: np.ndarray, b: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points: the points are cut into ``max_points`` buckets of equal
+    count, and each bucket keeps its highest point (the first, when tied), so the peak survives.
+    Shorter timelines are returned as they are."""
+
+    if len(t) <= max_points:
+        return t, b
+    keep = _highest_per_bucket(b, max_points)
+    return t[keep], b[keep]
+
+
+def downsample_max(
+    t: np.ndarray, values: np.ndarray, other: np.ndarray | None = None, max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`downsample` of ``(t, values)`` that also takes ``other`` (e.g. reserved bytes) at
+    the points kept."""
+    import numpy as np
+
+    t = np.asarray(t, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    other = None if other is None else np.asarray(other, dtype=np.int64)
+    if len(t) <= max_points:
+        return t, values, other
+    keep = _highest_per_bucket(values, max_points)
+    return t[keep], values[keep], None if other is None else other[keep]
+
+
+def _highest_per_bucket(values: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices of each bucket's highest point (the first, when tied); ``max_points`` buckets of
+    equal count."""
+    import numpy as np
+
+    count = len(values)
+    edges = np.unique(np.linspace(0, count, max_points + 1).astype(np.int64)[:-1])
+    highest = np.maximum.reduceat(values, edges)
+    bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, count)))
+    hits = np.flatnonzero(values == highest[bucket])
+    _, first_hit = np.unique(bucket[hits], return_index=True)
+    return hits[first_hit]
+
+
+def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Timeline:
+    """:func:`downsample` of a :class:`Timeline`."""
+    import numpy as np
+
+    if len(timeline) <= max_points:
+        return timeline
+    t, b = downsample(
+        np.asarray(timeline.t_ns, dtype=np.int64), np.asarray(timeline.bytes, dtype=np.int64), max_points
+    )
+    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()))

@@ -1,0 +1,360 @@
+"""Every command-line option, declared once, and the option groups commands take.
+
+A command declares an option group as one parameter, ``output: OutputOptions``;
+:func:`with_option_groups` (applied to every command by ``memprof.cli``) spreads the group's
+fields into the command line's options and builds the group back, once, before the command
+runs. A new command that profiles, writes reports and gates says so in one line per group::
+
+    def estimate(
+        target: Target, *, profile: ProfileOptions, output: OutputOptions, gate: GateOptions
+    ) -> None:
+        \"\"\"Its --help text.\"\"\"
+
+This module also turns the library's parameter names into this command line's flags
+(:func:`cli_spelling`), so that messages name ``--repeat`` where the library says ``repeat``.
+Importing it loads neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from typer.models import OptionInfo
+
+from memprof.errors import NO_VALUE, Spelling, UsageError
+from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE
+
+if TYPE_CHECKING:
+    from memprof.gate import GateConfig
+
+
+class Sort(str, Enum):
+    peak = "peak"
+    self = "self"
+    allocated = "allocated"
+
+
+class Mode(str, Enum):
+    eager = "eager"
+    compile = "compile"
+
+
+class CompileMode(str, Enum):
+    default = "default"
+    reduce_overhead = "reduce-overhead"
+    max_autotune = "max-autotune"
+    max_autotune_no_cudagraphs = "max-autotune-no-cudagraphs"
+
+
+# ---------------------------------------------------------------------------- the options
+
+
+def _file(flag: str, help: str) -> Any:
+    """An option naming a file (a folder there is a usage error)."""
+    return typer.Option(flag, help=help, dir_okay=False)
+
+
+def _folder(flag: str, help: str) -> Any:
+    """An option naming a folder."""
+    return typer.Option(flag, help=help, file_okay=False)
+
+
+Target = Annotated[
+    str,
+    typer.Argument(
+        metavar="TARGET",
+        help="What to profile: pkg.module:function, pkg.module:obj.attr or path/to/file.py:function.",
+    ),
+]
+Inputs = Annotated[
+    str | None,
+    typer.Option(
+        "--inputs",
+        help="Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
+        "(**kwargs) or one argument. Default: <function>_inputs in the target's module.",
+    ),
+]
+Device = Annotated[
+    str, typer.Option("--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available).")
+]
+CompileModeOption = Annotated[CompileMode, typer.Option("--compile-mode", help="torch.compile mode.")]
+Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.")]
+Warmup = Annotated[
+    int, typer.Option("--warmup", min=0, help="Unprofiled calls first (compiling happens there).")
+]
+Repeat = Annotated[
+    int,
+    typer.Option("--repeat", min=1, help="Profiled calls; wall time is their median, peak their maximum."),
+]
+FreshCompile = Annotated[
+    bool, typer.Option("--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache.")
+]
+JsonPath = Annotated[Path | None, _file("--json", "Write the report as JSON (also a baseline).")]
+CsvPath = Annotated[Path | None, _file("--csv", "Write per-op numbers as CSV, one row per op and run.")]
+MarkdownPath = Annotated[
+    Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
+]
+HtmlPath = Annotated[Path | None, _file("--html", "Write a self-contained HTML report.")]
+OutDir = Annotated[Path | None, _folder("--out", "Write every format into this folder with standard names.")]
+TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
+SortOption = Annotated[Sort, typer.Option("--sort", help="Order ops by peak, self or allocated bytes.")]
+Top = Annotated[int, typer.Option("--top", min=1, help="How many ops to show in the terminal.")]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="No status lines on stderr.")]
+Budget = Annotated[
+    str | None,
+    typer.Option(
+        "--budget",
+        metavar="SIZE|LABEL=SIZE,...",
+        help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
+    ),
+]
+Baseline = Annotated[
+    Path | None,
+    _file(
+        "--baseline",
+        "A report JSON (from --json or --save-baseline): fail when a run's peak grew beyond --tolerance.",
+    ),
+]
+Tolerance = Annotated[
+    str,
+    typer.Option(
+        "--tolerance",
+        help="Growth allowed over the baseline (and compiled over eager with --require-compile-saves).",
+    ),
+]
+PerOp = Annotated[bool, typer.Option("--per-op", help="Also compare each op's peak with the baseline.")]
+StrictEnv = Annotated[
+    bool,
+    typer.Option(
+        "--strict-env",
+        help="A baseline from another device or torch version is an error (exit 2), not a warning.",
+    ),
+]
+RequireCompileSaves = Annotated[
+    bool,
+    typer.Option(
+        "--require-compile-saves",
+        help="Fail when the compiled peak is above the eager peak by more than --tolerance.",
+    ),
+]
+SaveBaseline = Annotated[
+    Path | None,
+    _file(
+        "--save-baseline",
+        "Write the report JSON here, to gate later runs with --baseline (same file as --json).",
+    ),
+]
+
+
+# ---------------------------------------------------------------------------- option groups
+
+
+class OptionGroup:
+    """Base of the option groups: frozen dataclasses whose fields are options."""
+
+
+@dataclass(frozen=True)
+class ProfileOptions(OptionGroup):
+    """How each target is profiled (the arguments of :func:`memprof.compare`)."""
+
+    device: Device = "auto"
+    compile_mode: CompileModeOption = CompileMode.default
+    backend: Backend = "inductor"
+    warmup: Warmup = 1
+    repeat: Repeat = 1
+    fresh_compile: FreshCompile = False
+
+    def api_arguments(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "warmup": self.warmup,
+            "repeat": self.repeat,
+            "compile_mode": self.compile_mode.value,
+            "backend": self.backend,
+            "fresh_compile": self.fresh_compile,
+        }
+
+
+@dataclass(frozen=True)
+class OutputOptions(OptionGroup):
+    """Where the report goes (files by format), and how the terminal shows it."""
+
+    json_path: JsonPath = None
+    csv_path: CsvPath = None
+    markdown_path: MarkdownPath = None
+    html_path: HtmlPath = None
+    out_dir: OutDir = None
+    table_path: TablePath = None
+    sort: SortOption = Sort.peak
+    top: Top = 15
+    quiet: Quiet = False
+
+    def files(self, save_baseline: Path | None = None) -> dict[str, Path]:
+        """Each file to write, by format (``table``: torch's tables; ``baseline``: the JSON
+        again), checked before anything runs: a bad path fails at once, with exit 2."""
+        from memprof.fileio import check_output_paths
+        from memprof.report import STANDARD_NAMES
+
+        chosen = {
+            "json": self.json_path,
+            "csv": self.csv_path,
+            "markdown": self.markdown_path,
+            "html": self.html_path,
+        }
+        if self.out_dir is not None:
+            if not self.out_dir.is_dir():
+                raise UsageError(f"--out {str(self.out_dir)!r} is not an existing folder; create it first")
+            for fmt, name in STANDARD_NAMES.items():
+                if chosen[fmt] is None:
+                    chosen[fmt] = self.out_dir / name
+        files = {fmt: path for fmt, path in chosen.items() if path is not None}
+        if self.table_path is not None:
+            files["table"] = self.table_path
+        if save_baseline is not None and not (
+            "json" in files and files["json"].resolve() == save_baseline.resolve()
+        ):
+            files["baseline"] = save_baseline  # --json and --save-baseline naming one file: written once
+        if "html" in files:
+            # Before any profiling: a missing matplotlib should not cost a whole run.
+            from memprof.report.html import check_available
+
+            check_available()
+        flags = {"table": "--table", "baseline": "--save-baseline"}
+        check_output_paths((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items())
+        return files
+
+
+@dataclass(frozen=True)
+class GateOptions(OptionGroup):
+    """The memory gate: budgets, a baseline with a tolerance, compiled vs eager."""
+
+    budget: Budget = None
+    baseline: Baseline = None
+    tolerance: Tolerance = f"{DEFAULT_TOLERANCE * 100:g}%"
+    per_op: PerOp = False
+    strict_env: StrictEnv = False
+    require_compile_saves: RequireCompileSaves = False
+
+    def config(self) -> GateConfig:
+        """The gate parsed and the baseline loaded; any problem is exit 2 right here (before
+        any profiling)."""
+        from memprof.gate import GateConfig, parse_budget
+        from memprof.units import parse_percent
+
+        if self.per_op and self.baseline is None:
+            raise UsageError("--per-op compares each op with a baseline; give --baseline BASE.json too")
+        baseline_report = None
+        if self.baseline is not None:
+            from memprof.model import load_report
+
+            baseline_report = load_report(self.baseline)
+        try:
+            fraction = parse_percent(self.tolerance)
+        except UsageError as error:
+            raise UsageError(f"--tolerance: {error.message}") from None
+        return GateConfig(
+            budgets=parse_budget(self.budget),
+            baseline=baseline_report,
+            tolerance=fraction,
+            per_op=self.per_op,
+            require_compile_saves=self.require_compile_saves,
+            strict_env=self.strict_env,
+        )
+
+
+# ------------------------------------------------------------------- groups -> command line
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_option_groups(command: F) -> F:
+    """``command`` with each option-group parameter spread into its options (for typer), and
+    the group built from them before ``command`` is called. Commands without groups are
+    returned as they are."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, Any] = {}
+    for parameter in inspect.signature(command).parameters.values():
+        annotation = hints.get(parameter.name, parameter.annotation)
+        if isinstance(annotation, type) and issubclass(annotation, OptionGroup):
+            group: Any = annotation
+            groups[parameter.name] = group
+            group_hints = typing.get_type_hints(group, include_extras=True)
+            parameters += [
+                inspect.Parameter(
+                    f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=group_hints[f.name]
+                )
+                for f in dataclasses.fields(group)
+            ]
+        else:
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
+    if not groups:
+        return command
+    names = [p.name for p in parameters]
+    clashes = sorted({name for name in names if names.count(name) > 1})
+    if clashes:
+        raise TypeError(f"{command.__name__}: option groups declare {', '.join(clashes)} twice")
+
+    @functools.wraps(command)
+    def spread(**options: Any) -> Any:
+        for name, group in groups.items():
+            options[name] = group(**{f.name: options.pop(f.name) for f in dataclasses.fields(group)})
+        return command(**options)
+
+    spread.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    spread.__annotations__ = {p.name: p.annotation for p in parameters}
+    return spread  # type: ignore[return-value]
+
+
+# How the library's parameters read on this command line where no option of the command
+# says it: the library's mode="both" is `run --compare-compile`.
+_SPELLED = {("mode", "both"): "memprof run TARGET --compare-compile"}
+
+
+def option_flags(command: Callable[..., Any]) -> dict[str, str]:
+    """Each option's parameter name -> its long flag (``json_path`` -> ``--json``)."""
+    flags = {}
+    for parameter in inspect.signature(command).parameters.values():
+        info = _option_info(parameter)
+        if info is None:
+            continue
+        declared = ([info.default] if isinstance(info.default, str) else []) + list(info.param_decls or ())
+        long = [d for d in declared if isinstance(d, str) and d.startswith("--")]
+        if long:
+            flags[parameter.name] = long[0]
+    return flags
+
+
+def _option_info(parameter: inspect.Parameter) -> OptionInfo | None:
+    if isinstance(parameter.default, OptionInfo):
+        return parameter.default
+    for meta in getattr(parameter.annotation, "__metadata__", ()):
+        if isinstance(meta, OptionInfo):
+            return meta
+    return None
+
+
+def cli_spelling(command: Callable[..., Any]) -> Spelling:
+    """Parameters as this command's flags: ``repeat`` -> ``--repeat``, ``mode='eager'`` ->
+    ``--mode eager``, ``strict_env=True`` -> ``--strict-env``; None for a parameter the
+    command has no option for."""
+    flags = option_flags(command)
+
+    def spell(name: str, value: Any = NO_VALUE) -> str | None:
+        if (name, value) in _SPELLED:
+            return _SPELLED[(name, value)]
+        flag = flags.get(name)
+        if flag is None or value is NO_VALUE or value is True:
+            return flag
+        return f"{flag} {value}"
+
+    return spell

@@ -1,0 +1,257 @@
+"""The shape of the code, checked: data flows one way (no import cycles), functions stay short,
+core modules name parameters (never the command line's flags), and a loaded report's diff does
+not depend on what the process happens to have imported."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "memprof"
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at module level or inside functions, except under TYPE_CHECKING."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for orelse in child.orelse:
+                    visit(orelse)
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                found.append(child)
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """memprof module -> the memprof modules it imports by name. (Importing ``a.b.c`` also runs
+    the package ``a.b`` first, but a package that imports its own submodules is no cycle.)"""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                    for alias in node.names
+                ]
+            for target in targets:
+                while target and target not in MODULES:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_memprof_has_no_import_cycles() -> None:
+    graph = import_graph()
+    assert graph["memprof.model"] >= {"memprof.schema", "memprof.analysis.ops"}  # the graph sees imports
+    assert "memprof.report.notebook" in graph["memprof.model"]  # ... function-level ones too
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_analysis_and_sources_never_import_the_later_stages() -> None:
+    graph = import_graph()
+    later = (
+        "memprof.report",
+        "memprof.commands",
+        "memprof.cli",
+        "memprof.gate",
+        "memprof.schema",
+        "memprof.api",
+    )
+    for name, imported in graph.items():
+        if name.startswith("memprof.analysis"):
+            assert not [m for m in imported if m.startswith((*later, "memprof.model"))], name
+        if name.startswith("memprof.sources") and name != "memprof.sources.live":
+            assert not [m for m in imported if m.startswith(later)], name
+
+
+def long_functions() -> list[str]:
+    found = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines = (node.end_lineno or node.lineno) - start + 1
+                if lines >= MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_of_80_lines_or_more() -> None:
+    assert long_functions() == []
+
+
+def cli_flags() -> set[str]:
+    import typer
+
+    from memprof.cli import app
+
+    command = typer.main.get_command(app)
+    flags = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
+    for sub in command.commands.values():  # type: ignore[attr-defined]
+        flags |= {opt for param in sub.params for opt in param.opts if opt.startswith("--")}
+    return flags
+
+
+def strings(path: Path) -> list[tuple[int, str]]:
+    """Every string a module can say at run time: its string literals and f-string parts, but
+    not its docstrings (documentation may show how the command line is used)."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_core_modules_never_spell_a_command_line_flag() -> None:
+    flags = cli_flags()
+    assert {"--repeat", "--strict-env", "--lenient", "--table-index", "--compare-compile", "--json"} <= flags
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in sorted(flags)) + r")(?![\w-])")
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {match.group(1)}"
+        for name, path in MODULES.items()
+        if not name.startswith("memprof.commands") and name != "memprof.cli"
+        for line, text in strings(path)
+        for match in pattern.finditer(text)
+    ]
+    assert found == []
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+
+
+# A version-1 report (written before runs stored their fused kernels) whose compiled run has a
+# kernel whose name splits differently with torch's whole op vocabulary (`_to_copy`) than with
+# the aten ops the runs contain (`add` only).
+V1_REPORT = {
+    "schema_version": 1,
+    "target": "m:f",
+    "device": "cpu",
+    "runs": {
+        "eager": {"mode": "eager", "peak_bytes": 300, "ops": [{"name": "aten::add", "peak_bytes": 300}]},
+        "compile": {
+            "mode": "compile",
+            "peak_bytes": 100,
+            "ops": [{"name": "cpp_fused__to_copy_add_0", "peak_bytes": 100}],
+        },
+    },
+}
+
+_DIFF_PROBE = """
+import json, sys
+if sys.argv[2] == "torch":
+    import torch  # noqa: F401
+from memprof.model import load_report
+print(json.dumps(load_report(sys.argv[1]).to_dict()["diff"]))
+"""
+
+
+def test_a_loaded_reports_diff_is_the_same_with_and_without_torch(tmp_path: Path) -> None:
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(V1_REPORT))
+
+    def diff(mode: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", _DIFF_PROBE, str(path), mode],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    without, with_torch = diff("none"), diff("torch")
+    assert without == with_torch
+    kernel = next(op for op in without["ops"] if op["name"] == "cpp_fused__to_copy_add_0")
+    # Split with the runs' own aten names: `add` is known, `_to_copy` is not, so its words stand.
+    assert kernel["fused_ops"] == ["aten::to", "aten::copy", "aten::add"]
+
+
+@pytest.mark.parametrize(
+    ("module", "heavy"),
+    [("memprof.analysis.diff", "pandas"), ("memprof.schema", "numpy"), ("memprof.gate", "pandas")],
+)
+def test_the_pure_parts_import_no_heavy_library(module: str, heavy: str) -> None:
+    code = f"import sys, {module}; print({heavy!r} in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "False", done.stderr

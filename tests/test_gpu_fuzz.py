@@ -1,0 +1,168 @@
+"""Damaged traces and snapshots: whatever is wrong with a file, reading and analysing it either
+works or raises memprof's own error (a one-line message, exit 2) — never anything else."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpu_data import gpu_file
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memprof.analysis.peaks import analyze
+from memprof.analysis.snapshot import analyze_snapshot
+from memprof.errors import MemprofError
+from memprof.sources.snapshot import read_snapshot
+from memprof.sources.trace import read_trace
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@cache
+def _trace_text() -> str:
+    """The H100 trace's ops and memory records (what memprof reads), as JSON text."""
+    document = json.loads(gzip.decompress(gpu_file("tracelens_h100_bert_small.json.gz").read_bytes()))
+    keep = ("cpu_op", "cpu_instant_event", "user_annotation")
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("cat") in keep]
+    del document["metadata"]
+    return json.dumps(document)
+
+
+@cache
+def _snapshot_bytes() -> bytes:
+    return gpu_file("silmont2000_cs336_tiny.snapshot.pickle").read_bytes()
+
+
+def _read_trace_or_own_error(path: Path) -> None:
+    try:
+        for device in read_trace(path).devices:
+            analyze(device.raw)
+    except MemprofError as error:
+        assert "\n" not in str(error)
+
+
+def _read_snapshot_or_own_error(path: Path) -> None:
+    try:
+        analyze_snapshot(read_snapshot(path))
+    except MemprofError as error:
+        assert "\n" not in str(error)
+
+
+@FUZZ
+@given(cut=st.floats(min_value=0.0, max_value=1.0), compress=st.booleans())
+def test_truncated_traces(tmp_path, cut, compress):
+    data = _trace_text().encode()
+    data = data[: int(len(data) * cut)]
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.compress(data) if compress else data)
+    _read_trace_or_own_error(path)
+
+
+@FUZZ
+@given(position=st.floats(min_value=0.0, max_value=0.999), garbage=st.binary(min_size=1, max_size=8))
+def test_corrupted_trace_bytes(tmp_path, position, garbage):
+    data = bytearray(_trace_text().encode())
+    at = int(len(data) * position)
+    data[at : at + len(garbage)] = garbage
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(data))
+    _read_trace_or_own_error(path)
+
+
+@FUZZ
+@given(data=st.data())
+def test_trace_events_with_wrong_values(tmp_path, data):
+    document = json.loads(_trace_text())
+    events = document["traceEvents"]
+    interesting = [i for i, e in enumerate(events) if e.get("ph") in ("X", "i")]
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        event = events[data.draw(st.sampled_from(interesting))]
+        if data.draw(st.booleans()) and isinstance(event.get("args"), dict):
+            key = data.draw(
+                st.sampled_from(["Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"])
+            )
+            event["args"][key] = data.draw(values)
+        else:
+            key = data.draw(st.sampled_from(["ts", "dur", "tid", "name", "ph", "cat", "args"]))
+            event[key] = data.draw(values)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(document))  # NaN/Infinity written as the standard library allows
+    _read_trace_or_own_error(path)
+
+
+@FUZZ
+@given(cut=st.floats(min_value=0.0, max_value=1.0))
+def test_truncated_snapshots(tmp_path, cut):
+    data = _snapshot_bytes()
+    path = tmp_path / "s.pickle"
+    path.write_bytes(data[: int(len(data) * cut)])
+    _read_snapshot_or_own_error(path)
+
+
+@FUZZ
+@given(position=st.floats(min_value=0.0, max_value=0.999), garbage=st.binary(min_size=1, max_size=4))
+def test_corrupted_snapshot_bytes(tmp_path, position, garbage):
+    data = bytearray(_snapshot_bytes())
+    at = int(len(data) * position)
+    data[at : at + len(garbage)] = garbage
+    path = tmp_path / "s.pickle"
+    path.write_bytes(bytes(data))
+    _read_snapshot_or_own_error(path)
+
+
+def _set(container: Any, data: st.DataObject) -> None:
+    if isinstance(container, dict) and container:
+        key = data.draw(st.sampled_from(sorted(container, key=str)))
+        container[key] = data.draw(values)
+    elif isinstance(container, list) and container:
+        container[data.draw(st.integers(min_value=0, max_value=len(container) - 1))] = data.draw(values)
+
+
+@FUZZ
+@given(data=st.data())
+def test_snapshot_fields_with_wrong_values(tmp_path, data):
+    content = pickle.loads(_snapshot_bytes())  # noqa: S301 - the bundled test file, plain data
+    kinds = data.draw(st.lists(st.sampled_from(["segment", "block", "event", "top"]), min_size=1, max_size=4))
+    for where in sorted(kinds, key=lambda kind: kind == "top"):  # the whole document last
+        if where == "segment":
+            _set(data.draw(st.sampled_from(content["segments"])), data)
+        elif where == "block":
+            segment = data.draw(st.sampled_from(content["segments"]))
+            if isinstance(segment, dict) and isinstance(segment.get("blocks"), list) and segment["blocks"]:
+                _set(data.draw(st.sampled_from(segment["blocks"])), data)
+        elif where == "event":
+            _set(data.draw(st.sampled_from(content["device_traces"][0])), data)
+        else:
+            _set(content, data)
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(content))
+    _read_snapshot_or_own_error(path)
+
+
+def test_the_fuzzed_files_are_read_whole_when_undamaged(tmp_path):
+    # The generators above start from files that read cleanly: a failure is the damage's.
+    path = tmp_path / "t.json"
+    path.write_text(_trace_text())
+    assert read_trace(path).devices[1].peak_bytes == 9944576
+    path = tmp_path / "s.pickle"
+    path.write_bytes(_snapshot_bytes())
+    assert analyze_snapshot(read_snapshot(path))[0].peak_bytes == 3249143816
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
