@@ -52,6 +52,18 @@ def refuse_rank(rank: int | None) -> None:
         )
 
 
+def invocation() -> list[str]:
+    """This command line's arguments after ``memprof``: as :func:`remember_invocation` got them,
+    else from ``sys.argv`` when it is memprof's."""
+    if _INVOCATION:
+        return list(_INVOCATION)
+    if Path(sys.argv[0]).name in ("memprof", "memprof.exe", "__main__.py"):
+        return sys.argv[1:]
+    raise UsageError(
+        "--nproc-per-node relaunches this command line, which is unknown here; run it from a shell"
+    )
+
+
 def wanted(options: DistributedOptions) -> bool:
     """Whether this run is distributed: started by a launcher, or asked to start ranks."""
     from memprof.sources.distributed import rank_env
@@ -241,7 +253,7 @@ def launch(nproc: int, *, quiet: bool = False) -> None:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    argv = _INVOCATION or sys.argv[1:]
+    argv = invocation()
     if nproc > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun does, without its banner
     os.environ[LAUNCHED] = "1"
