@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     memprof's own, instead of a framed panel."""
     import sys
 
+    from memprof.commands.distributed import remember_invocation
+
+    remember_invocation(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="memprof", standalone_mode=False)
     except Exception as error:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from memprof.analysis.diff import RunDiff
     from memprof.analysis.peaks import Analysis
+    from memprof.analysis.ranks import RankSummary
 
 __all__ = ["OP_COLUMNS", "OpStats", "Report", "RunResult", "Timeline", "load_report"]
 
@@ -44,12 +45,14 @@ class RunResult:
     as a DataFrame. ``fused_kernels`` maps each fused kernel of the run to the aten ops it
     replaced (None in reports written before memprof stored it). See README for each number's
     meaning. A run whose code failed has ``status`` "failed", its message in ``error`` (and
-    ``failed``), and no numbers.
+    ``failed``), and no numbers. ``rank`` is the distributed rank that made the run (None
+    outside a multi-rank job).
     """
 
     label: str = fields.text(required=True)
     mode: str = fields.text(default="eager", default_from="label")
     status: str = fields.text(default=OK, choices=(OK, FAILED))
+    rank: int | None = fields.count(default=None, nullable=True, omit=lambda run: run.rank is None)
     peak_bytes: int = fields.size(required=True)
     allocated_bytes: int = fields.size()
     net_bytes: int = fields.signed_size()
@@ -157,6 +160,14 @@ class Report:
         runs = self.ok_runs()
         return tuple(diff_runs(runs[0], other) for other in runs[1:])
 
+    @cached_property
+    def ranks(self) -> RankSummary | None:
+        """Per-rank rows and the imbalance of the ranks' peaks, when runs carry a ``rank``
+        (a distributed job, per-rank traces); else None."""
+        from memprof.analysis.ranks import summarize
+
+        return summarize(self.runs.values())
+
     @property
     def diff(self) -> RunDiff | None:
         """The comparison of the second run with the first, when there are two or more."""
@@ -169,13 +180,15 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The JSON document: ``schema_version``, ``memprof_version``, the report's fields,
         then ``diff`` (second run vs first) and, with three or more runs, ``diffs`` (every later
-        run vs the first, by label)."""
+        run vs the first, by label), and ``ranks`` when runs carry a rank."""
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "memprof_version": __version__}
         data.update(schema.encode(self))
         if self.diffs:
             data["diff"] = schema.encode(self.diffs[0])
             if len(self.diffs) > 1:
                 data["diffs"] = {d.other: schema.encode(d) for d in self.diffs}
+        if self.ranks is not None:
+            data["ranks"] = schema.encode(self.ranks)
         return data
 
     def to_json(self) -> str:

@@ -30,13 +30,16 @@ def status_printer(quiet: bool) -> Callable[[str], None] | None:
     return lambda message: err(f"memprof: {message}")
 
 
-def write_outputs(report: Report, files: dict[str, Path]) -> None:
+def write_outputs(report: Report, files: dict[str, Path], *, rank: int | None = None) -> None:
     """Render every requested format first, then write each atomically: a rendering error
-    leaves no file behind. ``baseline`` is the JSON report under another name."""
+    leaves no file behind. ``baseline`` is the JSON report under another name. ``rank``: the
+    rank a report of several ranks details (Markdown, HTML)."""
     from memprof.fileio import atomic_write_text
     from memprof.report import renderer
 
-    rendered = {path: renderer("json" if fmt == "baseline" else fmt)(report) for fmt, path in files.items()}
+    rendered = {
+        path: renderer("json" if fmt == "baseline" else fmt, rank=rank)(report) for fmt, path in files.items()
+    }
     for path, text in rendered.items():
         atomic_write_text(path, text)
 

@@ -18,16 +18,20 @@ from typing import TYPE_CHECKING, Any
 from memprof.analysis.diff import op_note
 from memprof.analysis.timeline import downsample_timeline
 from memprof.errors import UsageError, param
+from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
+    from memprof.analysis.ranks import RankSummary
     from memprof.model import Report, RunResult
 
 INSTALL_HINT = "pip install matplotlib"
 
 # Section ids: stable anchors, also what the sample-report test compares.
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
+# A report of several ranks has one more, after the summary.
+RANKS_SECTION_ID = "ranks"
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -152,6 +156,45 @@ def timeline_svg(runs: list[RunResult]) -> str:
     return svg[svg.index("<svg") :].strip()
 
 
+def rank_peaks_svg(summary: RankSummary) -> str:
+    """The ranks' peaks as inline SVG: one horizontal bar per successful ranked run, the
+    highest of each group of runs marked."""
+    import io
+
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    rows = [row for row in summary.rows if row.ok and row.peak_bytes is not None]
+    highest = {(i.group, i.highest_label) for i in summary.imbalances}
+    unit, scale = _unit(max([row.peak_bytes or 0 for row in rows] + [1]))
+    fig = Figure(figsize=(11.0, 0.8 + 0.32 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    positions = list(range(len(rows)))[::-1]  # rank 0 on top
+    values = [(row.peak_bytes or 0) / scale for row in rows]
+    colours = ["#b00020" if (row.group, row.label) in highest else "#1f6fb4" for row in rows]
+    ax.barh(positions, values, color=colours, height=0.6)
+    ax.set_yticks(positions, [row.label for row in rows])
+    for position, value, row in zip(positions, values, rows, strict=True):
+        ax.annotate(
+            f" {format_bytes(row.peak_bytes or 0)}",
+            (value, position),
+            va="center",
+            fontsize=9,
+            parse_math=False,
+        )
+    ax.set_xlim(0, max(values + [1e-9]) * 1.15)
+    ax.set_xlabel(f"peak ({unit}) above each call's start", parse_math=False)
+    ax.grid(True, axis="x", color="#dddddd", linewidth=0.6)
+    ax.spines[["top", "right"]].set_visible(False)
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
+        fig.savefig(
+            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
+        )
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :].strip()
+
+
 # ---------------------------------------------------------------------------------------- parts
 
 
@@ -185,6 +228,46 @@ def _verdict(report: Report) -> str:
             verdicts = ["no run succeeded"]
     lines = "".join(f'<p class="verdict">{_e(v)}</p>' for v in verdicts)
     return f'<section id="verdict">{lines}</section>'
+
+
+def _ranks(view: RankView) -> str:
+    """Every rank's row, the imbalance of their peaks, the peaks as bars, and which rank the
+    op tables below detail."""
+    import importlib.util
+
+    extra = size_columns(view.summary)
+    headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
+    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
+    rows = []
+    for row in view.summary.rows:
+        if not row.ok:
+            rows.append(
+                f'<tr class="failed"><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
+                f'<td colspan="{len(headers) - 2}">failed: {_e(row.error or "")}</td></tr>'
+            )
+            continue
+        sizes = "".join(_size_cell(getattr(row, column)) for column, _ in extra)
+        during = f"<code>{_e(row.peak_op)}</code>" if row.peak_op else "-"
+        rows.append(
+            f'<tr><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
+            f'{_size_cell(row.peak_bytes)}{sizes}<td class="num">{_e(format_ms(row.wall_ms))}</td>'
+            f'<td class="name">{during}</td></tr>'
+        )
+    lines = "".join(f'<p class="verdict">{_e(i.line)}</p>' for i in view.summary.imbalances)
+    chart = ""
+    if importlib.util.find_spec("matplotlib") is not None and any(r.ok for r in view.summary.rows):
+        label = "; ".join(f"{r.label}: {format_bytes(r.peak_bytes or 0)}" for r in view.summary.rows if r.ok)
+        chart = (
+            f'<figure class="chart" id="rank-peaks-chart" role="img" aria-label="{_e(label)}">'
+            f"{rank_peaks_svg(view.summary)}<figcaption>Peak of each rank's run; the highest of "
+            "each group in red.</figcaption></figure>"
+        )
+    return (
+        f'<section id="{RANKS_SECTION_ID}"><h2>Ranks</h2>{lines}'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        f'{chart}<p class="help">The verdict, op tables and fused kernels below detail '
+        f"{_e(view.heading)}; the runs, timelines and notes cover every rank.</p></section>"
+    )
 
 
 def _runs(report: Report) -> str:
@@ -447,24 +530,32 @@ _JS = """
 """
 
 
-def render_html(report: Report, standalone: bool = True, top: int | None = None) -> str:
+def render_html(
+    report: Report, standalone: bool = True, top: int | None = None, *, rank: int | None = None
+) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
     Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable tables, every op
-    unless ``top`` is given), fused, notes, torch-table (torch's own table, collapsible).
+    unless ``top`` is given), fused, notes, torch-table (torch's own table, collapsible). A
+    report of several ranks adds ``ranks`` after the summary (every rank's row, the imbalance,
+    the peaks as bars); its verdict, ops and fused kernels detail one rank (the highest peak's,
+    or ``rank``), its runs, timelines and notes cover every rank.
     """
     if standalone:
         check_available()
     title = f"memprof: {report.target}"
+    view = rank_view(report, rank)
+    detail = view.report if view is not None else report
     body = (
         '<div class="memprof-report">'
         f"<h1>{_e(title)}</h1>"
         + _summary(report)
-        + _verdict(report)
+        + (_ranks(view) if view is not None else "")
+        + _verdict(detail)
         + _runs(report)
         + _timeline(report)
-        + _ops(report, top)
-        + _fused(report)
+        + _ops(detail, top)
+        + _fused(detail)
         + _notes(report)
         + _torch_tables(report)
         + f"<script>{_JS}</script></div>"

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
@@ -122,14 +123,39 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
-def render_markdown(report: Report, top: int = TOP_OPS) -> str:
-    """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing)."""
+def _ranks(view: RankView) -> list[str]:
+    """Every rank's row and the imbalance of their peaks, then the heading of the rank detailed."""
+    extra = size_columns(view.summary)
+    rows = []
+    for row in view.summary.rows:
+        if row.ok:
+            sizes = [_size(getattr(row, column)) for column, _ in extra]
+            during = code(row.peak_op) if row.peak_op else "-"
+            cells = [_size(row.peak_bytes), *sizes, format_ms(row.wall_ms), during]
+        else:
+            cells = ["failed", *([""] * len(extra)), "", escape_text(row.error or "")]
+        rows.append([str(row.rank), escape_text(row.label), *cells])
+    headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
+    lines = ["### Ranks", "", *_table(headers, rows, "rlr" + "r" * len(extra) + "rl"), ""]
+    for imbalance in view.summary.imbalances:
+        lines += [f"**{escape_text(imbalance.line)}**", ""]
+    return [*lines, f"### Details of {escape_text(view.heading)}", ""]
+
+
+def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
+    """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing).
+    A report of several ranks starts with every rank's row and their imbalance, then details
+    one rank's runs (the highest peak's, or ``rank``)."""
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
         f"(torch {escape_text(torch_version)})",
         "",
     ]
+    everything, view = report, rank_view(report, rank)
+    if view is not None:
+        lines += _ranks(view)
+        report = view.report
     verdicts = [d.verdict for d in report.diffs]
     ok = report.ok_runs()
     if not verdicts and len(ok) == 1:
@@ -154,7 +180,7 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += ["### Fused kernels", "", *_fused(fused), ""]
     notes = [
         f"- {escape_text(run.label)}: {escape_text(note)}"
-        for run in report.runs.values()
+        for run in everything.runs.values()
         for note in run.notes
     ]
     if notes:

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
+from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
     from memprof.analysis.ops import OpStats
+    from memprof.analysis.ranks import RankSummary
     from memprof.model import Report
 
 
@@ -102,10 +104,48 @@ def _fused(rows: tuple[FusedRow, ...]) -> str:
     )
 
 
-def render_terminal(report: Report, *, sort: str = "peak", top: int = 15) -> str:
-    """The summary printed by ``memprof run`` and ``memprof compare``."""
+def ranks_table(summary: RankSummary) -> str:
+    """One row per ranked run: peak, footprint and reserved (columns shown where known), wall
+    time per call, the op at the peak; a failed run says why."""
+    extra = size_columns(summary)
+    rows = []
+    for row in summary.rows:
+        if not row.ok:
+            rows.append([str(row.rank), row.label, "failed", *([""] * len(extra)), "", row.error or ""])
+            continue
+        sizes = [format_bytes(getattr(row, c)) if getattr(row, c) is not None else "-" for c, _ in extra]
+        rows.append(
+            [
+                str(row.rank),
+                row.label,
+                format_bytes(row.peak_bytes or 0),
+                *sizes,
+                format_ms(row.wall_ms),
+                row.peak_op or "-",
+            ]
+        )
+    headers = ["rank", "run", "peak", *(h for _, h in extra), "wall/call", "peak during"]
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def rank_lines(view: RankView) -> list[str]:
+    """Every rank's row, the imbalance of their peaks, and which rank the rest details."""
+    lines = [ranks_table(view.summary)]
+    if view.summary.imbalances:
+        lines += ["", *(imbalance.line for imbalance in view.summary.imbalances)]
+    return [*lines, "", f"Details of {view.heading}:"]
+
+
+def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None) -> str:
+    """The summary printed by ``memprof run`` and ``memprof compare``. A report of several
+    ranks starts with every rank's row and their imbalance, then details one rank's runs (the
+    highest peak's, or ``rank``)."""
     env = report.environment
     lines = [f"memprof: {report.target} on {report.device} (torch {env.get('torch', '?')})", ""]
+    everything, view = report, rank_view(report, rank)
+    if view is not None:
+        lines += [*rank_lines(view), ""]
+        report = view.report
     lines.append(runs_table(report))
     for table in op_tables(report, sort, top):
         if isinstance(table, DiffTable):
@@ -123,7 +163,7 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15) -> str
         lines += ["", verdict]
     # Memory next to time for every comparison: most techniques trade one for the other.
     lines += [diff.summary for diff in report.diffs]
-    for run in report.runs.values():
+    for run in everything.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
     return "\n".join(lines) + "\n"
