@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.model import load_report
+from memprof.recordings import stem
 from memprof.report import STANDARD_NAMES
 
 MiB = 1 << 20
@@ -322,6 +323,12 @@ def test_several_files_are_labelled_by_their_names(tmp_path: Path) -> None:
     assert [r.rank for r in report.runs.values()] == [None] * 5
     same = memprof.analyze(before, before)
     assert list(same.runs) == ["before/cpu", "before/cuda:0", "before#2/cpu", "before#2/cuda:0"]
+    assert [stem(Path(n)) for n in ("w0.pt.trace.json.gz", "a.snapshot.pickle", "x.pkl", ".json")] == [
+        "w0",
+        "a",
+        "x",
+        ".json",
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -457,3 +464,84 @@ def test_a_missing_path_and_bad_options(tmp_path: Path) -> None:
     )
     assert invoke(gpu_file(MAGMA), "--max-split-size-mb", "0").exit_code == 2
     assert invoke().exit_code == 2  # no path at all
+
+
+# --------------------------------------------------------------------------------------------
+# A CPU trace exported from a memprof-style profile reads back to what `memprof run` measures
+
+
+def test_an_exported_cpu_trace_gives_the_numbers_of_the_live_run(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    import memprof
+    from memprof.records import CALL_MARKER
+
+    x = torch.randn(300)
+
+    def work():
+        b = torch.abs(x * 2 - 1)
+        with record_function("my_block"):
+            return (b.unsqueeze(0) - b.unsqueeze(1)).sum()  # a 300 x 300 float temporary: 360,000 B
+
+    live = memprof.profile(work, device="cpu", warmup=1, repeat=2).runs["eager"]
+    work()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for _ in range(2):
+            with record_function(CALL_MARKER):
+                work()
+    path = tmp_path / "cpu.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    out = tmp_path / "r.json"
+    assert invoke(path, "-q", "--json", out).exit_code == 0
+    read = load_report(out).runs["cpu"]
+    assert read.peak_bytes == live.peak_bytes >= 360_000
+    # The 360,000 B difference is still live while sum allocates its result.
+    assert read.peak_op == live.peak_op == "aten::sum"
+    assert read.peak_op_stack == live.peak_op_stack
+    # (Not net_bytes: `memprof run` keeps the last call's result until the profile ends.)
+    assert read.allocated_bytes == live.allocated_bytes
+
+    def byte_columns(run):
+        # The [memory] row differs by that result's free, outside every op.
+        return sorted(
+            (op.name, op.calls, op.self_bytes, op.total_bytes, op.allocated_bytes, op.peak_bytes)
+            for op in run.op_stats
+            if op.name != "[memory]"
+        )
+
+    assert byte_columns(read) == byte_columns(live)
+
+
+# --------------------------------------------------------------------------------------------
+# orjson is optional (the `fast` extra): the standard library gives the same report
+
+
+def test_the_standard_library_parser_gives_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memprof
+    import memprof.sources.trace as trace_module
+
+    fast = memprof.analyze(gpu_file(H100)).to_dict()
+    monkeypatch.setattr(trace_module, "_loads", json.loads)
+    plain = memprof.analyze(gpu_file(H100)).to_dict()
+    assert {**plain, "created": None} == {**fast, "created": None}
+
+
+def test_without_orjson_traces_are_read_with_the_standard_library() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, json; sys.modules['orjson'] = None\n"
+        "import memprof.sources.trace as t\n"
+        "assert t._loads is json.loads\n"
+        f"print(t.read_trace({str(gpu_file(H100))!r}).devices[1].footprint_bytes)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "101305344"
