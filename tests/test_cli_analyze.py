@@ -331,6 +331,25 @@ def test_several_files_are_labelled_by_their_names(tmp_path: Path) -> None:
     ]
 
 
+def test_two_recordings_of_one_device_are_compared(tmp_path: Path) -> None:
+    source = gpu_file("leimao_rtx5080_without_make_graphed_callables.json")  # cuda:0 records only
+    shutil.copy(source, tmp_path / "before.json")
+    shutil.copy(source, tmp_path / "after.json")
+    out = tmp_path / "r.json"
+    result = invoke(tmp_path / "before.json", tmp_path / "after.json", "-q", "--json", out)
+    assert result.exit_code == 0, result.output
+    # 5,243,392 B above the start in both.
+    verdict = "after/cuda:0 leaves peak memory vs before/cuda:0 unchanged: 5.0 MiB -> 5.0 MiB"
+    assert verdict in result.stdout.splitlines()
+    assert "Top 15 ops by peak bytes, before/cuda:0 vs after/cuda:0:" in result.stdout.splitlines()
+    data = json.loads(out.read_text())
+    assert (data["diff"]["base"], data["diff"]["other"], data["diff"]["peak_bytes_delta"]) == (
+        "before/cuda:0",
+        "after/cuda:0",
+        0,
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Gating a trace a GPU job saved
 

@@ -699,8 +699,10 @@ def _sites(report: Report) -> str:
 
 def _recorded_ops(report: Report, top: int | None) -> str:
     parts = ['<section id="ops"><h2>Ops</h2>']
-    for table in op_tables(report, "peak", top):
-        if isinstance(table, RunTable) and table.rows:
+    for table in op_tables(report, "peak", top, every_comparison=True):
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            parts += [f"<h3>{_e(table.diff.other)} vs {_e(table.diff.base)}</h3>", _diff_ops_table(table)]
+        elif table.rows:
             parts += [f"<h3>{_e(table.run.label)}</h3>", _single_ops_table(table)]
     parts.append(
         '<p class="help">Ops of each device\'s memory events, matched by time (a snapshot has none: its '
@@ -715,7 +717,8 @@ def recorded_sections(report: Report, top: int | None = None) -> str:
     """The sections of a report read from recordings: :data:`RECORDED_SECTION_IDS` (snapshot and
     sites only when a snapshot is among them, ops only when a trace is)."""
     runs = report.ok_runs()
-    verdict = "".join(f'<p class="verdict">{_e(recorded.peak_line(run))}</p>' for run in runs)
+    lines = [recorded.peak_line(run) for run in runs] + [diff.verdict for diff in report.diffs]
+    verdict = "".join(f'<p class="verdict">{_e(line)}</p>' for line in lines)
     snapshots = any(run.snapshot is not None for run in runs)
     return (
         _recorded_summary(report)

@@ -222,12 +222,16 @@ def render_recorded_markdown(report: Report, top: int = TOP_OPS) -> str:
     bold, the runs, each run's share of its device, snapshot details, top ops, notes."""
     lines = [f"## memprof: {escape_text(recorded.source_line(report))}", ""]
     lines += [f"**{escape_text(recorded.peak_line(run))}**  " for run in report.ok_runs()]
+    lines += [f"**{escape_text(diff.verdict)}**  " for diff in report.diffs]
     lines += ["", *_recorded_runs_table(report), "", *_device_lines(report)]
     for run in report.ok_runs():
         if run.snapshot is not None:
             lines += _snapshot(run)
     for table in op_tables(report, "peak", top):
-        if isinstance(table, RunTable) and table.rows:
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        elif table.rows:
             title = f"### Top {top} ops of {escape_text(table.run.label)} by peak"
             lines += [title, "", *_single_ops(table), ""]
     notes = [

@@ -201,8 +201,13 @@ def render_recorded(report: Report, *, sort: str = "peak", top: int = 15) -> str
         if run.snapshot is not None:
             lines += snapshot_sections(run)
     for table in op_tables(report, sort, top):
-        if isinstance(table, RunTable) and table.rows:
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            title = f"Top {top} ops by {sort} bytes, {table.diff.base} vs {table.diff.other}:"
+            lines += ["", title, _diff_ops(table)]
+        elif table.rows:
             lines += ["", f"Top {top} ops of {table.run.label} by {sort} bytes:", _single_ops(table)]
+    if report.diffs:
+        lines += ["", *(diff.verdict for diff in report.diffs)]
     lines.append("")
     for run in report.runs.values():
         lines += [f"note ({run.label}): {note}" for note in run.notes]

@@ -169,7 +169,9 @@ def load_trace_json(path: str | Path) -> Any:
         try:
             data = gzip.decompress(data)
         except EOFError:
-            raise InputError(f"{name}: the gzip data is truncated; the file is incomplete, copy it again") from None
+            raise InputError(
+                f"{name}: the gzip data is truncated; the file is incomplete, copy it again"
+            ) from None
         except (OSError, zlib.error) as error:
             raise InputError(f"{name}: not a readable gzip file ({error})") from None
     if not data.strip():
