@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memprof.analysis.allocator import AllocatorSettings
@@ -57,7 +57,6 @@ class _File:
     world_size: int | None = None
     backend: str | None = None
     torch_version: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def analyze_recordings(
@@ -82,7 +81,9 @@ def analyze_recordings(
             f"{param('expandable_segments', True)} and {param('max_split_size_mb')} replay a CUDA memory "
             "snapshot's allocations; these paths hold only chrome traces"
         )
-    _label(files, single=len(files) == 1)
+    # One file given: its runs are its devices. A folder's runs carry their rank even when it
+    # holds one file, so labels do not change with the number of ranks.
+    _label(files, single=len(files) == 1 and not given[0].is_dir())
     runs = {run.label: run for f in files for run in f.runs}
     devices = list(dict.fromkeys(run.device or "?" for run in runs.values()))
     kinds = sorted({f.kind for f in files}, reverse=True)

@@ -292,6 +292,13 @@ def test_a_folder_of_ranks_gives_a_run_per_rank_and_device(tmp_path: Path) -> No
     )
 
 
+def test_a_folder_of_one_rank_keeps_ranked_labels(tmp_path: Path) -> None:
+    import memprof
+
+    shutil.copy(gpu_file(H100), tmp_path / "trace.json.gz")  # no rank recorded: its position, 0
+    assert list(memprof.analyze(tmp_path).runs) == ["rank0/cpu", "rank0/cuda:0"]
+
+
 def test_gates_apply_per_rank_and_name_the_run(tmp_path: Path) -> None:
     shutil.copy(gpu_file(H100), tmp_path / "worker_rank0.pt.trace.json.gz")
     shutil.copy(gpu_file(MI300X), tmp_path / "worker_rank1.pt.trace.json.gz")
