@@ -9,9 +9,10 @@
     by side with ``json.loads`` of the already decompressed text, alternately, in one process;
     medians and their ratio. Once with orjson (when installed) and once with the standard
     library's parser forced.
-(b) Peak RSS of a fresh process reading a folder of the V100 trace replicated to N ranks (one
-    file at a time, as ``iter_trace_folder`` does), against one process that only
-    ``json.loads`` one rank's text: memory stays bounded by the largest file.
+(b) Peak RSS of a fresh process reading a folder of the V100 trace replicated to N ranks into
+    one report (``memprof.analyze(folder)``: one file at a time, as ``iter_trace_folder``
+    reads them), against one process that only ``json.loads`` one rank's text: memory stays
+    bounded by the largest file.
 (c) The whole command: ``memprof analyze V100.json.gz -q`` (start-up, imports, reading, the
     per-op analysis, the terminal report) as a process, against a process that runs
     ``json.loads(gzip.open(path).read())``; alternately, medians of wall and CPU time and of
@@ -110,13 +111,9 @@ import json, gzip, resource, sys, time
 from pathlib import Path
 start = time.perf_counter()
 if sys.argv[1] == "folder":
-    from memprof.analysis.peaks import analyze
-    from memprof.sources.trace import iter_trace_folder
-    ranks = 0
-    for trace in iter_trace_folder(sys.argv[2]):
-        for device in trace.devices:
-            analyze(device.raw)
-        ranks += 1
+    import memprof
+    report = memprof.analyze(sys.argv[2])  # what `memprof analyze FOLDER` builds
+    ranks = len(report.source.files)
 else:
     document = json.loads(gzip.decompress(Path(sys.argv[2]).read_bytes()))
     ranks = 1
@@ -149,7 +146,8 @@ def section_b(path: Path, rank_counts: list[int]) -> None:
             result = child("folder", Path(folder))
         assert result["ranks"] == ranks
         print(
-            f"| memprof, {ranks} ranks (read + per-op analysis) | {ranks * text_bytes / 2**20:,.0f} MiB | "
+            f"| memprof.analyze, {ranks} files (a run per file and device) | "
+            f"{ranks * text_bytes / 2**20:,.0f} MiB | "
             f"{result['seconds']:.1f} s | {result['max_rss_kib'] / 1024:.0f} MiB |"
         )
     print()
