@@ -204,7 +204,7 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
     result = GateResult()
     labels = list(report.runs)
     config.budgets.check_labels(labels)
-    pair = _compile_pair(report) if config.require_compile_saves else None
+    pairs = _compile_pairs(report) if config.require_compile_saves else []
 
     for label, run in report.runs.items():
         if run.failed:
@@ -226,10 +226,9 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
     if config.baseline is not None:
         _check_baseline(report, ok, config, result)
 
-    if pair is not None:
-        eager, compiled = pair
+    for eager, compiled in pairs:
         if eager.failed or compiled.failed:
-            return result
+            continue
         result.checks += 1
         if grew_beyond(compiled.peak_bytes, eager.peak_bytes, config.tolerance):
             by = _by(compiled.peak_bytes, eager.peak_bytes, config.tolerance)
@@ -244,16 +243,25 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
     return result
 
 
-def _compile_pair(report: Report) -> tuple[RunResult, RunResult]:
-    eager = next((run for run in report.runs.values() if run.mode == "eager"), None)
-    compiled = next((run for run in report.runs.values() if run.mode == "compile"), None)
-    if eager is None or compiled is None:
+def _compile_pairs(report: Report) -> list[tuple[RunResult, RunResult]]:
+    """The eager and the compiled run to compare: the first of each, or of each rank's runs in
+    a report of several ranks."""
+    by_rank: dict[int | None, list[RunResult]] = {}
+    for run in report.runs.values():
+        by_rank.setdefault(run.rank, []).append(run)
+    pairs = []
+    for runs in by_rank.values():
+        eager = next((run for run in runs if run.mode == "eager"), None)
+        compiled = next((run for run in runs if run.mode == "compile"), None)
+        if eager is not None and compiled is not None:
+            pairs.append((eager, compiled))
+    if not pairs:
         modes = ", ".join(f"{label} ({run.mode})" for label, run in report.runs.items())
         raise UsageError(
             f"{param('require_compile_saves', True)} needs an eager and a compiled run, the report has "
             f"{modes}; profile both, e.g. `{param('mode', 'both')}`"
         )
-    return eager, compiled
+    return pairs
 
 
 def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig, result: GateResult) -> None:

@@ -148,3 +148,151 @@ class SnapshotRecords:
         found = {segment.device for segment in self.segments}
         found.update(device for device, trace in self.traces.items() if len(trace))
         return sorted(found)
+
+
+# ---- What a tracker saw during the profiled calls (issue 11) ------------------------------------
+# Produced by memprof.sources.tracking, consumed by memprof.analysis.attribution. Times are on the
+# profiler's clock (Unix nanoseconds), so they order against the allocator records exactly.
+
+PHASES = ("forward", "backward", "optimizer")
+"""Phase codes of :class:`TrackedOps`: index into this tuple."""
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """The measured device's allocator records with their addresses: ``bytes`` > 0 allocates at
+    ``ptr``, < 0 frees the block at ``ptr``. Sorted by time (stable)."""
+
+    time: np.ndarray
+    bytes: np.ndarray
+    ptr: np.ndarray
+
+    @staticmethod
+    def from_lists(records: Sequence[tuple[int, int, int]]) -> Allocations:
+        """From (time, bytes, ptr) triples, sorted by time (ties keep their order)."""
+        array = np.array(records, dtype=np.int64).reshape(-1, 3)
+        order = np.argsort(array[:, 0], kind="stable")
+        array = array[order]
+        return Allocations(time=array[:, 0].copy(), bytes=array[:, 1].copy(), ptr=array[:, 2].copy())
+
+
+@dataclass(frozen=True)
+class Site:
+    """A statement in the user's code: ``file`` as given to the user (relative to the working
+    directory when inside it), the statement's first ``line`` and its ``text`` on one line."""
+
+    file: str
+    line: int
+    text: str
+
+    @property
+    def source(self) -> str:
+        """``file.py:LINE``."""
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class TrackedStorage:
+    """A storage the tracker recognised as state of the program: a parameter, a gradient,
+    optimizer state, an input (reachable from the arguments) or other (a module buffer, a
+    tensor held by a module global). ``seen_ns`` is when it was seen live; ``died_ns`` when its
+    storage was freed, if that happened while tracking (the profiler does not record frees of
+    blocks allocated before it started)."""
+
+    ptr: int
+    nbytes: int
+    seen_ns: int
+    died_ns: int | None
+    kind: str
+    name: str
+    module: str
+    shape: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TrackedOps:
+    """Every op the tracker saw run, in order, as arrays: its window ``[t0, t1]``, name (index
+    into ``names``), the user's statement (index into ``sites``, -1 when unknown), the module call
+    it ran in (index into :class:`ModuleCalls`, -1 outside modules; in backward, the call whose
+    forward made the autograd node), and its phase (index into :data:`PHASES`)."""
+
+    t0: np.ndarray
+    t1: np.ndarray
+    name: np.ndarray
+    site: np.ndarray
+    module_call: np.ndarray
+    phase: np.ndarray
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModuleCalls:
+    """Forward calls of ``nn.Module``s, in the order they started: the module's dotted path
+    (index into ``paths``), the enclosing call (-1 for none) and the forward's window."""
+
+    path: np.ndarray
+    parent: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrackedFacts:
+    """What the tracker saw while the profiled calls ran (see memprof.sources.tracking).
+
+    ``outputs_*``: the storage address of each tensor an op returned, the op (index into
+    ``ops``), its shape and dtype (indices into ``shapes``/``dtypes``). ``saved_*``: storages
+    autograd saved for backward, and when. ``storages``: recognised program state.
+    ``optimizer_steps``: (start, end) of each ``Optimizer.step``. ``device``: the measured
+    device ("cpu", "cuda:0")."""
+
+    allocations: Allocations
+    ops: TrackedOps
+    module_calls: ModuleCalls
+    sites: tuple[Site, ...]
+    outputs_ptr: np.ndarray
+    outputs_op: np.ndarray
+    outputs_shape: np.ndarray
+    outputs_dtype: np.ndarray
+    shapes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    saved_ptr: np.ndarray
+    saved_time: np.ndarray
+    storages: tuple[TrackedStorage, ...]
+    optimizer_steps: tuple[tuple[int, int], ...] = ()
+    notes: tuple[str, ...] = ()
+    device: str = "cpu"
+    ops_tracked: bool = True
+    """False when only program state was tracked (no ops, lines or saved tensors): the cheap
+    tracking that leaves the measured run's allocations untouched."""
+    sequence: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Autograd sequence numbers seen in forward; ``sequence_op[i]`` is the first op dispatched
+    under ``sequence[i]``: an autograd node numbered ``n`` was made by the op seen under ``n + 1``."""
+    sequence_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    backward_ops: TrackedOps | None = None
+    """Ops autograd ran, read from the profile (the tracker stays out of backward): the outermost
+    aten op in each autograd node's range; ``backward_sequence`` holds the node's number."""
+    backward_sequence: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rewrap_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Ops (indices into ``ops``) given a Python number for a Tensor argument, one row per
+    number, and the bytes of the tensor it became (``rewrap_bytes``): the tracker's own
+    allocations, left out of the explanation."""
+    rewrap_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_op: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Tensor arguments of forward ops: the op, shape and dtype (indices into ``shapes`` and
+    ``dtypes``). A gradient made in backward has the shape of one of them."""
+    inputs_shape: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_dtype: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inputs_site: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Compiled runs: the user's line of each node result listed in ``inputs_*`` (-1 unknown)."""
+    shape_numel: tuple[int, ...] = ()
+    """Elements of each shape in ``shapes``; ``dtype_bytes``: bytes per element of each dtype."""
+    dtype_bytes: tuple[int, ...] = ()
+    compiled: bool = False
+    """A compiled run: ``ops`` are the kernels Inductor's wrapper called (read from the profile),
+    their outputs unknown; ``fused_kernels`` maps each fused kernel to the aten ops it replaced."""
+    fused_kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    calls: tuple[tuple[int, int], ...] = ()
+    """(start, end) of each measured call (the CALL_MARKER ranges), read with the records."""

@@ -122,6 +122,23 @@ def test_mmap_load_adds_under_5_percent_of_a_full_load_to_resident_memory() -> N
     assert mmap < 0.05 * full
 
 
+def test_the_ddp_example_runs_alone_as_a_group_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    try:
+        report = memprof.compare("memprof.examples.ddp:step", device="cpu", warmup=2)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    run = report.runs["eager"]
+    # 256 rows: the ReLU output, its gradient and threshold_backward's result (256 x 1024
+    # float32 each) and the loss gradient (256 x 256), next to the second layer's weight and
+    # bias gradients and the loss (tests/test_distributed.py has the two-rank job).
+    assert run.peak_bytes == 256 * (3 * 1024 + 256) * 4 + 256 * 1024 * 4 + 256 * 4 + 4
+    assert (run.peak_op, run.net_bytes) == ("aten::threshold_backward", 0)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_pinned_memory_needs_cuda_and_says_so() -> None:
     result = CliRunner().invoke(

@@ -21,11 +21,16 @@ MAX_POINTS = 4000
 
 @dataclass(frozen=True)
 class Timeline:
-    """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started,
-    ``bytes`` live bytes above live at that start (negative when memory held before was freed)."""
+    """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started (for a
+    recording: since its first memory event), ``bytes`` live bytes above live at that start
+    (negative when memory held before was freed), ``reserved`` (a CUDA recording's, when known;
+    else empty) what the caching allocator held at each point, absolute."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
+    reserved: tuple[int, ...] = fields.items(
+        fields.SIZE, same_length_as="t_ns", omit=lambda timeline: not timeline.reserved
+    )
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -78,7 +83,13 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
 
     if len(timeline) <= max_points:
         return timeline
-    t, b = downsample(
-        np.asarray(timeline.t_ns, dtype=np.int64), np.asarray(timeline.bytes, dtype=np.int64), max_points
+    reserved = np.asarray(timeline.reserved, dtype=np.int64) if timeline.reserved else None
+    t, b, r = downsample_max(
+        np.asarray(timeline.t_ns, dtype=np.int64),
+        np.asarray(timeline.bytes, dtype=np.int64),
+        reserved,
+        max_points,
     )
-    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()))
+    return Timeline(
+        t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()), reserved=() if r is None else tuple(r.tolist())
+    )

@@ -50,14 +50,17 @@ def status_printer(quiet: bool) -> Callable[[str], None] | None:
     return lambda message: err(f"memprof: {message}")
 
 
-def write_outputs(report: Report, files: dict[str, Path]) -> None:
+def write_outputs(report: Report, files: dict[str, Path], *, rank: int | None = None) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
-    behind. ``baseline`` is the JSON report under another name."""
+    behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
+    several ranks details (Markdown, HTML)."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
-    rendered = {path: renderer("json" if fmt == "baseline" else fmt)(report) for fmt, path in files.items()}
+    rendered = {
+        path: renderer("json" if fmt == "baseline" else fmt, rank=rank)(report) for fmt, path in files.items()
+    }
     atomic_write_texts(list(rendered.items()))
 
 

@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from memprof.commands.common import check_runs, profile_and_report, read_inputs
-from memprof.commands.options import GateOptions, Mode, OutputOptions, ProfileOptions, SaveBaseline
+from memprof.commands.options import (
+    DistributedOptions,
+    GateOptions,
+    Mode,
+    OutputOptions,
+    ProfileOptions,
+    SaveBaseline,
+)
 from memprof.errors import UsageError
 
 # TARGET@INPUTS: the target ends at the first "@" that follows ":name" (its attribute path is
@@ -81,6 +88,7 @@ def compare(
     profile: ProfileOptions,
     output: OutputOptions,
     gate: GateOptions,
+    distributed: DistributedOptions,
     save_baseline: SaveBaseline = None,
 ) -> None:
     """Profile two or more callables and compare each with the first: peak memory and wall time.
@@ -92,8 +100,11 @@ def compare(
     With --budget (per label: --budget with_autograd=40MB) or --baseline it is a memory gate.
 
     Example: memprof compare memprof.examples.no_grad:with_autograd memprof.examples.no_grad:no_grad
+
+    Under torchrun, or with --nproc-per-node N, every rank compares them: runs rank0/LABEL, ...
     """
     from memprof.api import Variant
+    from memprof.commands.distributed import refuse_rank, run_distributed, wanted
 
     if len(targets) < 2:
         raise UsageError(
@@ -103,6 +114,14 @@ def compare(
     files = output.files(save_baseline, read_inputs([s for pair in split for s in pair], gate.baseline))
     names = parse_labels(labels, [spec for spec, _ in split])
     config = gate.config()
+    if wanted(distributed):
+        variants = [
+            Variant(target=spec, inputs=factory, mode=mode.value, label=name)
+            for (spec, factory), name in zip(split, names, strict=True)
+        ]
+        run_distributed(variants, files, config, profile, output, distributed)
+        return
     check_runs(config, names)
+    refuse_rank(output.rank)
     variants = [Variant(target=spec, inputs=factory, mode=mode.value) for spec, factory in split]
     profile_and_report(variants, names, files, config, profile, output)

@@ -33,6 +33,7 @@ from typer.models import OptionInfo
 
 from memprof.errors import NO_VALUE, Spelling, UsageError
 from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE
+from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
     from memprof.gate import GateConfig
@@ -117,6 +118,34 @@ TablePath = Annotated[Path | None, _file("--table", "Also save torch's own print
 SortOption = Annotated[Sort, typer.Option("--sort", help="Order ops by peak, self or allocated bytes.")]
 Top = Annotated[int, typer.Option("--top", min=1, help="How many ops to show in the terminal.")]
 Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="No status lines on stderr.")]
+RankOption = Annotated[
+    int | None,
+    typer.Option(
+        "--rank",
+        min=0,
+        help="A report of several ranks: whose op tables to show (default: the rank with the highest peak).",
+    ),
+]
+NprocPerNode = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc-per-node",
+        min=1,
+        metavar="N",
+        help="Start N ranks on this machine through torch.distributed.run, as torchrun does, and profile "
+        "every one: one report, its runs rank0, rank1, ...",
+    ),
+]
+RankTimeout = Annotated[
+    float,
+    typer.Option(
+        "--rank-timeout",
+        min=0.1,
+        metavar="SECONDS",
+        help="Distributed runs: how long a rank that has finished waits for the others; then the "
+        "missing ranks are named and marked failed (exit 3).",
+    ),
+]
 Budget = Annotated[
     str | None,
     typer.Option(
@@ -205,6 +234,7 @@ class OutputOptions(OptionGroup):
     sort: SortOption = Sort.peak
     top: Top = 15
     quiet: Quiet = False
+    rank: RankOption = None
 
     def files(
         self, save_baseline: Path | None = None, reads: Sequence[tuple[str, Path | None]] = ()
@@ -245,6 +275,14 @@ class OutputOptions(OptionGroup):
 
             check_available()
         return files
+
+
+@dataclass(frozen=True)
+class DistributedOptions(OptionGroup):
+    """Profiling every rank of a torch.distributed job: start one here, or wait for its ranks."""
+
+    nproc_per_node: NprocPerNode = None
+    rank_timeout: RankTimeout = DEFAULT_RANK_TIMEOUT
 
 
 @dataclass(frozen=True)

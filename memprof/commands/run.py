@@ -8,6 +8,7 @@ import typer
 
 from memprof.commands.common import check_runs, profile_and_report
 from memprof.commands.options import (
+    DistributedOptions,
     GateOptions,
     Inputs,
     Mode,
@@ -31,6 +32,7 @@ def run(
     profile: ProfileOptions,
     output: OutputOptions,
     gate: GateOptions,
+    distributed: DistributedOptions,
     save_baseline: SaveBaseline = None,
 ) -> None:
     """Profile a function's memory in eager mode, compiled mode, or both.
@@ -41,15 +43,23 @@ def run(
     Example: memprof run memprof.examples.similarity:similarity --compare-compile
 
     Example: memprof run mypkg.model:step --baseline ci/memprof.json --tolerance 2%
+
+    Under torchrun (torchrun --nproc-per-node 2 -m memprof run ...), or with --nproc-per-node N,
+    every rank is profiled and rank 0 writes one report: runs rank0, rank1, ...
     """
     from memprof.api import Variant
     from memprof.commands.common import read_inputs
+    from memprof.commands.distributed import refuse_rank, run_distributed, wanted
 
     files = output.files(save_baseline, read_inputs([target, inputs], gate.baseline))
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.
     config = gate.config()
-    check_runs(config, modes)
     variants = [Variant(target=target, inputs=inputs, mode=m, label=m) for m in modes]
+    if wanted(distributed):
+        run_distributed(variants, files, config, profile, output, distributed)
+        return
+    check_runs(config, modes)
+    refuse_rank(output.rank)
     profile_and_report(variants, None, files, config, profile, output)

@@ -27,8 +27,10 @@ def render_torch_tables(report: Report) -> str:
     )
 
 
-def renderer(fmt: str) -> Callable[[Report], str]:
-    """The render function of a format: json, csv, markdown, html, table (torch's tables)."""
+def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
+    """The render function of a format: json, csv, markdown, html, table (torch's tables).
+    ``rank``: which rank of a report of several ranks Markdown and HTML detail (default: the
+    highest peak's)."""
     if fmt == "json":
         return lambda report: report.to_json()
     if fmt == "table":
@@ -40,9 +42,9 @@ def renderer(fmt: str) -> Callable[[Report], str]:
     if fmt == "markdown":
         from memprof.report.markdown import render_markdown
 
-        return render_markdown
+        return lambda report: render_markdown(report, rank=rank)
     if fmt == "html":
         from memprof.report.html import render_html
 
-        return render_html
+        return lambda report: render_html(report, rank=rank)
     raise ValueError(f"unknown format {fmt!r}")

@@ -13,12 +13,15 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.report import recorded
+from memprof.report.ranks import RankView, rank_view, size_columns
+from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
 from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model import Report, RunResult
 
 TOP_OPS = 10
 
@@ -59,15 +62,19 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
 
 
 def _runs_table(report: Report) -> list[str]:
+    extra = memory_columns(report.runs.values())  # footprint, live at start, reserved: where known
     rows = []
     for label, run in report.runs.items():
         if run.failed:
-            rows.append([escape_text(label), "failed", "", "", "", "", escape_text(run.failed)])
+            rows.append(
+                [escape_text(label), "failed", *[""] * len(extra), "", "", "", "", escape_text(run.failed)]
+            )
             continue
         rows.append(
             [
                 escape_text(label),
                 _size(run.peak_bytes),
+                *(_size(getattr(run, attr)) for _, attr in extra),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
                 format_ms(run.wall_ms),
@@ -75,8 +82,8 @@ def _runs_table(report: Report) -> list[str]:
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
-    headers = ["run", "peak", "allocated", "net", "wall/call", "compile", "peak during"]
-    return _table(headers, rows, "lrrrrrl")
+    headers = ["run", "peak", *(header for header, _ in extra), "allocated", "net", "wall/call", "compile"]
+    return _table([*headers, "peak during"], rows, "l" + "r" * (len(headers) - 1) + "l")
 
 
 def _single_ops(table: RunTable) -> list[str]:
@@ -123,14 +130,41 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
-def render_markdown(report: Report, top: int = TOP_OPS) -> str:
-    """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing)."""
+def _ranks(view: RankView) -> list[str]:
+    """Every rank's row and the imbalance of their peaks, then the heading of the rank detailed."""
+    extra = size_columns(view.summary)
+    rows = []
+    for row in view.summary.rows:
+        if row.ok:
+            sizes = [_size(getattr(row, column)) for column, _ in extra]
+            during = code(row.peak_op) if row.peak_op else "-"
+            cells = [_size(row.peak_bytes), *sizes, format_ms(row.wall_ms), during]
+        else:
+            cells = ["failed", *([""] * len(extra)), "", escape_text(row.error or "")]
+        rows.append([str(row.rank), escape_text(row.label), *cells])
+    headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
+    lines = ["### Ranks", "", *_table(headers, rows, "rlr" + "r" * len(extra) + "rl"), ""]
+    for imbalance in view.summary.imbalances:
+        lines += [f"**{escape_text(imbalance.line)}**", ""]
+    return [*lines, f"### Details of {escape_text(view.heading)}", ""]
+
+
+def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
+    """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing).
+    A report of several ranks starts with every rank's row and their imbalance, then details
+    one rank's runs (the highest peak's, or ``rank``)."""
+    if report.recorded:
+        return render_recorded_markdown(report, top, rank=rank)
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
         f"(torch {escape_text(torch_version)})",
         "",
     ]
+    everything, view = report, rank_view(report, rank)
+    if view is not None:
+        lines += _ranks(view)
+        report = view.report
     verdicts = [d.verdict for d in report.diffs]
     ok = report.ok_runs()
     if not verdicts and len(ok) == 1:
@@ -139,6 +173,7 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
     for verdict in verdicts:
         lines += [f"**{escape_text(verdict)}**", ""]
     lines += [*_runs_table(report), ""]
+    lines += _device_lines(report)
     for table in op_tables(report, "peak", top):
         if isinstance(table, DiffTable):
             pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
@@ -155,7 +190,7 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += ["### Fused kernels", "", *_fused(fused), ""]
     notes = [
         f"- {escape_text(run.label)}: {escape_text(note)}"
-        for run in report.runs.values()
+        for run in everything.runs.values()
         for note in run.notes
     ]
     if notes:
@@ -164,4 +199,84 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
     lines.append(f"<sub>{legend}.</sub>")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs read from recordings (memprof analyze): chrome traces and CUDA memory snapshots
+
+
+def _device_lines(report: Report) -> list[str]:
+    lines = [f"- {escape_text(line)}" for run in report.ok_runs() if (line := recorded.device_line(run))]
+    return [*lines, ""] if lines else []
+
+
+def _recorded_runs_table(report: Report) -> list[str]:
+    columns = recorded.RECORDED_COLUMNS
+    rows = [
+        [
+            escape_text(label),
+            *(_size(getattr(run, attr)) for _, attr in columns),
+            code(recorded.peak_during(run)) if run.peak_op else "-",
+        ]
+        for label, run in report.runs.items()
+    ]
+    headers = ["run", *(header for header, _ in columns), "peak during"]
+    return _table(headers, rows, "l" + "r" * len(columns) + "l")
+
+
+def _snapshot(run: RunResult) -> list[str]:
+    """A snapshot run's details, its sites at the peak, its what-if replays."""
+    lines = [f"### {escape_text(run.label)}: snapshot", ""]
+    lines += [f"- {escape_text(line)}" for line in recorded.snapshot_lines(run)]
+    lines.append("")
+    sites = recorded.site_rows(run)
+    if sites:
+        rows = [[code(row.site), _size(row.bytes), row.share, f"{row.count:,}"] for row in sites]
+        lines += [f"#### {escape_text(recorded.sites_title(run))}", ""]
+        lines += [*_table(["site", "bytes", "of peak", "blocks"], rows, "lrrr"), ""]
+    what_if = recorded.what_if_rows(run)
+    if what_if:
+        rows = [[code(row[0]), *(escape_text(cell) for cell in row[1:])] for row in what_if]
+        headers = list(recorded.WHAT_IF_HEADERS)
+        lines += [f"#### {escape_text(recorded.what_if_title(run))}", ""]
+        lines += [*_table(headers, rows, "l" + "r" * (len(headers) - 1)), ""]
+    return lines
+
+
+def render_recorded_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
+    """The Markdown summary of a report read from recordings: what was read, each run's peak in
+    bold, the runs, each run's share of its device, snapshot details, top ops, notes. Per-rank
+    recordings start with every rank's row and their imbalance, then detail one rank."""
+    lines = [f"## memprof: {escape_text(recorded.source_line(report))}", ""]
+    view = rank_view(report, rank)
+    if view is not None:
+        lines += _ranks(view)
+        report = view.report
+    lines += [f"**{escape_text(recorded.peak_line(run))}**  " for run in report.ok_runs()]
+    lines += [f"**{escape_text(diff.verdict)}**  " for diff in report.diffs]
+    lines += ["", *_recorded_runs_table(report), "", *_device_lines(report)]
+    for run in report.ok_runs():
+        if run.snapshot is not None:
+            lines += _snapshot(run)
+    for table in op_tables(report, "peak", top):
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        elif table.rows:
+            title = f"### Top {top} ops of {escape_text(table.run.label)} by peak"
+            lines += [title, "", *_single_ops(table), ""]
+    notes = [
+        f"- {escape_text(run.label)}: {escape_text(note)}"
+        for run in report.runs.values()
+        for note in run.notes
+    ]
+    if notes:
+        lines += ["### Notes", "", *notes, ""]
+    lines.append(
+        "<sub>peak above start: the most live bytes above what was live when the recording began; "
+        "footprint: everything live at that moment; reserved peak: the most the CUDA caching allocator "
+        "held; snapshots count requested bytes, their footprint and reserve block sizes; sizes are "
+        "1024-based.</sub>"
+    )
     return "\n".join(lines) + "\n"

@@ -447,6 +447,9 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
             "torch's profiler records only the calling thread, so their allocations are not counted"
         )
     op_names = [op.name for op in analysis.ops]
+    device: dict[str, Any] = {"device": options.device}
+    if options.device.startswith("cuda"):
+        device.update(cuda_device(options.device))
     return RunResult.from_analysis(
         analysis,
         label=measured.label,
@@ -460,7 +463,27 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
         device_counters=measured.device_counters,
         torch_table=measured.table,
         notes=notes,
+        **device,
+        **counted_memory(measured.device_counters),
     )
+
+
+def cuda_device(device: str) -> dict[str, Any]:
+    """The GPU's name and total memory, as torch reports them."""
+    properties = torch.cuda.get_device_properties(torch.device(device))
+    return {"device_name": properties.name, "device_total_bytes": int(properties.total_memory)}
+
+
+def counted_memory(counters: dict[str, int]) -> dict[str, int | None]:
+    """The device-wide numbers of a run that the device's own counters give (CUDA): everything
+    allocated at the highest point (``max_memory_allocated``, what was live before included),
+    what was allocated when profiling began, and the highest reserve. Without the counters (CPU)
+    they are not known: None."""
+    return {
+        "footprint_bytes": counters.get("max_memory_allocated_bytes"),
+        "live_at_start_bytes": counters.get("memory_allocated_start_bytes"),
+        "reserved_peak_bytes": counters.get("max_memory_reserved_bytes"),
+    }
 
 
 @functools.cache

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_RANK_TIMEOUT = 300.0
+"""Seconds a rank of a distributed job that has finished waits for the others (rank 0) or for
+rank 0 to take its report (the others), before it names who did not come."""
+
 
 @dataclass(frozen=True)
 class RunOptions:
