@@ -687,3 +687,24 @@ def test_a_trailing_slash_names_a_folder_not_a_file(tmp_path):
         "see 'memprof run --help'\n"
     )
     assert not (tmp_path / "new").exists()
+
+
+def test_analyze_refuses_special_files_and_outputs_over_its_recordings(runner, tmp_path, fifo):
+    for path, words in (("/dev/zero", "a character device"), (str(fifo), "a FIFO (named pipe)")):
+        result = memprof_cli("analyze", path)
+        assert result.returncode == 2
+        assert result.stderr == (
+            f"memprof: error: {path} is {words}, not a regular file; save the content to a file and "
+            "give that\n"
+        )
+    trace = tmp_path / "traces" / "rank0.json"
+    trace.parent.mkdir()
+    trace.write_text('{"traceEvents": []}')
+    for given in (trace, trace.parent):
+        result = runner.invoke(app, ["analyze", str(given), "--json", str(trace)])
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"memprof: error: --json {str(trace)!r} is a recording read ({str(trace)!r}); writing the "
+            "report there would replace it: give another file\n"
+        )
+    assert trace.read_text() == '{"traceEvents": []}'
