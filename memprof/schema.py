@@ -123,8 +123,10 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
             values[name] = values[spec.default_from]
     for name, spec in specs:
         other = spec.same_length_as
-        count, other_count = len(values.get(name, ())), len(values.get(other or name, ()))
-        if other is not None and count != other_count and not (count == 0 and spec.omit is not None):
+        if other is None:
+            continue
+        count, other_count = len(values.get(name, ())), len(values.get(other, ()))
+        if count != other_count and not (count == 0 and spec.omit is not None):
             key, other_key = spec.key or name, dict(specs)[other].key or other
             raise (place / key).fail(
                 f"has {count} values but {other_key} has {other_count}; they go in pairs"
