@@ -112,7 +112,7 @@ def baseline_name(nodeid: str, index: int = 0) -> str:
     Where making the name replaced more than the node id's structure (a space or ``/`` inside
     the parameters, any other character) or cut a very long id, different node ids could get
     the same name; those names end in ``-`` and a hash of the whole node id, e.g.
-    ``test_a.py__test_c_a_b-3f2a9c01d4.json`` for ``test_a.py::test_c[a b]``.
+    ``test_a.py__test_c_a_b-6987fce7b1.json`` for ``test_a.py::test_c[a b]``.
     """
     import hashlib
 
