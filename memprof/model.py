@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from memprof.analysis.diff import RunDiff
     from memprof.analysis.peaks import Analysis
+    from memprof.analysis.timing import Spread
 
 __all__ = ["OP_COLUMNS", "OpStats", "Report", "RunResult", "Timeline", "load_report"]
 
@@ -36,7 +37,7 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 OK, FAILED = "ok", "failed"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class RunResult:
     """One profiled run of a target (eager, compiled, or one variant of a comparison).
 
@@ -56,6 +57,7 @@ class RunResult:
     inputs_bytes: int = fields.size()
     wall_ms: float = fields.number()
     wall_ms_all: tuple[float, ...] = fields.items(fields.NUMBER)
+    wall_timing: str = fields.text(default="profiled", choices=("timed", "profiled"))
     repeat: int = fields.count(default=1)
     peak_op: str | None = fields.maybe_text()
     peak_op_stack: tuple[str, ...] = fields.items(fields.TEXT)
@@ -72,6 +74,7 @@ class RunResult:
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
+    torch_messages: tuple[tuple[str, int], ...] = fields.python_only(default=())
 
     def __post_init__(self) -> None:
         # Ops are kept largest peak first (how every report lists them; ties keep their order),
@@ -102,6 +105,27 @@ class RunResult:
         """The failure's message when the run failed, else None."""
         return (self.error or "failed") if self.status == FAILED else None
 
+    @property
+    def wall_spread(self) -> Spread | None:
+        """How the wall times of the timed calls spread (count, min, quartiles, max)."""
+        from memprof.analysis.timing import Spread
+
+        return Spread.of(self.wall_ms_all)
+
+    def summary(self) -> str:
+        """One line: ``eager: peak 795.4 MiB during aten::sum, wall 311.5 ms ±0.4%``."""
+        if self.failed:
+            return f"{self.label}: failed: {self.failed}"
+        from memprof.analysis.timing import format_wall
+        from memprof.units import format_bytes
+
+        during = f" during {self.peak_op}" if self.peak_op else ""
+        wall = format_wall(self.wall_ms_all, self.wall_ms)
+        return f"{self.label}: peak {format_bytes(self.peak_bytes)}{during}, wall {wall}"
+
+    def __repr__(self) -> str:
+        return f"<memprof.RunResult {self.summary()}; {len(self.op_stats)} ops>"
+
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per op name: ``name``, ``calls``, ``self_bytes``, ``total_bytes``,
@@ -127,7 +151,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Report:
     """A target's runs, with the environment they ran in.
 
@@ -165,6 +189,11 @@ class Report:
     def verdict(self) -> str | None:
         diff = self.diff
         return diff.verdict if diff else None
+
+    def __repr__(self) -> str:
+        runs = "; ".join(run.summary() for run in self.runs.values())
+        verdict = f"; {self.verdict()}" if self.diffs else ""
+        return f"<memprof.Report {self.target} on {self.device}: {runs}{verdict}>"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document: ``schema_version``, ``memprof_version``, the report's fields,

@@ -8,6 +8,7 @@ download, no extra package). Skipped only when no Chromium binary is installed
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -153,6 +154,20 @@ class DevTools:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
+    def resize(self, width: int, height: int = 900) -> None:
+        """The page's viewport, in CSS pixels."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+        )
+
+    def screenshot(self, path: Path, full_page: bool = True) -> None:
+        """A PNG of the page (the whole page, not only the viewport, with ``full_page``)."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        if full_page:
+            size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
+
     def open(self, path: Path) -> None:
         self.events.clear()
         self.call("Page.navigate", url=path.resolve().as_uri())
@@ -180,8 +195,9 @@ class DevTools:
         return errors
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[DevTools]:
+@contextlib.contextmanager
+def chromium(width: int = 1280, height: int = 900) -> Iterator[DevTools]:
+    """Headless Chromium with the network blocked, its page at ``width`` x ``height`` CSS px."""
     assert CHROMIUM is not None
     profile = tempfile.mkdtemp(prefix="memprof-chromium-")
     log = open(Path(profile) / "stderr.log", "wb")  # noqa: SIM115 - closed below
@@ -198,7 +214,7 @@ def browser() -> Iterator[DevTools]:
             "--disable-sync",
             "--disable-extensions",
             "--allow-file-access-from-files",
-            "--window-size=1280,900",
+            f"--window-size={width},{height}",
             f"--user-data-dir={profile}",
             "--remote-debugging-port=0",
             "about:blank",
@@ -221,9 +237,7 @@ def browser() -> Iterator[DevTools]:
         for domain in ("Runtime", "Log", "Network", "Page"):
             tools.call(f"{domain}.enable")
         tools.call("Network.setBlockedURLs", urls=BLOCKED)
-        tools.call(
-            "Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False
-        )
+        tools.resize(width, height)
         yield tools
         tools.ws.close()
     finally:
@@ -234,6 +248,12 @@ def browser() -> Iterator[DevTools]:
             process.kill()
         log.close()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[DevTools]:
+    with chromium() as tools:
+        yield tools
 
 
 def png_colours(data: bytes) -> set[bytes]:

@@ -22,10 +22,20 @@ MAX_POINTS = 4000
 @dataclass(frozen=True)
 class Timeline:
     """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started,
-    ``bytes`` live bytes above live at that start (negative when memory held before was freed)."""
+    ``bytes`` live bytes above live at that start (negative when memory held before was freed),
+    and the op running at each point: ``op_names[op_at[i]]`` (-1: none; both empty when
+    unknown, as in reports written before memprof kept them)."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
+    op_names: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda t: not t.op_names)
+    op_at: tuple[int, ...] = fields.items(fields.INTEGER, omit=lambda t: not t.op_at)
+
+    def op(self, index: int) -> str | None:
+        """The op running at point ``index``, when known."""
+        if index >= len(self.op_at) or self.op_at[index] < 0:
+            return None
+        return self.op_names[self.op_at[index]]
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -78,7 +88,8 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
 
     if len(timeline) <= max_points:
         return timeline
-    t, b = downsample(
-        np.asarray(timeline.t_ns, dtype=np.int64), np.asarray(timeline.bytes, dtype=np.int64), max_points
-    )
-    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()))
+    keep = _highest_per_bucket(np.asarray(timeline.bytes, dtype=np.int64), max_points)
+    t = np.asarray(timeline.t_ns, dtype=np.int64)[keep]
+    b = np.asarray(timeline.bytes, dtype=np.int64)[keep]
+    op_at = tuple(np.asarray(timeline.op_at, dtype=np.int64)[keep].tolist()) if timeline.op_at else ()
+    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()), op_names=timeline.op_names, op_at=op_at)

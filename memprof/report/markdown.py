@@ -1,9 +1,11 @@
 """Markdown (GitHub-flavoured): a short summary for ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 
-Heading with target, device and torch; the verdict in bold; one row per run; the top ops by
-peak with both runs and the delta; the fused kernels and the ops they replaced. Names go in
-code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
-escaped, so no name can break the table or inject markup.
+Heading with target, device and torch; each verdict in bold with its memory-and-time summary;
+one row per run; the top ops by peak with both runs and the delta (without the rows that carry
+nothing: see :mod:`memprof.report.rows`); the fused kernels and the ops they replaced. Names go
+in code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
+escaped, so no name can break the table or inject markup. A size or a time never wraps between
+its number and its unit (``210.2\u00a0MiB``: a non-breaking space).
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
-from memprof.units import format_bytes, format_ms, format_seconds
+from memprof.analysis.timing import format_wall
+from memprof.report.rows import (
+    SUMMARY_KERNELS,
+    DiffTable,
+    FusedRow,
+    RunTable,
+    conclusions,
+    fused_count,
+    fused_rows,
+    op_tables,
+    replaced_text,
+)
+from memprof.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     from memprof.model import Report
@@ -44,10 +57,19 @@ def code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+NBSP = "\u00a0"
+_UNIT_RE = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
+
+
+def unbreakable(text: str) -> str:
+    """Sizes and times kept whole: the space between a number and its unit made non-breaking."""
+    return _UNIT_RE.sub(rf"\1{NBSP}\2", text)
+
+
 def _size(value: Any, *, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return format_bytes(int(value), signed=signed)
+    return unbreakable(format_bytes(int(value), signed=signed))
 
 
 def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
@@ -69,8 +91,8 @@ def _runs_table(report: Report) -> list[str]:
                 _size(run.peak_bytes),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
-                format_ms(run.wall_ms),
-                format_seconds(run.compile_seconds),
+                unbreakable(format_wall(run.wall_ms_all, run.wall_ms)),
+                unbreakable(format_seconds(run.compile_seconds)),
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
@@ -115,11 +137,33 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
             escape_text(row.run),
             code(row.kernel),
             _size(row.peak_bytes),
-            replaced_text(row, name=code, text=escape_text),
+            replaced_text(row, name=code, text=lambda words: escape_text(unbreakable(words))),
         ]
         for row in rows
     ]
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
+
+
+def _conclusions(report: Report) -> list[str]:
+    lines = []
+    for verdict, *rest in conclusions(report):
+        lines += [f"**{escape_text(unbreakable(verdict))}**", ""]
+        lines += [f"{escape_text(unbreakable(line))}" for line in rest]
+        lines += [""] if rest else []
+    return lines
+
+
+def _op_section(report: Report, top: int) -> list[str]:
+    lines = []
+    for table in op_tables(report, "peak", top):
+        if isinstance(table, DiffTable):
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        else:
+            lines += [f"### Top {top} ops of {escape_text(table.run.label)} by peak", "", *_single_ops(table), ""]
+        if len(table.left_out):
+            lines += [f"<sub>{table.left_out.sentence(name=code)}</sub>", ""]
+    return lines
 
 
 def render_markdown(report: Report, top: int = TOP_OPS) -> str:
@@ -129,29 +173,17 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
         f"(torch {escape_text(torch_version)})",
         "",
+        *_conclusions(report),
+        *_runs_table(report),
+        "",
+        *_op_section(report, top),
     ]
-    verdicts = [d.verdict for d in report.diffs]
-    ok = report.ok_runs()
-    if not verdicts and len(ok) == 1:
-        during = f" during {ok[0].peak_op}" if ok[0].peak_op else ""
-        verdicts = [f"{ok[0].label}: peak {format_bytes(ok[0].peak_bytes)} above the call's start{during}"]
-    for verdict in verdicts:
-        lines += [f"**{escape_text(verdict)}**", ""]
-    lines += [*_runs_table(report), ""]
-    for table in op_tables(report, "peak", top):
-        if isinstance(table, DiffTable):
-            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
-            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
-        else:
-            lines += [
-                f"### Top {top} ops of {escape_text(table.run.label)} by peak",
-                "",
-                *_single_ops(table),
-                "",
-            ]
-    fused = fused_rows(report)
+    fused = fused_rows(report, min(top, SUMMARY_KERNELS))
     if fused:
         lines += ["### Fused kernels", "", *_fused(fused), ""]
+        more = fused_count(report) - len(fused)
+        if more > 0:
+            lines += [f"<sub>and {more} more fused kernels (the HTML and JSON reports list them all).</sub>", ""]
     notes = [
         f"- {escape_text(run.label)}: {escape_text(note)}"
         for run in report.runs.values()
@@ -159,6 +191,7 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
     ]
     if notes:
         lines += ["### Notes", "", *notes, ""]
+    ok = report.ok_runs()
     legend = "peak: most live bytes above the call's start (allocator records); sizes are 1024-based"
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 class RunOptions:
     """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
     (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
-    options; ``keep_table`` keeps torch's own printed table of the run."""
+    options; ``keep_table`` keeps torch's own printed table of the run; ``time_budget``: seconds
+    of calls timed without the profiler, for the wall time (at least 5 calls; 0: the profiled
+    calls' times); ``verbose`` lets torch's own warnings and log messages through (they are
+    hidden during the run by default, and counted)."""
 
     mode: str = "eager"
     device: str = "auto"
@@ -20,3 +23,5 @@ class RunOptions:
     backend: str = "inductor"
     fresh_compile: bool = False
     keep_table: bool = False
+    time_budget: float = 0.2
+    verbose: bool = False
