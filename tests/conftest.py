@@ -114,6 +114,8 @@ def make_compare_report() -> Report:
         timeline=Timeline(
             t_ns=(0, 1_000_000, 2_000_000, 3_000_000, 4_000_000),
             bytes=(0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB),
+            op_names=("aten::sub", "aten::abs"),
+            op_at=(-1, 0, 1, 1, -1),
         ),
         torch_table="Name  Self CPU Mem\n<script>alert(1)</script>  -319.00 MB\n",
     )
@@ -126,7 +128,12 @@ def make_compare_report() -> Report:
         compile_ops,
         peak_op="cpp_fused_abs_sub_0",
         compile_seconds=4.3,
-        timeline=Timeline(t_ns=(0, 500_000, 900_000), bytes=(0, 1 * MIB, 1 * MIB)),
+        timeline=Timeline(
+            t_ns=(0, 500_000, 900_000),
+            bytes=(0, 1 * MIB, 1 * MIB),
+            op_names=("cpp_fused_abs_sub_0",),
+            op_at=(-1, 0, -1),
+        ),
         notes=("1 block(s) allocated before profiling were freed during it",),
     )
     return Report(

@@ -36,11 +36,14 @@ TOP_OPS = 10
 
 # Characters that start markup anywhere in a line; `#`, `+`, `-`, `>` only matter first.
 _SPECIAL_RE = re.compile(r"([\\`*_\[\]<|~])")
+_SPACES_RE = re.compile(r"[ \t\n\r\f\v]+")
 
 
 def escape_text(text: str) -> str:
     """Plain text for Markdown: special characters backslash-escaped, one line."""
-    escaped = _SPECIAL_RE.sub(r"\\\1", " ".join(str(text).split()).replace("&", "&amp;"))
+    # Runs of whitespace become one space; a non-breaking space (kept sizes whole) stays.
+    one_line = " ".join(part for part in _SPACES_RE.split(str(text)) if part)
+    escaped = _SPECIAL_RE.sub(r"\\\1", one_line.replace("&", "&amp;"))
     return "\\" + escaped if escaped[:1] in {"#", "+", "-", ">"} else escaped
 
 

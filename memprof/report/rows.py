@@ -128,7 +128,19 @@ def op_tables(
 
 
 def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) -> tuple:
-    shown = tuple(rows if keep else [r for r in rows if r.name not in hidden])[:top]
+    """The first ``top`` rows that are not hidden (with ``keep``, the hidden rows among them
+    too), what was left out, and (with ``keep``) why."""
+    shown = []
+    visible = 0
+    for row in rows:
+        if top is not None and visible >= top:
+            break
+        if row.name not in hidden:
+            visible += 1
+            shown.append(row)
+        elif keep:
+            shown.append(row)
+    shown = tuple(shown)
     left_out = LeftOut(
         no_activity=tuple(n for n, why in hidden.items() if why == NO_ACTIVITY),
         repeats=tuple((n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why != NO_ACTIVITY),
