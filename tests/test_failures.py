@@ -158,7 +158,7 @@ def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
     assert "try --mode eager" in data["runs"]["compile"]["error"]
     assert "diff" not in data
     assert re.search(r"^compile +failed$", result.output, re.M)
-    assert "compile failed: torch.compile of simple failed:" in result.output
+    assert "compile failed: torch.compile(simple) failed: InvalidBackend: Invalid backend:" in result.output
 
 
 def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
