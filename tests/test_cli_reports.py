@@ -67,7 +67,9 @@ def test_markdown_and_html_paths(workload: str, tmp_path: Path) -> None:
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
-def test_html_needs_no_plotting_library(workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_html_needs_no_plotting_library(
+    workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
     page = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["run", workload, "--html", str(page), "-q"])

@@ -381,7 +381,9 @@ def test_wall_time_comes_from_calls_timed_without_the_profiler(runner, make_modu
 
     module = make_module(COUNTED)
     out = tmp_path / "r.json"
-    result = run_cli(runner, f"{module}:counted", "--repeat", "2", "--time-budget", "0.05", "--json", str(out))
+    result = run_cli(
+        runner, f"{module}:counted", "--repeat", "2", "--time-budget", "0.05", "--json", str(out)
+    )
     assert result.exit_code == 0, result.output
     run = json.loads(out.read_text())["runs"]["eager"]
     timed = len(run["wall_ms_all"])

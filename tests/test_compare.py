@@ -162,7 +162,12 @@ def test_out_creates_a_new_folder(targets: str, tmp_path: Path) -> None:
     folder = tmp_path / "new" / "reports"
     code, _, stderr = invoke(f"{targets}:alloc", f"{targets}:alloc", "--out", str(folder))
     assert code == 0, stderr
-    assert sorted(p.name for p in folder.iterdir()) == ["memprof-ops.csv", "memprof.html", "memprof.json", "memprof.md"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "memprof-ops.csv",
+        "memprof.html",
+        "memprof.json",
+        "memprof.md",
+    ]
 
 
 def test_out_naming_a_file_fails_before_running(targets: str, tmp_path: Path) -> None:

@@ -87,7 +87,10 @@ def test_out_of_memory_at_the_first_allocation_says_nothing_was_live(runner, mak
 def test_cuda_out_of_memory_message_names_the_allocation() -> None:
     from memprof.sources.live import out_of_memory_message
 
-    first = "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"
+    first = (
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
+        "79.1 GiB"
+    )
     assert out_of_memory_message("step", first, 3 << 30, "aten::mm", 2 << 30) == (
         "step ran out of memory trying to allocate 20.0 GiB with 2.0 GiB live above its start (the most it "
         f"reached: 3.0 GiB, during aten::mm): {first}"

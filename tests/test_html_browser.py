@@ -159,14 +159,20 @@ class DevTools:
     def resize(self, width: int, height: int = 900) -> None:
         """The page's viewport, in CSS pixels."""
         self.call(
-            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
         )
 
     def screenshot(self, path: Path, full_page: bool = True) -> None:
         """A PNG of the page (the whole page, not only the viewport, with ``full_page``)."""
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
         if full_page:
-            size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            size = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
             params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
 
@@ -325,7 +331,10 @@ def test_report_opens_offline_draws_the_chart_and_sorts(
     assert browser.evaluate("document.title") == "memprof: tests.workload:sub_abs"
     # The hostile label is text on the page, not an element: the chart's data block (never
     # run) and the page's own script are its only scripts.
-    assert browser.evaluate("[...document.scripts].map(s => s.type || 'script')") == ["application/json", "script"]
+    assert browser.evaluate("[...document.scripts].map(s => s.type || 'script')") == [
+        "application/json",
+        "script",
+    ]
     names = browser.evaluate("[...document.querySelectorAll('#ops td.name')].map(td => td.textContent)")
     assert "<script>alert(1)</script>" in names
 
@@ -386,7 +395,8 @@ def plot_point(browser: DevTools, t_ms: float, layout: str = "overlay") -> tuple
               const fig = document.querySelector('figure.mp-chart');
               const data = JSON.parse(fig.querySelector('script.mp-data').textContent);
               const svg = fig.querySelector('svg.mp-svg[data-layout={layout}]');
-              const view = (fig.getAttribute('data-view') || (data.t0 + ',' + data.t1)).split(',').map(Number);
+              const shown = fig.getAttribute('data-view') || (data.t0 + ',' + data.t1);
+              const view = shown.split(',').map(Number);
               const box = svg.getBoundingClientRect(), scale = box.width / svg.viewBox.baseVal.width;
               const x = data.left + ({t_ms} - view[0]) / (view[1] - view[0]) * data.width;
               const plot = svg.querySelector('rect.mp-frame').getBoundingClientRect();
@@ -438,7 +448,10 @@ def test_zooming_changes_the_visible_range_and_reset_restores_it(
     browser.open(page)
     view_js = "document.querySelector('figure.mp-chart').getAttribute('data-view')"
     plot_js = "document.querySelector('svg.mp-svg[data-layout=overlay] svg.mp-plot').getAttribute('viewBox')"
-    ticks_js = "[...document.querySelectorAll('svg.mp-svg[data-layout=overlay] g.mp-xticks text')].map(t => t.textContent)"
+    ticks_js = (
+        "[...document.querySelectorAll('svg.mp-svg[data-layout=overlay] g.mp-xticks text')]"
+        ".map(t => t.textContent)"
+    )
     assert browser.evaluate(view_js) == "0,4"
     # Drag from 1 ms to 3 ms.
     (x1, y), (x2, _) = plot_point(browser, 1.0), plot_point(browser, 3.0)
@@ -475,7 +488,8 @@ def overflow(browser: DevTools) -> dict[str, Any]:
         """(() => ({
           scroll: document.documentElement.scrollWidth,
           viewport: window.innerWidth,
-          wide: [...document.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5)
+          wide: [...document.querySelectorAll('*')]
+            .filter(e => e.getBoundingClientRect().right > innerWidth + 0.5)
             .map(e => e.tagName + '.' + e.className).slice(0, 5),
           tallest: Math.max(...[...document.querySelectorAll('tr')]
             .filter(r => r.offsetParent !== null).map(r => r.getBoundingClientRect().height)),
@@ -484,7 +498,9 @@ def overflow(browser: DevTools) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", ["transformer-step.json", "similarity-compare.json"])
-def test_the_report_fits_1200_px_without_horizontal_overflow(browser: DevTools, name: str, tmp_path: Path) -> None:
+def test_the_report_fits_1200_px_without_horizontal_overflow(
+    browser: DevTools, name: str, tmp_path: Path
+) -> None:
     page = tmp_path / "report.html"
     page.write_text(render_html(load_report(DATA / name)), encoding="utf-8")
     browser.resize(1200, 900)
@@ -520,8 +536,10 @@ def test_the_filter_box_and_the_quiet_toggle(browser: DevTools, tmp_path: Path) 
     browser.click("#ops .mp-show-quiet")
     with_quiet = browser.evaluate(visible_js)
     assert len(with_quiet) > len(narrowed) and all("softmax" in name.lower() for name in with_quiet)
-    browser.evaluate("(() => { const f = document.querySelector('#ops .mp-filter'); f.value = '';"
-                     " f.dispatchEvent(new Event('input')); })()")
+    browser.evaluate(
+        "(() => { const f = document.querySelector('#ops .mp-filter'); f.value = '';"
+        " f.dispatchEvent(new Event('input')); })()"
+    )
     assert len(browser.evaluate(visible_js)) == 135
 
 

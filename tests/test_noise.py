@@ -45,7 +45,9 @@ def test_torch_log_records_are_kept_from_every_handler_and_counted(torch_handler
     try:
         with hidden_torch_messages() as heard:
             for _ in range(12):
-                logging.getLogger("torch._dynamo.eval_frame").warning("Profiler record function will be ignored")
+                logging.getLogger("torch._dynamo.eval_frame").warning(
+                    "Profiler record function will be ignored"
+                )
             logging.getLogger("torch.__trace").debug("a structured trace record")  # never shown anyway
             logging.getLogger("torch._inductor").error("failed while attempting to run meta for aten.mm")
             logging.getLogger("mypkg").warning("the user's own logger")
@@ -104,7 +106,10 @@ def test_the_command_line_says_how_many_were_hidden_and_v_shows_them(
     result = CliRunner().invoke(app, ["run", f"{module}:noisy", "--time-budget", "0"])
     assert result.exit_code == 0, result.output
     # 1 warm-up call and 1 profiled call, 3 records each.
-    assert "memprof: 6 torch warnings hidden (Graph break from `Tensor.item()` x6); -v shows them" in result.stderr
+    assert (
+        "memprof: 6 torch warnings hidden (Graph break from `Tensor.item()` x6); -v shows them"
+        in result.stderr
+    )
     assert torch_handler.records == []
     result = CliRunner().invoke(app, ["run", f"{module}:noisy", "--time-budget", "0", "-v"])
     assert result.exit_code == 0, result.output

@@ -73,7 +73,9 @@ def chart_data(page: str) -> dict:
 
 def test_the_chart_label_and_data_are_escaped_too(compare_report: Report) -> None:
     eager = replace(compare_report.runs["eager"], peak_op=SCRIPT_LABEL + " $x$", label="<b>eager</b>")
-    compare_report = replace(compare_report, runs={"<b>eager</b>": eager, "compile": compare_report.runs["compile"]})
+    compare_report = replace(
+        compare_report, runs={"<b>eager</b>": eager, "compile": compare_report.runs["compile"]}
+    )
     timeline = section(render_html(compare_report), "timeline")
     assert SCRIPT_LABEL not in timeline and "<b>eager</b>" not in timeline
     assert f"peak 320.0 MiB during {ESCAPED_SCRIPT} $x$" in timeline  # the aria-label
@@ -95,7 +97,9 @@ def test_timeline_puts_every_run_on_one_scale_with_the_peak_time(compare_report:
     paths = dict(re.findall(r'<path id="mp\w+-line-(\d)" d="([^"]+)"', timeline))
     # Step lines in data units: x in ms since the call started.
     assert re.findall(r"[MH](-?[\d.]+)", paths["0"]) == ["0", "1", "2", "3", "4"]
-    heights = {run: [float(y) for y in re.findall(r"(?:M-?[\d.]+ |V)([\d.]+)", d)] for run, d in paths.items()}
+    heights = {
+        run: [float(y) for y in re.findall(r"(?:M-?[\d.]+ |V)([\d.]+)", d)] for run, d in paths.items()
+    }
     # One scale: 1 MiB is drawn at the same height in both runs (the eager run ends at 1 MiB).
     assert heights["0"][-1] == heights["1"][-1] == heights["1"][1]
     assert heights["0"][2] == min(heights["0"])  # 320 MiB, the highest point, is the top

@@ -62,7 +62,8 @@ def with_activity(report: Report, name: str) -> Report:
         label: replace(
             run,
             op_stats=tuple(
-                replace(op, allocated_bytes=512, peak_bytes=512) if op.name == name else op for op in run.op_stats
+                replace(op, allocated_bytes=512, peak_bytes=512) if op.name == name else op
+                for op in run.op_stats
             ),
         )
         for label, run in report.runs.items()

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import PIPE_NAME
 
 from memprof.model import Report, load_report
@@ -40,15 +39,17 @@ def html_ops(page: str) -> list[str]:
     ops = re.search(r'<section id="ops">(.*?)</section>', page, re.S)
     assert ops
     return [
-        html.unescape(name)
-        for name in re.findall(r'<tr><td class="name" data-sort="([^"]*)">', ops.group(1))
+        html.unescape(name) for name in re.findall(r'<tr><td class="name" data-sort="([^"]*)">', ops.group(1))
     ]
 
 
 def html_quiet_ops(page: str) -> list[str]:
     import html
 
-    return [html.unescape(n) for n in re.findall(r'<tr class="quiet"[^>]*><td class="name" data-sort="([^"]*)">', page)]
+    return [
+        html.unescape(n)
+        for n in re.findall(r'<tr class="quiet"[^>]*><td class="name" data-sort="([^"]*)">', page)
+    ]
 
 
 @pytest.mark.parametrize("fixture", ["compare_report", "single_report"])

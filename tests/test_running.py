@@ -13,7 +13,14 @@ from memprof.analysis.peaks import analyze, op_stack_at, responsible_op
 from memprof.analysis.running import ops_at
 from memprof.records import CALL_MARKER, RawProfile
 
-NAMES = ["aten::linear", "aten::addmm", "aten::empty", "autograd::engine::evaluate_function: X", "my block", "k0"]
+NAMES = [
+    "aten::linear",
+    "aten::addmm",
+    "aten::empty",
+    "autograd::engine::evaluate_function: X",
+    "my block",
+    "k0",
+]
 
 
 def call_tree(rng: random.Random, start: int, end: int, depth: int, out: list) -> None:

@@ -74,9 +74,7 @@ def test_no_line_is_wider_than_the_terminal_and_the_verdict_is_last(name: str, w
     # The verdict and the memory-and-time summary are the last lines.
     diff = report.diff
     assert diff is not None
-    assert text.rstrip("\n").endswith(
-        "\n".join(wrap(diff.verdict, width) + wrap(diff.summary, width))
-    )
+    assert text.rstrip("\n").endswith("\n".join(wrap(diff.verdict, width) + wrap(diff.summary, width)))
 
 
 @pytest.mark.parametrize("name", REPORTS)
@@ -111,19 +109,26 @@ def test_narrow_terminals_get_fewer_columns_shortened_names_and_notes_under_thei
     lines = narrow.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("aten::_log_softmax_backward_data  "))
     assert lines[row + 1] == "    fused into"
-    assert lines[row + 2].startswith("    cpp_fused__log_softmax__log_softmax_b") and ELLIPSIS in lines[row + 2]
+    assert (
+        lines[row + 2].startswith("    cpp_fused__log_softmax__log_softmax_b") and ELLIPSIS in lines[row + 2]
+    )
 
 
 def test_fused_kernels_have_their_own_section_most_memory_first():
     report = load_report(DATA / "similarity.json")
     text = render_terminal(report, top=1, width=100)
-    fused = text.split("Fused kernels of compile, and the eager ops each replaced (their peak in eager):\n")[1]
+    fused = text.split("Fused kernels of compile, and the eager ops each replaced (their peak in eager):\n")[
+        1
+    ]
     assert fused.splitlines()[:3] == [
         "kernel                                peak",
         "------------------------------------  ----",
         "cpp_fused_abs_lt_sub_sum_unsqueeze_0   0 B",
     ]
-    assert fused.splitlines()[3] == "    aten::sum 490.2 MiB, aten::abs 244.1 MiB, aten::sub 244.1 MiB and 2 more"
+    assert (
+        fused.splitlines()[3]
+        == "    aten::sum 490.2 MiB, aten::abs 244.1 MiB, aten::sub 244.1 MiB and 2 more"
+    )
     step = render_terminal(load_report(DATA / "transformer-step.json"), width=100)
     # 18 fused kernels: the summary shows the 5 that replaced the most memory.
     assert "and 13 more fused kernels (the HTML and JSON reports list them all)" in step

@@ -97,7 +97,10 @@ def test_a_memory_mapped_load_is_labelled() -> None:
     assert not any(op.name == MAPPED_RANGE for op in full.op_stats)
     assert not any("memory-mapped" in n for n in full.notes)
     # torch's functions are as they were after the run.
-    assert "from_file" not in vars(torch.UntypedStorage) and type(torch.from_file).__name__ == "builtin_function_or_method"
+    assert (
+        "from_file" not in vars(torch.UntypedStorage)
+        and type(torch.from_file).__name__ == "builtin_function_or_method"
+    )
 
 
 # --- a failed compile -------------------------------------------------------------------------
@@ -122,7 +125,9 @@ def test_the_users_error_under_torchs_wrapper_is_found() -> None:
     except RuntimeError as error:
         traced = traced_user_error(error)
     assert traced is not None
-    assert traced.first_line() == "RuntimeError: a and b must have same reduction dim, but got [3, 4] X [5, 6]."
+    assert (
+        traced.first_line() == "RuntimeError: a and b must have same reduction dim, but got [3, 4] X [5, 6]."
+    )
     assert re.fullmatch(r"test_user_facing\.py:\d+ \(raise RuntimeError\(.*\)\)", traced.where())
     assert traced.traceback_text().splitlines()[-1] == traced.first_line()
     # The compiler's own failure is not the user's error.
@@ -149,7 +154,11 @@ def test_a_shape_error_under_compile_names_the_users_line(make_module) -> None:
     result = CliRunner().invoke(app, ["run", f"{module}:f", "--mode", "compile"])
     assert result.exit_code == 3
     message = result.stderr.strip().splitlines()
-    assert f"memprof: error: f raised RuntimeError: a and b must have same reduction dim, but got [3, 4] X [5, 6]. at {module}.py:6 (return c @ b) while torch.compile traced it; run with --mode eager to see the error plainly" in message
+    assert (
+        "memprof: error: f raised RuntimeError: a and b must have same reduction dim, but got [3, 4] X "
+        f"[5, 6]. at {module}.py:6 (return c @ b) while torch.compile traced it; run with --mode eager "
+        "to see the error plainly"
+    ) in message
     # The user's frame and error, as Python shows them; none of torch's frames or log lines.
     assert "Traceback (most recent call last), as torch.compile traced the code:" in message
     assert f'  File "{Path.cwd() / (module + ".py")}", line 6, in f' in message
@@ -161,7 +170,9 @@ def test_a_long_first_compile_says_what_to_expect(monkeypatch) -> None:
     from memprof.sources import live
 
     said: list[str] = []
-    monkeypatch.setattr(live.threading.Event, "wait", lambda self, timeout=None: self.is_set() or len(said) > 3)
+    monkeypatch.setattr(
+        live.threading.Event, "wait", lambda self, timeout=None: self.is_set() or len(said) > 3
+    )
     with live._ticker(said.append, "compiling f", live.FIRST_COMPILE_HINT):
         while len(said) < 3:
             pass

@@ -19,14 +19,20 @@ def ops_at(raw: RawProfile, times: np.ndarray) -> tuple[tuple[str, ...], np.ndar
     the returned names, or -1 when none is."""
     times = np.asarray(times, dtype=np.int64)
     out = np.full(len(times), -1, dtype=np.int64)
-    keep = ~np.asarray(raw.op_async, dtype=bool)
+    starts, ends = raw.op_start.astype(np.int64), raw.op_end.astype(np.int64)
+    # Only ops that contain one of the moments matter (a few per moment): the names of the
+    # others are never looked at.
+    order = np.sort(times)
+    first = np.searchsorted(order, starts, side="left")
+    keep = ~np.asarray(raw.op_async, dtype=bool) & (first < len(order))
+    keep[keep] &= order[first[keep]] <= ends[keep]
     if not len(times) or not keep.any():
         return (), out
     distinct, code = np.unique(raw.op_name[keep].astype(str), return_inverse=True)
     names = [normalize_name(str(n)) for n in distinct]
     aten = np.array([n.startswith("aten::") for n in names], dtype=bool)
     marker = np.array([n == CALL_MARKER for n in names], dtype=bool)
-    starts, ends = raw.op_start[keep].astype(np.int64), raw.op_end[keep].astype(np.int64)
+    starts, ends = starts[keep], ends[keep]
 
     is_aten = aten[code]
     hit = _outermost(starts[is_aten], ends[is_aten], code[is_aten], times)
@@ -63,7 +69,8 @@ def _innermost(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, times: n
     result = np.full(len(times), -1, dtype=np.int64)
     if not len(starts):
         return result
-    order = np.argsort(starts, kind="stable")
+    # Started earlier first; of two started together, the longer (the caller) first.
+    order = np.lexsort((-ends, starts))
     starts, ends, codes = starts[order], ends[order], codes[order]
     # levels[k][i] = max(ends[i : i + 2**k]): binary lifting finds, left of the last interval
     # started, the nearest one whose end reaches the time.

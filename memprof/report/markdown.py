@@ -163,7 +163,12 @@ def _op_section(report: Report, top: int) -> list[str]:
             pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
             lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
         else:
-            lines += [f"### Top {top} ops of {escape_text(table.run.label)} by peak", "", *_single_ops(table), ""]
+            lines += [
+                f"### Top {top} ops of {escape_text(table.run.label)} by peak",
+                "",
+                *_single_ops(table),
+                "",
+            ]
         if len(table.left_out):
             lines += [f"<sub>{table.left_out.sentence(name=code)}</sub>", ""]
     return lines
@@ -186,7 +191,10 @@ def render_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += ["### Fused kernels", "", *_fused(fused), ""]
         more = fused_count(report) - len(fused)
         if more > 0:
-            lines += [f"<sub>and {more} more fused kernels (the HTML and JSON reports list them all).</sub>", ""]
+            lines += [
+                f"<sub>and {more} more fused kernels (the HTML and JSON reports list them all).</sub>",
+                "",
+            ]
     notes = [
         f"- {escape_text(run.label)}: {escape_text(note)}"
         for run in report.runs.values()

@@ -130,7 +130,7 @@ def op_tables(
 def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) -> tuple:
     """The first ``top`` rows that are not hidden (with ``keep``, the hidden rows among them
     too), what was left out, and (with ``keep``) why."""
-    shown = []
+    shown: list = []
     visible = 0
     for row in rows:
         if top is not None and visible >= top:
@@ -140,12 +140,11 @@ def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) ->
             shown.append(row)
         elif keep:
             shown.append(row)
-    shown = tuple(shown)
     left_out = LeftOut(
         no_activity=tuple(n for n, why in hidden.items() if why == NO_ACTIVITY),
         repeats=tuple((n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why != NO_ACTIVITY),
     )
-    return shown, left_out, (hidden if keep else {})
+    return tuple(shown), left_out, (hidden if keep else {})
 
 
 def run_rows(run: RunResult, sort: str = "peak", top: int | None = None) -> tuple[OpStats, ...]:

@@ -176,7 +176,8 @@ def op_section(report: Report, sort: str, top: int, width: int) -> list[Line]:
 
 
 def fused_section(report: Report, top: int, width: int) -> list[Line]:
-    """At most ``top`` (and :data:`memprof.report.rows.SUMMARY_KERNELS`) fused kernels, most memory first: each kernel with its own peak, and the
+    """At most ``top`` (and :data:`memprof.report.rows.SUMMARY_KERNELS`) fused kernels, most
+    memory first: each kernel with its own peak, and the
     ops it replaced with their peaks in the base run (the three largest, then how many more)."""
     rows = fused_rows(report, min(top, SUMMARY_KERNELS))
     if not rows:
