@@ -199,3 +199,22 @@ def test_piped_output_is_plain_and_honours_columns(monkeypatch):
     print_terminal(report)
     assert stream.getvalue() == render_terminal(report, width=120)
     assert "\x1b[" not in stream.getvalue()
+
+
+@pytest.mark.slow  # profiles the similarity example (about a second a call here)
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_command_line_honours_columns(width: int) -> None:
+    from typer.testing import CliRunner
+
+    from memprof.cli import app
+
+    args = ["run", "memprof.examples.similarity:similarity", "-q", "--top", "3", "--time-budget", "0"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width
+    table = result.stdout.split("Top 3 ops of eager by peak bytes:\n")[1].split("\n\n")[0].splitlines()
+    # sub and abs tie (244.1 MiB): ops keep the order they first ran in.
+    assert [row.split()[0] for row in table[2:5]] == ["aten::sum", "aten::to", "aten::sub"]
+    assert " not shown: " in table[5]
+    assert lines[-1] == "eager: peak 795.4 MiB above the call's start during aten::sum"
