@@ -51,12 +51,12 @@ def handle_errors(func: F) -> F:
         except MemprofError as error:
             if isinstance(error, UserCodeError) and error.user_traceback:
                 err(error.user_traceback.rstrip("\n"))
-            if not error.shown:
-                err(f"memprof: error: {error.message}")
             heard = error.hidden_messages
             hidden = hidden_line(heard.count, heard.lines()) if heard is not None else None
             if hidden:
                 err(f"memprof: {hidden}")
+            if not error.shown:
+                err(f"memprof: error: {error.message}")  # the last line
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             err("memprof: interrupted; no output was written")

@@ -85,7 +85,7 @@ def test_out_of_memory_at_the_first_allocation_says_nothing_was_live(runner, mak
 
 
 def test_cuda_out_of_memory_message_names_the_allocation() -> None:
-    from memprof.sources.live import out_of_memory_message
+    from memprof.sources.failures import out_of_memory_message
 
     first = (
         "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import memprof
 from memprof.cli import app, colon_hint
-from memprof.sources.compile_errors import traced_user_error
+from memprof.sources.failures import traced_user_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_a_bound_builtin_is_named_as_it_is_called() -> None:
     assert report.target == "torch.ones" and list(report.runs) == ["eager"]
     assert report.runs["eager"].peak_bytes == 4 * 1024 * 1024
     # Functions keep module:qualname.
-    assert Target.of(traced_user_error).spec == "memprof.sources.compile_errors:traced_user_error"
+    assert Target.of(traced_user_error).spec == "memprof.sources.failures:traced_user_error"
 
 
 def test_repr_is_a_short_summary(compare_report) -> None:

@@ -11,7 +11,6 @@ import contextlib
 import functools
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
 from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources.compile_errors import traced_user_error
+from memprof.sources.failures import out_of_memory_message, traced_error, traced_user_error
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import MAPPED_RANGE, mapped_files, mapped_note
 from memprof.sources.noise import Heard, hidden_torch_messages
@@ -360,7 +359,7 @@ def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
     the compiler's failure, or the user's code raising."""
     traced = traced_user_error(error)
     if traced is not None:
-        return _traced_error(traced, name)
+        return traced_error(traced, name)
     if _is_compile_error(error):
         return UserCodeError(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
@@ -368,15 +367,6 @@ def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
     return UserCodeError(
         f"{name} raised {_first_line(error)} (first compiled call)",
         user_traceback=format_user_traceback(error),
-    )
-
-
-def _traced_error(traced: Any, name: str) -> UserCodeError:
-    where = f" at {traced.where()}" if traced.where() else ""
-    return UserCodeError(
-        f"{name} raised {traced.first_line()}{where} while torch.compile traced it; "
-        f"run with {param('mode', 'eager')} to see the error plainly",
-        user_traceback=traced.traceback_text(),
     )
 
 
@@ -563,7 +553,7 @@ def _failure_error(
         )
     traced = traced_user_error(error) if options.mode == "compile" else None
     if traced is not None:
-        return _traced_error(traced, name)
+        return traced_error(traced, name)
     if options.mode == "compile" and _is_compile_error(error):
         return UserCodeError(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
@@ -572,36 +562,3 @@ def _failure_error(
         f"{name} raised {_first_line(error)} (peak before the failure: {format_bytes(peak)}{where})",
         user_traceback=format_user_traceback(error),
     )
-
-
-_TRIED = (
-    re.compile(r"tried to allocate (\d+) bytes", re.IGNORECASE),  # CPU: exact bytes
-    re.compile(r"tried to allocate ([\d.]+) ?([KMGT]i?B)\b", re.IGNORECASE),  # CUDA: "20.00 GiB"
-)
-
-
-def _attempted_bytes(message: str) -> int | None:
-    """The size of the allocation that failed, when the allocator's message says it."""
-    from memprof.units import parse_size
-
-    exact = _TRIED[0].search(message)
-    if exact:
-        return int(exact.group(1))
-    rounded = _TRIED[1].search(message)
-    return parse_size(f"{rounded.group(1)} {rounded.group(2)}") if rounded else None
-
-
-def out_of_memory_message(name: str, first_line: str, peak: int, peak_op: str | None, live: int) -> str:
-    """What the user needs from an out-of-memory failure: the allocation that failed, what was
-    live above the call's start when it failed, and the most that had been reached, and where."""
-    attempted = _attempted_bytes(first_line)
-    asked = f" trying to allocate {format_bytes(attempted)}" if attempted is not None else ""
-    if peak <= 0:
-        reached = "; nothing it allocated was live yet (the first allocation failed)"
-    else:
-        during = f", during {peak_op}" if peak_op else ""
-        reached = (
-            f" with {format_bytes(max(live, 0))} live above its start "
-            f"(the most it reached: {format_bytes(peak)}{during})"
-        )
-    return f"{name} ran out of memory{asked}{reached}: {first_line}"
