@@ -70,7 +70,9 @@ def compare(
     progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
     ``device`` ("auto", the default, picks CUDA when available), ``warmup``, ``repeat``,
     ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
-    table of each run).
+    table of each run), ``time_budget`` (seconds of calls timed without the profiler for the
+    wall time, default 0.2; 0: the profiled calls' times), ``verbose`` (let torch's own
+    warnings and log messages through).
 
     When a target's code fails, the others are still profiled; then the first failure is
     raised (:class:`memprof.errors.UserCodeError`) with ``error.report`` holding every run,
@@ -96,13 +98,18 @@ def profile(
     repeat: int = 1,
     compile_mode: str = "default",
     backend: str = "inductor",
+    time_budget: float = 0.2,
+    verbose: bool = False,
     **kwargs: Any,
 ) -> Report:
     """Profile ``fn(*args, **kwargs)`` and return a :class:`memprof.Report`.
 
     ``mode`` is "eager", "compile" (torch.compile, compiled before profiling) or "both".
     ``device`` "auto"/None picks CUDA when available; it selects whose allocator is measured
-    (your arguments must already live there). ``report.runs["eager"].ops`` is a DataFrame of
+    (your arguments must already live there). ``time_budget``: seconds of calls timed without
+    the profiler for the wall time (at least 5 calls; 0 times the profiled calls instead).
+    ``verbose`` lets torch's own warnings and log messages through (hidden by default; each
+    run's ``torch_messages`` lists them). ``report.runs["eager"].ops`` is a DataFrame of
     per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak. Raises
     :class:`memprof.errors.UserCodeError` if ``fn`` raises.
 
@@ -120,6 +127,8 @@ def profile(
         repeat=repeat,
         compile_mode=compile_mode,
         backend=backend,
+        time_budget=time_budget,
+        verbose=verbose,
     )
 
 

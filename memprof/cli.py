@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import typer
 
 from memprof import __version__
-from memprof.commands.common import err
+from memprof.commands.common import err, hidden_line
 from memprof.commands.options import cli_spelling, with_option_groups
 from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
 
@@ -51,8 +51,12 @@ def handle_errors(func: F) -> F:
         except MemprofError as error:
             if isinstance(error, UserCodeError) and error.user_traceback:
                 err(error.user_traceback.rstrip("\n"))
+            heard = error.hidden_messages
+            hidden = hidden_line(heard.count, heard.lines()) if heard is not None else None
+            if hidden:
+                err(f"memprof: {hidden}")
             if not error.shown:
-                err(f"memprof: error: {error.message}")
+                err(f"memprof: error: {error.message}")  # the last line
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             err("memprof: interrupted; no output was written")
@@ -128,6 +132,23 @@ def main(argv: list[str] | None = None) -> None:
         if message:  # empty when `memprof` alone printed the help
             ctx = getattr(error, "ctx", None)
             command = getattr(ctx, "command_path", None) or "memprof"
-            err(f"memprof: error: {message.rstrip('.')}; see '{command} --help'")
+            hint = colon_hint(message, sys.argv[1:] if argv is None else argv) or f"see '{command} --help'"
+            err(f"memprof: error: {message.rstrip('.')}; {hint}")
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def colon_hint(message: str, args: list[str]) -> str | None:
+    """``memprof run x.py fn`` (a space where the colon goes): the parser sees an extra
+    argument ``fn``; suggest ``x.py:fn``."""
+    import re
+
+    extra = re.search(r"unexpected extra argument\S* \(([^)\s]+)", message)
+    if extra is None:
+        return None
+    for where, name in zip(args, args[1:], strict=False):
+        if name == extra.group(1) and name.isidentifier() and ":" not in where and not where.startswith("-"):
+            looks_like_module = all(part.isidentifier() for part in where.split("."))
+            if where.endswith(".py") or looks_like_module:
+                return f"did you mean {where}:{name}? A target is FILE.py:FUNCTION or module:function"
+    return None

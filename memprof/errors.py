@@ -30,11 +30,14 @@ class MemprofError(Exception):
     """Base of memprof's errors; ``exit_code`` is what the command line returns.
 
     ``shown`` is True when what the error stands for was already printed (the gate's lines),
-    so the command line adds no message of its own.
+    so the command line adds no message of its own. ``hidden_messages``: what torch said and
+    memprof kept out of the output while the failing run ran (a
+    :class:`memprof.sources.noise.Heard`), when it failed during one.
     """
 
     exit_code: int = EXIT_USAGE
     shown: bool = False
+    hidden_messages: Any = None
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from memprof.analysis.diff import RunDiff
     from memprof.analysis.peaks import Analysis
     from memprof.analysis.ranks import RankSummary
+    from memprof.analysis.timing import Spread
 
 __all__ = [
     "OP_COLUMNS",
@@ -194,7 +195,7 @@ class AllocatorModel:
         object.__setattr__(self, "exact", exact)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class RunResult:
     """One profiled run of a target (eager, compiled, or one variant of a comparison).
 
@@ -228,6 +229,7 @@ class RunResult:
     inputs_bytes: int = fields.size()
     wall_ms: float = fields.number()
     wall_ms_all: tuple[float, ...] = fields.items(fields.NUMBER)
+    wall_timing: str = fields.text(default="profiled", choices=("timed", "profiled"))
     repeat: int = fields.count(default=1)
     peak_op: str | None = fields.maybe_text()
     peak_op_stack: tuple[str, ...] = fields.items(fields.TEXT)
@@ -246,6 +248,7 @@ class RunResult:
     allocator_model: AllocatorModel | None = fields.optional(AllocatorModel)
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
+    torch_messages: tuple[tuple[str, int], ...] = fields.python_only(default=())
 
     def __post_init__(self) -> None:
         # Ops are kept largest peak first (how every report lists them; ties keep their order),
@@ -276,6 +279,32 @@ class RunResult:
         """The failure's message when the run failed, else None."""
         return (self.error or "failed") if self.status == FAILED else None
 
+    @property
+    def wall_spread(self) -> Spread | None:
+        """How the wall times of the timed calls spread (count, min, quartiles, max)."""
+        from memprof.analysis.timing import Spread
+
+        return Spread.of(self.wall_ms_all)
+
+    def summary(self) -> str:
+        """One line: ``eager: peak 795.4 MiB during aten::sum, wall 311.5 ms ±0.4%``; for a run
+        read from a recording, its peak above the recording's start (no wall time)."""
+        if self.failed:
+            return f"{self.label}: failed: {self.failed}"
+        if self.mode in ("trace", "snapshot"):  # a recording's: no wall time
+            from memprof.report.recorded import peak_line
+
+            return peak_line(self)
+        from memprof.analysis.timing import format_wall
+        from memprof.units import format_bytes
+
+        during = f" during {self.peak_op}" if self.peak_op else ""
+        wall = format_wall(self.wall_ms_all, self.wall_ms)
+        return f"{self.label}: peak {format_bytes(self.peak_bytes)}{during}, wall {wall}"
+
+    def __repr__(self) -> str:
+        return f"<memprof.RunResult {self.summary()}; {len(self.op_stats)} ops>"
+
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per op name: ``name``, ``calls``, ``self_bytes``, ``total_bytes``,
@@ -301,7 +330,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Report:
     """A target's runs, with the environment they ran in.
 
@@ -358,6 +387,11 @@ class Report:
     def verdict(self) -> str | None:
         diff = self.diff
         return diff.verdict if diff else None
+
+    def __repr__(self) -> str:
+        runs = "; ".join(run.summary() for run in self.runs.values())
+        verdict = f"; {self.verdict()}" if self.diffs else ""
+        return f"<memprof.Report {self.target} on {self.device}: {runs}{verdict}>"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document: ``schema_version``, ``memprof_version``, the report's fields,

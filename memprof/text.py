@@ -10,9 +10,6 @@ CSV and JSON keep the exact text, since they are data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
-
 
 def _escaped(char: str) -> str:
     code = ord(char)
@@ -29,13 +26,3 @@ def visible(text: str, keep: str = "\n") -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() or char in keep else _escaped(char) for char in text)
-
-
-def tabulate(rows: Iterable[Sequence[Any]], headers: Sequence[str] = (), **options: Any) -> str:
-    """``tabulate.tabulate`` with every text cell and header passed through :func:`visible`
-    first: escaped before the table is laid out, a carriage return or a line separator in a
-    name cannot split its row, and the columns stay aligned."""
-    from tabulate import tabulate as lay_out
-
-    cells = [[visible(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
-    return str(lay_out(cells, headers=[visible(header) for header in headers], **options))

@@ -48,6 +48,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _default_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output is laid out for ``COLUMNS`` when set: the tests start without it (the width of a
+    pipe, 100), and those about another width set it themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden")) or os.environ.get("MEMPROF_UPDATE_GOLDEN") == "1"
@@ -114,6 +121,8 @@ def make_compare_report() -> Report:
         timeline=Timeline(
             t_ns=(0, 1_000_000, 2_000_000, 3_000_000, 4_000_000),
             bytes=(0, 256 * MIB, 320 * MIB, 64 * MIB, 1 * MIB),
+            op_names=("aten::sub", "aten::abs"),
+            op_at=(-1, 0, 1, 1, -1),
         ),
         torch_table="Name  Self CPU Mem\n<script>alert(1)</script>  -319.00 MB\n",
     )
@@ -126,7 +135,12 @@ def make_compare_report() -> Report:
         compile_ops,
         peak_op="cpp_fused_abs_sub_0",
         compile_seconds=4.3,
-        timeline=Timeline(t_ns=(0, 500_000, 900_000), bytes=(0, 1 * MIB, 1 * MIB)),
+        timeline=Timeline(
+            t_ns=(0, 500_000, 900_000),
+            bytes=(0, 1 * MIB, 1 * MIB),
+            op_names=("cpp_fused_abs_sub_0",),
+            op_at=(-1, 0, -1),
+        ),
         notes=("1 block(s) allocated before profiling were freed during it",),
     )
     return Report(

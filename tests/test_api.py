@@ -75,7 +75,10 @@ def test_a_single_failing_run_raises_without_a_report() -> None:
         (lambda: memprof.compare(alloc, alloc, labels=["x"]), "labels gives 1 label(s) for 2 runs"),
         (lambda: memprof.compare(alloc, alloc, labels=["x", "x"]), "repeats x"),
         (lambda: memprof.compare(alloc, repeats=2), "unknown settings repeats"),
-        (lambda: memprof.compare(f"{__name__}:needs_two"), f"give them with inputs='{__name__}:make_inputs'"),
+        (
+            lambda: memprof.compare(f"{__name__}:needs_two"),
+            f"give them with inputs='{__name__}:alloc_inputs'",  # a factory the module has
+        ),
     ],
 )
 def test_library_messages_name_parameters_not_flags(call, message: str) -> None:

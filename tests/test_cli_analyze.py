@@ -28,8 +28,10 @@ MI300X = "tracelens_mi300x_bert_small.json.gz"
 MAGMA = "magma27_cs336.snapshot.pickle"
 
 
-def invoke(*args: str | Path):
-    return CliRunner().invoke(app, ["analyze", *map(str, args)])
+def invoke(*args: str | Path, columns: int = 1000):
+    """``memprof analyze ARGS``; the summary laid out for ``columns`` (wide: a check of a whole
+    line sees it unwrapped)."""
+    return CliRunner().invoke(app, ["analyze", *map(str, args)], env={"COLUMNS": str(columns)})
 
 
 def gate_lines(stdout: str) -> list[str]:
@@ -313,6 +315,34 @@ def test_a_folder_of_ranks_shows_every_rank_and_their_imbalance(tmp_path: Path) 
     missing = invoke(tmp_path, "-q", "--rank", "5")
     assert missing.exit_code == 2
     assert missing.stderr == "memprof: error: --rank 5: the report's ranks are 0, 1\n"
+
+
+def test_the_summaries_fit_80_columns(tmp_path: Path) -> None:
+    # A trace, a snapshot with its what-if, and a folder of two ranks, at COLUMNS=80: no line
+    # wider, narrow tables say what they left out, the ranks' view keeps its imbalance and detail.
+    shutil.copy(gpu_file(H100), tmp_path / "worker_rank0.pt.trace.json.gz")
+    shutil.copy(gpu_file(MI300X), tmp_path / "worker_rank1.pt.trace.json.gz")
+    trace = invoke(gpu_file(H100), "-q", columns=80)
+    snapshot = invoke(gpu_file(MAGMA), "-q", "--expandable-segments", columns=80)
+    ranks = invoke(tmp_path, "-q", columns=80)
+    for result in (trace, snapshot, ranks):
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert max(map(len, lines)) <= 80, max(lines, key=len)
+    assert "(left out at 80 columns: allocated, live at start)" in trace.stdout.splitlines()
+    assert "cuda:0           9.5 MiB   96.6 MiB      116.0 MiB  aten::linear" in trace.stdout.splitlines()
+    assert "What if, cuda:0: its allocations replayed from an empty allocator (the recorded" in (
+        snapshot.stdout.splitlines()
+    )
+    assert any(
+        line.startswith("expandable_segments:True       13.0 GiB") for line in snapshot.stdout.splitlines()
+    )
+    lines = ranks.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("rank "))
+    assert header.split() == ["rank", "run", "peak", "footprint", "reserved", "peak", "during"]
+    assert "(left out at 80 columns: wall/call)" in lines
+    assert "imbalance (cuda): rank 1's peak 84.5 MiB is 8.91x rank 0's 9.5 MiB (highest over" in lines
+    assert "Details of rank 1 (the highest peak; --rank=K shows another):" in lines
 
 
 def test_a_folder_of_one_rank_keeps_ranked_labels(tmp_path: Path) -> None:

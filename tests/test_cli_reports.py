@@ -34,8 +34,7 @@ def workload(tmp_path: Path) -> str:
 
 
 def test_out_writes_every_format_with_standard_names(workload: str, tmp_path: Path) -> None:
-    out = tmp_path / "reports"
-    out.mkdir()
+    out = tmp_path / "reports" / "new"  # made with its parents
     result = CliRunner().invoke(app, ["run", workload, "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(STANDARD_NAMES.values())
@@ -52,8 +51,11 @@ def test_out_writes_every_format_with_standard_names(workload: str, tmp_path: Pa
     assert '<section id="torch-table"><h2>torch.profiler table</h2><details><summary>eager</summary>' in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.split('id="torch-table"')[1]
 
-    markdown = (out / "memprof.md").read_text(encoding="utf-8")
-    assert f"| `{SCRIPT_LABEL}` | 1 | 3.8 MiB |" in markdown
+    markdown = (out / "memprof.md").read_text(encoding="utf-8").replace("\u00a0", " ")
+    # The label's range only repeats aten::ones inside it (the call the code made): left out,
+    # and named in a code span.
+    assert "| `aten::ones` | 1 | 3.8 MiB |" in markdown
+    assert f"`aten::empty`, `{SCRIPT_LABEL}` (same figures as `aten::ones`)" in markdown
     assert "**eager: peak 3.8 MiB above the call's start" in markdown
 
 
@@ -65,13 +67,11 @@ def test_markdown_and_html_paths(workload: str, tmp_path: Path) -> None:
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
-def test_html_without_matplotlib_fails_before_profiling(
+def test_html_needs_no_plotting_library(
     workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
     page = tmp_path / "report.html"
-    result = CliRunner().invoke(app, ["run", workload, "--html", str(page)])
-    assert result.exit_code == 2
-    assert "pip install matplotlib" in result.output
-    assert "profiling" not in result.output  # failed up front, nothing was run
-    assert not page.exists()
+    result = CliRunner().invoke(app, ["run", workload, "--html", str(page), "-q"])
+    assert result.exit_code == 0, result.output
+    assert '<svg class="mp-svg"' in page.read_text(encoding="utf-8")

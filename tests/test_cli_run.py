@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from typer.testing import CliRunner
@@ -130,9 +131,43 @@ def test_missing_inputs_names_both_ways(runner, make_module):
     module = make_module(WORKLOAD)
     result = run_cli(runner, f"{module}:needs_args")
     assert result.exit_code == 2
-    assert f"--inputs {module}:make_inputs" in result.output
-    assert f"define needs_args_inputs() in {module}" in result.output
+    # The module's own functions that read like factories, never a made-up name.
+    assert (
+        f"give them with --inputs {module}:hold_inputs or --inputs {module}:make_for or "
+        f"--inputs {module}:make_kwargs, or define needs_args_inputs() in {module}"
+    ) in result.output
     assert "Traceback" not in result.output
+
+
+def test_missing_inputs_without_any_factory_says_how_to_write_one(runner, make_module):
+    module = make_module(
+        """
+        import torch
+        from torch import ones  # imported, not the module's own: never suggested
+
+        def shape_of(x):  # a function, but its name does not read like a factory
+            return x.shape
+
+        def step(model, batch):
+            return model(batch)
+
+        def make_batch():
+            return torch.ones(2)
+
+        def get_batch():
+            return torch.ones(2)
+        """
+    )
+    result = run_cli(runner, f"{module}:step")
+    assert result.exit_code == 2
+    assert f"give them with --inputs {module}:get_batch or --inputs {module}:make_batch," in result.output
+    plain = make_module("def step(model, batch):\n    return model(batch)\n")
+    result = run_cli(runner, f"{plain}:step")
+    assert result.exit_code == 2
+    assert (
+        f"'{plain}:step' needs arguments (model, batch): give a function that returns them with "
+        f"--inputs {plain}:FACTORY, or define step_inputs() in {plain}"
+    ) in result.output
 
 
 def test_module_not_found_is_a_usage_error(runner, make_module):
@@ -320,6 +355,7 @@ def test_compile_options_reach_torch_compile_and_calls_are_counted(
         "--backend", "aot_eager",
         "--warmup", "2",
         "--repeat", "3",
+        "--time-budget", "0",
         "--json", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -327,6 +363,7 @@ def test_compile_options_reach_torch_compile_and_calls_are_counted(
     assert len(importlib.import_module(module).CALLS) == 2 + 3
     run = json.loads(out.read_text())["runs"]["compile"]
     assert run["compile_seconds"] >= 0 and run["repeat"] == 3 and len(run["wall_ms_all"]) == 3
+    assert run["wall_timing"] == "profiled"  # --time-budget 0: the profiled calls' times
     assert run["peak_bytes"] == 1024
 
 
@@ -334,8 +371,27 @@ def test_eager_warmup_zero_calls_only_the_profiled_ones(runner, make_module):
     import importlib
 
     module = make_module(COUNTED)
-    assert run_cli(runner, f"{module}:counted", "--warmup", "0", "--repeat", "2").exit_code == 0
+    result = run_cli(runner, f"{module}:counted", "--warmup", "0", "--repeat", "2", "--time-budget", "0")
+    assert result.exit_code == 0
     assert len(importlib.import_module(module).CALLS) == 2
+
+
+def test_wall_time_comes_from_calls_timed_without_the_profiler(runner, make_module, tmp_path):
+    import importlib
+
+    module = make_module(COUNTED)
+    out = tmp_path / "r.json"
+    result = run_cli(
+        runner, f"{module}:counted", "--repeat", "2", "--time-budget", "0.05", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    run = json.loads(out.read_text())["runs"]["eager"]
+    timed = len(run["wall_ms_all"])
+    # 1 warm-up call, then the timed calls (5 at least, and 0.05 s of them), then 2 profiled.
+    assert run["wall_timing"] == "timed" and 5 <= timed <= 1000
+    assert len(importlib.import_module(module).CALLS) == 1 + timed + 2
+    assert sum(run["wall_ms_all"]) >= 50 or timed == 1000
+    assert run["wall_ms"] == pytest.approx(statistics.median(run["wall_ms_all"]), abs=1e-5)
 
 
 def test_unwritable_output_folder_is_exit_2(runner, make_module, tmp_path, monkeypatch):

@@ -158,10 +158,24 @@ def test_failing_target_exits_3_and_keeps_the_other_run(targets: str, tmp_path: 
     assert runs["broken"]["status"] == "failed"
 
 
-def test_bad_output_folder_fails_before_running(targets: str, tmp_path: Path) -> None:
-    code, _, stderr = invoke(f"{targets}:alloc", f"{targets}:alloc", "--out", str(tmp_path / "missing"))
+def test_out_creates_a_new_folder(targets: str, tmp_path: Path) -> None:
+    folder = tmp_path / "new" / "reports"
+    code, _, stderr = invoke(f"{targets}:alloc", f"{targets}:alloc", "--out", str(folder))
+    assert code == 0, stderr
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "memprof-ops.csv",
+        "memprof.html",
+        "memprof.json",
+        "memprof.md",
+    ]
+
+
+def test_out_naming_a_file_fails_before_running(targets: str, tmp_path: Path) -> None:
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    code, _, stderr = invoke(f"{targets}:alloc", f"{targets}:alloc", "--out", str(a_file))
     assert code == 2
-    assert "is not an existing folder" in stderr
+    assert "Traceback" not in stderr and str(a_file) in stderr
 
 
 def test_run_goes_through_the_same_path(targets: str, tmp_path: Path) -> None:
@@ -243,6 +257,7 @@ def test_a_run_labelled_delta_keeps_its_own_numbers(tmp_path: Path) -> None:
         "base",
         "self",
         "delta",
+        "note",
     ]
     empty = next(line for line in table if line.startswith("aten::empty "))
     assert empty.split()[1:7] == ["100", "B", "300", "B", "+200", "B"]

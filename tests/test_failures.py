@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -22,6 +23,9 @@ def runs_out():
     keep = torch.empty(64 * MiB, dtype=torch.uint8)
     more = torch.empty(2**60, dtype=torch.uint8)  # no machine has this: the allocator refuses
     return keep, more
+
+def runs_out_at_once():
+    return torch.empty(2**60, dtype=torch.uint8)
 
 def raises_memory_error():
     keep = torch.empty(16 * MiB, dtype=torch.uint8)
@@ -61,16 +65,46 @@ def test_cpu_out_of_memory_reports_peak_reached_and_op(runner, make_module, tmp_
     out = tmp_path / "r.json"
     result = invoke(runner, f"{module}:runs_out", "--json", str(out))
     assert result.exit_code == 3
-    assert "ran out of memory" in result.output
-    assert "after reaching 64.0 MiB above its start while aten::empty ran" in result.output
+    # The allocation that failed (2**60 B), what was live when it failed, and the most reached.
+    assert (
+        "runs_out ran out of memory trying to allocate 1048576.0 TiB with 64.0 MiB live above its "
+        "start (the most it reached: 64.0 MiB, during aten::empty): RuntimeError:"
+    ) in result.output
     assert not out.exists()
+
+
+def test_out_of_memory_at_the_first_allocation_says_nothing_was_live(runner, make_module):
+    module = make_module(FAILING)
+    result = invoke(runner, f"{module}:runs_out_at_once")
+    assert result.exit_code == 3
+    assert (
+        "runs_out_at_once ran out of memory trying to allocate 1048576.0 TiB; nothing it allocated was "
+        "live yet (the first allocation failed)"
+    ) in result.output
+    assert "0 B" not in result.output.splitlines()[-1]
+
+
+def test_cuda_out_of_memory_message_names_the_allocation() -> None:
+    from memprof.sources.failures import out_of_memory_message
+
+    first = (
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
+        "79.1 GiB"
+    )
+    assert out_of_memory_message("step", first, 3 << 30, "aten::mm", 2 << 30) == (
+        "step ran out of memory trying to allocate 20.0 GiB with 2.0 GiB live above its start (the most it "
+        f"reached: 3.0 GiB, during aten::mm): {first}"
+    )
 
 
 def test_memory_error_is_exit_3_with_the_peak(runner, make_module):
     module = make_module(FAILING)
     result = invoke(runner, f"{module}:raises_memory_error")
     assert result.exit_code == 3
-    assert "ran out of memory (MemoryError: simulated) after reaching 16.0 MiB" in result.output
+    assert (
+        "raises_memory_error ran out of memory with 16.0 MiB live above its start (the most it reached: "
+        "16.0 MiB, during aten::empty): MemoryError: simulated"
+    ) in result.output
 
 
 def test_ctrl_c_is_130_and_writes_nothing(runner, make_module, tmp_path):
@@ -126,7 +160,8 @@ def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
     assert data["runs"]["compile"]["status"] == "failed"
     assert "try --mode eager" in data["runs"]["compile"]["error"]
     assert "diff" not in data
-    assert "compile  failed" in result.output
+    assert re.search(r"^compile +failed$", result.output, re.M)
+    assert "compile failed: torch.compile(simple) failed: InvalidBackend: Invalid backend:" in result.output
 
 
 def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):

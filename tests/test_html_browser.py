@@ -8,6 +8,7 @@ download, no extra package). Skipped only when no Chromium binary is installed
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -24,8 +25,10 @@ from typing import Any
 
 import pytest
 
-from memprof.model import Report
+from memprof.model import Report, load_report
 from memprof.report.html import render_html
+
+DATA = Path(__file__).parent / "data"
 
 CHROMIUM = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None
@@ -153,6 +156,26 @@ class DevTools:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
+    def resize(self, width: int, height: int = 900) -> None:
+        """The page's viewport, in CSS pixels."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def screenshot(self, path: Path, full_page: bool = True) -> None:
+        """A PNG of the page (the whole page, not only the viewport, with ``full_page``)."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        if full_page:
+            size = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
+            params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
+
     def open(self, path: Path) -> None:
         self.events.clear()
         self.call("Page.navigate", url=path.resolve().as_uri())
@@ -180,8 +203,9 @@ class DevTools:
         return errors
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[DevTools]:
+@contextlib.contextmanager
+def chromium(width: int = 1280, height: int = 900) -> Iterator[DevTools]:
+    """Headless Chromium with the network blocked, its page at ``width`` x ``height`` CSS px."""
     assert CHROMIUM is not None
     profile = tempfile.mkdtemp(prefix="memprof-chromium-")
     log = open(Path(profile) / "stderr.log", "wb")  # noqa: SIM115 - closed below
@@ -198,7 +222,7 @@ def browser() -> Iterator[DevTools]:
             "--disable-sync",
             "--disable-extensions",
             "--allow-file-access-from-files",
-            "--window-size=1280,900",
+            f"--window-size={width},{height}",
             f"--user-data-dir={profile}",
             "--remote-debugging-port=0",
             "about:blank",
@@ -221,9 +245,7 @@ def browser() -> Iterator[DevTools]:
         for domain in ("Runtime", "Log", "Network", "Page"):
             tools.call(f"{domain}.enable")
         tools.call("Network.setBlockedURLs", urls=BLOCKED)
-        tools.call(
-            "Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False
-        )
+        tools.resize(width, height)
         yield tools
         tools.ws.close()
     finally:
@@ -234,6 +256,12 @@ def browser() -> Iterator[DevTools]:
             process.kill()
         log.close()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[DevTools]:
+    with chromium() as tools:
+        yield tools
 
 
 def png_colours(data: bytes) -> set[bytes]:
@@ -301,24 +329,30 @@ def test_report_opens_offline_draws_the_chart_and_sorts(
     assert browser.outgoing_requests() == []
     assert browser.console_errors() == []
     assert browser.evaluate("document.title") == "memprof: tests.workload:sub_abs"
-    # The hostile label is text on the page, not an element.
-    assert browser.evaluate("document.scripts.length") == 1
+    # The hostile label is text on the page, not an element: the chart's data block (never
+    # run) and the page's own script are its only scripts.
+    assert browser.evaluate("[...document.scripts].map(s => s.type || 'script')") == [
+        "application/json",
+        "script",
+    ]
     names = browser.evaluate("[...document.querySelectorAll('#ops td.name')].map(td => td.textContent)")
     assert "<script>alert(1)</script>" in names
 
     chart = browser.evaluate(
         """(() => {
-          const svg = document.querySelector('#timeline-chart svg');
+          const svg = document.querySelector('svg.mp-svg[data-layout=overlay]');
           const box = svg.getBoundingClientRect();
-          const drawn = [...svg.querySelectorAll('path')].filter(p => {
-            const b = p.getBBox(); return b.width > 0 && b.height > 0; }).length;
-          const texts = [...svg.querySelectorAll('text')].map(t => t.textContent);
-          return {width: box.width, height: box.height, drawn: drawn, texts: texts};
+          const lines = [...svg.querySelectorAll('use.mp-line')].map(u => {
+            const b = u.getBoundingClientRect(); return [b.width, b.height]; });
+          const ticks = [...svg.querySelectorAll('g.mp-xticks text')].map(t => t.textContent);
+          return {width: box.width, height: box.height, lines: lines, ticks: ticks};
         })()"""
     )
-    assert chart["width"] > 400 and chart["height"] > 200
-    assert chart["drawn"] >= 6  # per panel: background, the step line, its fill, ...
-    assert "peak 320.0 MiB during aten::abs" in chart["texts"]
+    assert chart["width"] > 800 and chart["height"] > 200
+    assert len(chart["lines"]) == 2 and all(w > 100 and h > 0 for w, h in chart["lines"])
+    assert chart["ticks"] == ["0", "1", "2", "3", "4"]  # ms since the call started
+    legend = browser.evaluate("document.querySelector('.mp-legend').textContent")
+    assert "eager: peak 320.0 MiB at 2.000 ms during aten::abs" in legend
 
     rows_js = (
         "[...document.querySelectorAll('#ops table.sortable tbody tr')].map(r => r.cells[0].textContent)"
@@ -353,6 +387,224 @@ def test_report_opens_offline_draws_the_chart_and_sorts(
     assert browser.outgoing_requests() == [] and browser.console_errors() == []
 
 
+def plot_point(browser: DevTools, t_ms: float, layout: str = "overlay") -> tuple[float, float]:
+    """Where time ``t_ms`` is on the screen: the page coordinates inside the plot area."""
+    return tuple(
+        browser.evaluate(
+            f"""(() => {{
+              const fig = document.querySelector('figure.mp-chart');
+              const data = JSON.parse(fig.querySelector('script.mp-data').textContent);
+              const svg = fig.querySelector('svg.mp-svg[data-layout={layout}]');
+              const shown = fig.getAttribute('data-view') || (data.t0 + ',' + data.t1);
+              const view = shown.split(',').map(Number);
+              const box = svg.getBoundingClientRect(), scale = box.width / svg.viewBox.baseVal.width;
+              const x = data.left + ({t_ms} - view[0]) / (view[1] - view[0]) * data.width;
+              const plot = svg.querySelector('rect.mp-frame').getBoundingClientRect();
+              return [box.left + x * scale, plot.top + plot.height / 2];
+            }})()"""
+        )
+    )
+
+
+def mouse(browser: DevTools, kind: str, x: float, y: float, **extra: Any) -> None:
+    browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, **extra)
+
+
+def tooltip(browser: DevTools) -> list[str]:
+    return browser.evaluate(
+        "(() => { const t = document.querySelector('.mp-tooltip');"
+        " return t.style.display === 'none' ? [] : [...t.children].map(c => c.textContent); })()"
+    )
+
+
+def test_hovering_the_timeline_shows_time_live_bytes_and_the_op(
+    browser: DevTools, compare_report: Report, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render_html(compare_report), encoding="utf-8")
+    browser.open(page)
+    # eager: 256 MiB from 1 ms (in aten::sub), 320 MiB from 2 ms (aten::abs); compile: 1 MiB
+    # from 0.5 ms (its fused kernel).
+    x, y = plot_point(browser, 2.5)
+    mouse(browser, "mouseMoved", x, y)
+    lines = tooltip(browser)
+    assert lines[0].endswith(" ms") and abs(float(lines[0].split()[0]) - 2.5) < 0.02
+    assert lines[1:] == ["eager: 320.0 MiB, aten::abs", "compile: 1.0 MiB"]
+    x, y = plot_point(browser, 1.5)
+    mouse(browser, "mouseMoved", x, y)
+    assert tooltip(browser)[1:] == ["eager: 256.0 MiB, aten::sub", "compile: 1.0 MiB"]
+    x, y = plot_point(browser, 0.7)
+    mouse(browser, "mouseMoved", x, y)
+    assert tooltip(browser)[1:] == ["eager: 0 B", "compile: 1.0 MiB, cpp_fused_abs_sub_0"]
+    assert browser.evaluate("document.querySelector('svg.mp-svg .mp-cursor').style.display") == ""
+    assert browser.console_errors() == []
+
+
+def test_zooming_changes_the_visible_range_and_reset_restores_it(
+    browser: DevTools, compare_report: Report, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render_html(compare_report), encoding="utf-8")
+    browser.open(page)
+    view_js = "document.querySelector('figure.mp-chart').getAttribute('data-view')"
+    plot_js = "document.querySelector('svg.mp-svg[data-layout=overlay] svg.mp-plot').getAttribute('viewBox')"
+    ticks_js = (
+        "[...document.querySelectorAll('svg.mp-svg[data-layout=overlay] g.mp-xticks text')]"
+        ".map(t => t.textContent)"
+    )
+    assert browser.evaluate(view_js) == "0,4"
+    # Drag from 1 ms to 3 ms.
+    (x1, y), (x2, _) = plot_point(browser, 1.0), plot_point(browser, 3.0)
+    mouse(browser, "mousePressed", x1, y, button="left", clickCount=1)
+    mouse(browser, "mouseMoved", (x1 + x2) / 2, y, button="left")
+    mouse(browser, "mouseMoved", x2, y, button="left")
+    mouse(browser, "mouseReleased", x2, y, button="left", clickCount=1)
+    start, end = map(float, browser.evaluate(view_js).split(","))
+    assert abs(start - 1.0) < 0.02 and abs(end - 3.0) < 0.02
+    assert float(browser.evaluate(plot_js).split()[0]) == pytest.approx(start)
+    assert float(browser.evaluate(plot_js).split()[2]) == pytest.approx(end - start)
+    ticks = [float(t) for t in browser.evaluate(ticks_js)]
+    assert min(ticks) >= start - 1e-9 and max(ticks) <= end + 1e-9 and len(ticks) >= 4
+    shown = browser.evaluate("document.querySelector('.mp-range').textContent")
+    assert shown == f"showing {start:.3f} to {end:.3f} ms"
+    # Shift + wheel zooms in further around the cursor.
+    x, y = plot_point(browser, 2.0)
+    browser.call("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0, deltaY=-100, modifiers=8)
+    narrower = list(map(float, browser.evaluate(view_js).split(",")))
+    assert narrower[1] - narrower[0] == pytest.approx((end - start) * 0.8, rel=1e-6)
+    assert narrower[0] < 2.0 < narrower[1]
+    browser.click("figure.mp-chart button.mp-reset")
+    assert browser.evaluate(view_js) == "0,4"
+    assert browser.evaluate(ticks_js) == ["0", "1", "2", "3", "4"]
+    # One panel per run, on the same scale.
+    browser.click("figure.mp-chart input.mp-stacked")
+    shown = browser.evaluate("[...document.querySelectorAll('svg.mp-svg')].map(s => s.style.display)")
+    assert shown == ["none", ""]
+    assert browser.console_errors() == []
+
+
+def overflow(browser: DevTools) -> dict[str, Any]:
+    return browser.evaluate(
+        """(() => ({
+          scroll: document.documentElement.scrollWidth,
+          viewport: window.innerWidth,
+          wide: [...document.querySelectorAll('*')]
+            .filter(e => e.getBoundingClientRect().right > innerWidth + 0.5)
+            .map(e => e.tagName + '.' + e.className).slice(0, 5),
+          tallest: Math.max(...[...document.querySelectorAll('tr')]
+            .filter(r => r.offsetParent !== null).map(r => r.getBoundingClientRect().height)),
+        }))()"""
+    )
+
+
+@pytest.mark.parametrize("name", ["transformer-step.json", "similarity-compare.json"])
+def test_the_report_fits_1200_px_without_horizontal_overflow(
+    browser: DevTools, name: str, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render_html(load_report(DATA / name)), encoding="utf-8")
+    browser.resize(1200, 900)
+    try:
+        browser.open(page)
+        found = overflow(browser)
+        assert found["scroll"] <= 1200 and found["wide"] == [], found
+        # Long notes are collapsed: no row is taller than a few lines.
+        assert found["tallest"] < 160, found
+        # Showing every quiet row keeps the page within the width too.
+        browser.evaluate("document.querySelectorAll('.mp-show-quiet').forEach(b => b.click())")
+        found = overflow(browser)
+        assert found["scroll"] <= 1200 and found["wide"] == [], found
+    finally:
+        browser.resize(1280, 900)
+
+
+def test_the_filter_box_and_the_quiet_toggle(browser: DevTools, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render_html(load_report(DATA / "transformer-step.json")), encoding="utf-8")
+    browser.open(page)
+    visible_js = (
+        "[...document.querySelectorAll('#ops table.ops tbody tr')].filter(r => r.offsetParent !== null)"
+        ".map(r => r.cells[0].textContent)"
+    )
+    everything = browser.evaluate(visible_js)
+    assert len(everything) == 135 - 71  # 135 ops; the 71 quiet ones are hidden until asked for
+    browser.evaluate("document.querySelector('#ops .mp-filter').focus()")
+    browser.call("Input.insertText", text="SoftMax")
+    narrowed = browser.evaluate(visible_js)
+    assert narrowed and all("softmax" in name.lower() for name in narrowed)
+    assert narrowed == [name for name in everything if "softmax" in name.lower()]
+    browser.click("#ops .mp-show-quiet")
+    with_quiet = browser.evaluate(visible_js)
+    assert len(with_quiet) > len(narrowed) and all("softmax" in name.lower() for name in with_quiet)
+    browser.evaluate(
+        "(() => { const f = document.querySelector('#ops .mp-filter'); f.value = '';"
+        " f.dispatchEvent(new Event('input')); })()"
+    )
+    assert len(browser.evaluate(visible_js)) == 135
+
+
+def luminance(rgb: tuple[float, ...]) -> float:
+    def channel(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+READABLE_JS = r"""(() => {
+  function rgb(text) { return text.match(/[\d.]+/g).map(Number); }
+  function background(el) {
+    for (let e = el; e; e = e.parentElement) {
+      const c = getComputedStyle(e).backgroundColor;
+      if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') { return rgb(c); }
+    }
+    return [255, 255, 255];
+  }
+  const picks = ['h1', 'h2', 'th', 'td.num', 'td.name code', 'p.verdict', 'p.help', 'dt', 'dd',
+                 'svg.mp-svg text.mp-tick', '.mp-legend li', 'figcaption', 'input.mp-filter'];
+  return picks.map(sel => {
+    const el = document.querySelector('.memprof-report ' + sel);
+    const style = getComputedStyle(el);
+    const fg = el instanceof SVGElement ? style.fill : style.color;
+    return [sel, rgb(fg), background(el), rgb(getComputedStyle(document.body).backgroundColor)];
+  });
+})()"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_notebook_fragment_is_readable_on_a_dark_page(
+    browser: DevTools, compare_report: Report, tmp_path: Path, scheme: str
+) -> None:
+    # A dark notebook: light text on a near-black page; the fragment brings its own colours.
+    page = tmp_path / "notebook.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"></head>'
+        '<body style="background:#111418;color:#e6e6e6"><div class="jp-OutputArea-output">'
+        f"{compare_report._repr_html_()}</div></body></html>",
+        encoding="utf-8",
+    )
+    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+    try:
+        browser.open(page)
+        samples = browser.evaluate(READABLE_JS)
+    finally:
+        browser.call("Emulation.setEmulatedMedia", features=[])
+    assert browser.console_errors() == []
+    page_background = samples[0][3]
+    assert luminance(page_background) < 0.02  # the page really is dark
+    for selector, fg, bg, _ in samples:
+        assert contrast(fg, bg) >= 4.5, (selector, fg, bg)  # WCAG AA for text
+    report_background = samples[0][2]
+    if scheme == "light":
+        assert luminance(report_background) > 0.9  # a light card on the dark page
+
+
 def test_a_trace_report_opens_offline_draws_allocated_and_reserved_and_sorts(
     browser: DevTools, tmp_path: Path
 ) -> None:
@@ -369,25 +621,34 @@ def test_a_trace_report_opens_offline_draws_allocated_and_reserved_and_sorts(
     assert browser.console_errors() == []
     assert browser.evaluate("document.title") == "memprof: tracelens_h100_bert_small.json.gz"
 
-    chart = browser.evaluate(
+    # cuda:0 drawn absolute: its allocated line and fill, what the allocator reserved, the
+    # dashed line at live at start (87.1 MiB), the peak's mark; each with an area on screen.
+    drawn = browser.evaluate(
         """(() => {
-          const svg = document.querySelector('#timeline-chart svg');
-          const box = svg.getBoundingClientRect();
-          const drawn = [...svg.querySelectorAll('path')].filter(p => {
-            const b = p.getBBox(); return b.width > 0 && b.height > 0; }).length;
-          const texts = [...svg.querySelectorAll('text')].map(t => t.textContent);
-          return {width: box.width, height: box.height, drawn: drawn, texts: texts};
+          const svg = document.querySelector('#timeline svg.mp-svg[data-layout=overlay]');
+          return [...svg.querySelectorAll('use')].filter(u => {
+            const b = u.getBoundingClientRect(); return b.width > 0 || b.height > 0;
+          }).map(u => u.getAttribute('class').split(' ')[0]);
         })()"""
     )
-    assert chart["width"] > 400 and chart["height"] > 150
-    assert chart["drawn"] >= 5  # background, allocated line and its fill, reserved line, live at start
-    assert "peak 9.5 MiB above start during aten::linear" in chart["texts"]
-    assert {"allocated", "reserved", "live at start"} <= set(chart["texts"])
+    assert sorted(drawn) == ["mp-fill", "mp-line", "mp-peak", "mp-reserved", "mp-start"]
+    legend = browser.evaluate("document.querySelector('#timeline .mp-legend').textContent")
+    assert legend.startswith("cuda:0: peak 9.5 MiB above start at ")
+    assert legend.endswith(
+        " ms during aten::linear; 87.1 MiB live at start (dashed), reserved peak 116.0 MiB (thin line)"
+    )
+    # Hovering the peak: the allocated bytes there (live at start + the peak = the footprint)
+    # and the reserve.
+    peak_ms = float(legend.split(" at ")[1].split(" ms")[0])
+    x, y = plot_point(browser, peak_ms + 1e-3)
+    mouse(browser, "mouseMoved", x, y)
+    shown = tooltip(browser)
+    assert shown[1].startswith("cuda:0: 96.6 MiB allocated, ") and shown[1].endswith(" reserved")
 
     cuda_ops = "[...document.querySelectorAll('#ops table.sortable')[1].tBodies[0].rows]"
     before = browser.evaluate(f"{cuda_ops}.map(r => r.cells[0].textContent)")
     assert before[:2] == ["ProfilerStep#6", "aten::linear"]  # cuda:0's ops, largest peak first
-    browser.click("#ops div.scroll:nth-of-type(2) thead th:nth-child(2)")  # cuda:0's "calls"
+    browser.evaluate("document.querySelectorAll('#ops table.sortable')[1].tHead.rows[0].cells[1].click()")
     after = browser.evaluate(f"{cuda_ops}.map(r => r.cells[0].textContent)")
     assert sorted(after) == sorted(before) and after != before
     calls = browser.evaluate(f"{cuda_ops}.map(r => Number(r.cells[1].dataset.sort))")

@@ -1,5 +1,7 @@
 """Commands that do not profile (``--help``, ``parse``, ``check``, rendering a saved report) never
-import torch or matplotlib: importing torch alone costs over a second."""
+import torch: importing torch alone costs over a second. Rendering a saved report to a file or a
+pipe imports no rich either (only a terminal's colours need it), and the HTML report needs no
+plotting library at all."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("torch", "matplotlib")
+HEAVY = ("torch", "matplotlib", "rich", "tabulate")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,21 +67,27 @@ def test_importing_the_light_modules_loads_no_torch(module: str) -> None:
 
 
 def test_help_loads_no_torch() -> None:
-    assert heavy_modules_after_cli("--help") == []
+    # typer draws its help with rich.
+    assert heavy_modules_after_cli("--help") == ["rich"]
 
 
 def test_run_help_loads_no_torch() -> None:
-    assert heavy_modules_after_cli("run", "--help") == []
+    assert heavy_modules_after_cli("run", "--help") == ["rich"]
 
 
-def test_analyze_reads_a_trace_and_a_snapshot_without_torch() -> None:
+def test_analyze_reads_a_trace_and_a_snapshot_without_torch(tmp_path: Path) -> None:
     data = ROOT / "tests" / "data" / "gpu"
     trace, snapshot = (
         data / "tracelens_h100_bert_small.json.gz",
         data / "silmont2000_cs336_tiny.snapshot.pickle",
     )
     assert heavy_modules_after_cli("analyze", str(trace), str(snapshot), "-q") == []
-    assert heavy_modules_after_cli("analyze", "--help") == []
+    # Its HTML (the chart of allocated and reserved bytes) and Markdown: no plotting library.
+    outputs = ["--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md")]
+    assert heavy_modules_after_cli("analyze", str(trace), str(snapshot), "-q", *outputs) == []
+    assert "<svg" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    # typer draws its help with rich.
+    assert heavy_modules_after_cli("analyze", "--help") == ["rich"]
 
 
 def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
@@ -103,6 +111,10 @@ def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
         f"report = load_report({str(path)!r})\n"
         "assert '1.0 KiB' in render_terminal(report)\n"
         "renderer('json')(report); renderer('csv')(report)\n"
+        "renderer('html')(report); renderer('markdown')(report)\n"
+        "import io, sys; sys.stdout = io.StringIO()\n"
+        "from memprof.report.terminal import print_terminal; print_terminal(report)\n"
+        "sys.stdout = sys.__stdout__\n"
     )
     assert heavy_modules_after(code) == []
 

@@ -47,9 +47,9 @@ def test_installed_memprof_registers_the_plugin_entry_point() -> None:
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
-        distribution("memprof")
+        distribution("torch-memprof")
     except PackageNotFoundError:
-        pytest.skip("memprof is not installed here (tests run from the checkout)")
+        pytest.skip("torch-memprof is not installed here (tests run from the checkout)")
     assert _entry_point_installed()
 
 
@@ -109,6 +109,25 @@ def test_bad_peak(memprof_profile):
             "memprof gate: FAILED, 1 violation (budget 1)",
         ]
     )
+
+
+@pytest.mark.slow  # a pytest subprocess and a torch.compile
+def test_a_failed_test_shows_no_torch_log_records(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+def doubled(x):
+    return (x * 2).sum()
+
+@pytest.mark.memprof(peak=1, mode="compile")
+def test_compiled_too_big(memprof_profile):
+    memprof_profile(doubled, torch.ones(1000))
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["compile peak * exceeds budget 1 B by *"])
+    # torch logs ~150-1,300 DEBUG torch.__trace records while compiling; none reach the test's log.
+    assert "torch.__trace" not in result.stdout.str() and "Captured log" not in result.stdout.str()
 
 
 @pytest.mark.slow  # a pytest subprocess per case

@@ -270,12 +270,37 @@ def test_a_failed_rank_says_why_in_the_table() -> None:
     failed = replace(RunResult.failed_run("rank1", "eager", "step raised RuntimeError: boom"), rank=1)
     report = replace(live_report(MIB), runs={**live_report(MIB).runs, "rank1": failed})
     lines = render_terminal(report).splitlines()
-    assert lines[5].split() == ["1", "rank1", "failed", "step", "raised", "RuntimeError:", "boom"]
+    assert lines[5].split() == ["1", "rank1", "failed"]
+    assert lines[6] == "rank1 failed: step raised RuntimeError: boom"  # under the table, whole
     assert "Details of rank 0 (the highest peak; rank=K shows another):" in lines
 
 
+def test_a_report_of_two_ranks_fits_80_columns() -> None:
+    long_op = "aten::_scaled_dot_product_efficient_attention_backward"
+    runs = {
+        f"rank{r}/train_step_with_a_long_name": replace(
+            ranked_run(f"rank{r}/train_step_with_a_long_name", r, (r + 1) * MIB),
+            peak_op=long_op,
+            footprint_bytes=(r + 3) * MIB,
+            reserved_peak_bytes=(r + 8) * MIB,
+            notes=(f"rank {r}: " + "a note long enough to wrap " * 5,),
+        )
+        for r in range(2)
+    }
+    text = render_terminal(Report(target="train:step", runs=runs), width=80)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80, max(lines, key=len)
+    header = next(line for line in lines if line.startswith("rank "))
+    assert header.split()[:5] == ["rank", "run", "peak", "footprint", "reserved"]
+    assert any(
+        line.startswith("imbalance (train_step_with_a_long_name): rank 1's peak 2.0 MiB") for line in lines
+    )
+    assert "Details of rank 1 (the highest peak; rank=K shows another):" in lines
+    assert sum(line.startswith("note (rank") for line in lines) == 2  # both ranks' notes, wrapped
+
+
 def test_markdown_shows_the_ranks_table_the_imbalance_and_the_detailed_rank() -> None:
-    text = render_markdown(live_report(3 * MIB, 6 * MIB))
+    text = render_markdown(live_report(3 * MIB, 6 * MIB)).replace("\u00a0", " ")  # sizes kept whole
     assert "| 1 | rank1 | 6.0 MiB | 11.0 ms | `aten::mm` |" in text
     assert "**imbalance: rank 1's peak 6.0 MiB is 2.00x rank 0's 3.0 MiB (highest over lowest peak)**" in text
     assert "### Details of rank 1 (the highest peak; rank=K shows another)" in text
@@ -292,14 +317,22 @@ def section(page: str, name: str) -> str:
 def test_html_adds_the_ranks_section_with_a_bar_per_rank_and_a_timeline_per_rank() -> None:
     page = render_html(trace_report())
     ids = re.findall(r'<section id="([^"]+)">', page)
-    assert ids == [SECTION_IDS[0], RANKS_SECTION_ID, *SECTION_IDS[1:]]
+    # No fused kernels, notes or torch tables in these runs: those sections are left out.
+    assert ids == [SECTION_IDS[0], RANKS_SECTION_ID, *SECTION_IDS[1:5]]
     ranks = section(page, RANKS_SECTION_ID)
     assert "imbalance (cuda): rank 1&#x27;s peak 90.0 MiB is 3.00x rank 0&#x27;s 30.0 MiB" in ranks
     assert 'id="rank-peaks-chart"' in ranks
     chart = ranks[ranks.index("<svg") :]
-    # One bar per rank, named and labelled with its peak.
-    assert all(f"rank{r}/cuda:{r}" in chart for r in range(3))
-    assert all(f"> {size} MiB</text>" in chart for size in ("30.0", "90.0", "60.0"))
+    # One bar per rank, named and labelled with its peak; the highest (rank 1's) marked.
+    assert all(f">rank{r}/cuda:{r}</text>" in chart for r in range(3))
+    assert all(f">{size} MiB</text>" in chart for size in ("30.0", "90.0", "60.0"))
+    bars = re.findall(r'<rect class="mp-bar( mp-highest)?" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', chart)
+    assert [marked for marked, _ in bars] == ["", " mp-highest", ""]
+    widths = [float(width) for _, width in bars]
+    assert widths[1] == pytest.approx(3 * widths[0], rel=1e-3) and widths[2] == pytest.approx(
+        2 * widths[0], rel=1e-3
+    )
+    assert "matplotlib" not in page
     assert "128.0 MiB" in ranks  # reserved, where known
     timeline = section(page, "timeline")
     assert all(f"rank{r}/cuda:{r}" in timeline for r in range(3))  # every rank's timeline

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -10,10 +11,8 @@ import pytest
 from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 
 from memprof.analysis.timeline import MAX_POINTS, Timeline
-from memprof.cli import app
-from memprof.commands.options import cli_spelling
-from memprof.errors import UsageError, spelled_as
 from memprof.model import Report, load_report
+from memprof.report.chart import CHART_POINTS
 from memprof.report.html import SECTION_IDS, render_html
 
 DATA = Path(__file__).parent / "data"
@@ -36,9 +35,10 @@ def test_standalone_page_has_every_section_and_forbids_other_sources(compare_rep
 
 def test_no_reference_leaves_the_page(compare_report: Report) -> None:
     page = render_html(compare_report)
-    # The only absolute URLs are XML namespace names in the SVG (identifiers, never fetched).
+    # The only absolute URL is the SVG namespace name the script creates elements in (an
+    # identifier, never fetched).
     urls = set(re.findall(r"""https?://[^\s"'<>)]+""", page))
-    assert urls == {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+    assert urls == {"http://www.w3.org/2000/svg"}
     for attr in re.findall(r'<[^>]*\b(?:xlink:href|href)="([^"]*)"', page):
         assert attr.startswith("#"), attr
     assert re.findall(r"\bsrc=", page) == []
@@ -49,7 +49,9 @@ def test_no_reference_leaves_the_page(compare_report: Report) -> None:
 def test_every_name_is_escaped(compare_report: Report) -> None:
     page = render_html(compare_report)
     assert SCRIPT_LABEL not in page
-    assert page.count("<script") == 1  # the page's own sorting script, nothing else
+    # The chart's data (JSON, never run) and the page's own script, nothing else.
+    assert page.count("<script") == 2
+    assert '<script type="application/json" class="mp-data">' in page
     assert f"<code>{ESCAPED_SCRIPT}</code>" in page
     assert PIPE_NAME not in page
     assert "my|op &amp; &lt;b&gt;&#x27;quoted&#x27; &quot;twice&quot;&lt;/b&gt;" in page
@@ -63,23 +65,47 @@ def with_run(report: Report, label: str, **changes: object) -> Report:
     return replace(report, runs={**report.runs, label: replace(report.runs[label], **changes)})
 
 
-def test_the_chart_label_is_escaped_too(compare_report: Report) -> None:
-    compare_report = with_run(compare_report, "eager", peak_op=SCRIPT_LABEL + " $x$")
-    timeline = section(render_html(compare_report), "timeline")
-    assert SCRIPT_LABEL not in timeline
-    # parse_math off: the dollar signs stay text, not mathtext.
-    assert f"peak 320.0 MiB during {ESCAPED_SCRIPT} $x$" in timeline
+def chart_data(page: str) -> dict:
+    text = re.search(r'<script type="application/json" class="mp-data">(.*?)</script>', page, re.S)
+    assert text
+    return json.loads(text.group(1))
 
 
-def test_timeline_has_one_panel_per_run_with_the_peak_marked(compare_report: Report) -> None:
+def test_the_chart_label_and_data_are_escaped_too(compare_report: Report) -> None:
+    eager = replace(compare_report.runs["eager"], peak_op=SCRIPT_LABEL + " $x$", label="<b>eager</b>")
+    compare_report = replace(
+        compare_report, runs={"<b>eager</b>": eager, "compile": compare_report.runs["compile"]}
+    )
     timeline = section(render_html(compare_report), "timeline")
-    assert timeline.count("<svg ") == 1
-    texts = re.findall(r"<text[^>]*>([^<]*)</text>", timeline)
-    assert "eager" in texts and "compile" in texts
-    assert "peak 320.0 MiB during aten::abs" in texts
-    assert "peak 1.0 MiB during cpp_fused_abs_sub_0" in texts
-    assert "time since the call started (ms)" in texts
-    assert 'aria-label="eager: peak 320.0 MiB during aten::abs; compile: peak 1.0 MiB' in timeline
+    assert SCRIPT_LABEL not in timeline and "<b>eager</b>" not in timeline
+    assert f"peak 320.0 MiB during {ESCAPED_SCRIPT} $x$" in timeline  # the aria-label
+    assert f"<code>{ESCAPED_SCRIPT} $x$</code>" in timeline  # the legend
+    # Inside the data block "<" is written \u003c: no label can close the script element.
+    assert chart_data(timeline)["runs"][0]["label"] == "<b>eager</b>"
+    assert "</b>" not in re.search(r'class="mp-data">(.*?)</script>', timeline, re.S).group(1)
+
+
+def test_timeline_puts_every_run_on_one_scale_with_the_peak_time(compare_report: Report) -> None:
+    timeline = section(render_html(compare_report), "timeline")
+    # Two layouts of the same paths (overlaid; one panel per run), a toggle between them.
+    assert re.findall(r'<svg class="mp-svg" data-layout="(\w+)"', timeline) == ["overlay", "stacked"]
+    assert "one panel per run (shared y axis)" in timeline
+    legend = re.sub(r"<[^>]+>", "", re.search(r'<ul class="mp-legend">(.*?)</ul>', timeline).group(1))
+    # eager peaks (320 MiB) 2 ms after its call started, compile (1 MiB) at 0.5 ms.
+    assert "eager: peak 320.0 MiB at 2.000 ms during aten::abs" in legend
+    assert "compile: peak 1.0 MiB at 0.500 ms during cpp_fused_abs_sub_0" in legend
+    paths = dict(re.findall(r'<path id="mp\w+-line-(\d)" d="([^"]+)"', timeline))
+    # Step lines in data units: x in ms since the call started.
+    assert re.findall(r"[MH](-?[\d.]+)", paths["0"]) == ["0", "1", "2", "3", "4"]
+    heights = {
+        run: [float(y) for y in re.findall(r"(?:M-?[\d.]+ |V)([\d.]+)", d)] for run, d in paths.items()
+    }
+    # One scale: 1 MiB is drawn at the same height in both runs (the eager run ends at 1 MiB).
+    assert heights["0"][-1] == heights["1"][-1] == heights["1"][1]
+    assert heights["0"][2] == min(heights["0"])  # 320 MiB, the highest point, is the top
+    data = chart_data(timeline)
+    assert data["runs"][0]["t"] == [0, 1, 2, 3, 4] and data["runs"][0]["b"][2] == 320 * MIB
+    assert "time since the call started (ms)" in timeline
 
 
 def test_ops_table_sorts_on_exact_bytes(compare_report: Report) -> None:
@@ -112,18 +138,14 @@ def test_fused_kernels_list_the_aten_ops_they_replaced(compare_report: Report) -
     )
 
 
-def test_single_run(single_report: Report) -> None:
+def test_single_run_has_no_empty_sections(single_report: Report) -> None:
     page = render_html(single_report)
     assert '<p class="verdict">eager: peak 8.0 MiB above the call&#x27;s start during aten::add</p>' in page
     assert '<table class="ops sortable" data-run="eager">' in page
-    # How to get fused kernels, as the caller writes it: mode="both" in Python...
-    assert "(<code>mode=&#x27;both&#x27;</code>)" in section(page, "fused")
-    # ... and --compare-compile when the page is written by the command line.
-    run_command = next(c.callback for c in app.registered_commands if c.callback.__name__ == "run")
-    with spelled_as(cli_spelling(run_command)):
-        fused = section(render_html(single_report), "fused")
-    assert "(<code>memprof run TARGET --compare-compile</code>)" in fused
-    assert "Not kept in this report" in section(page, "torch-table")
+    # Nothing to say: no section says so (no "Notes: None", no fused kernels of a single run,
+    # no torch table, no word about deltas between runs there are not).
+    assert re.findall(r'<section id="([^"]+)">', page) == ["summary", "verdict", "runs", "timeline", "ops"]
+    assert "Deltas" not in page and "None." not in page
 
 
 def test_a_run_without_allocations_has_no_chart(single_report: Report) -> None:
@@ -133,10 +155,12 @@ def test_a_run_without_allocations_has_no_chart(single_report: Report) -> None:
     assert "No allocations were recorded" in timeline
 
 
-def test_jupyter_fragment(compare_report: Report) -> None:
+def test_jupyter_fragment_brings_its_own_colours(compare_report: Report) -> None:
     fragment = compare_report._repr_html_()
     assert "<html" not in fragment and "<!DOCTYPE" not in fragment
-    assert fragment.startswith("<style>.memprof-report") or fragment.startswith("<style>\n.memprof-report")
+    assert fragment.startswith("<style>\n.memprof-report{--mp-bg:#ffffff;--mp-fg:#1b1b1b;")
+    # The root paints its own background and text, whatever the notebook's theme.
+    assert "background:var(--mp-bg);color:var(--mp-fg)" in fragment
     assert re.findall(r'<section id="([^"]+)">', fragment) == list(SECTION_IDS)
 
 
@@ -152,6 +176,18 @@ def test_real_report_from_json() -> None:
     assert "cpp_fused_abs_lt_sub_sum_unsqueeze_0" in section(page, "fused")
 
 
+def test_quiet_rows_are_behind_a_toggle_and_long_notes_collapsed() -> None:
+    page = render_html(load_report(DATA / "transformer-step.json"))
+    ops = section(page, "ops")
+    quiet = re.findall(r'<tr class="quiet" title="hidden: ([^"]+)">', ops)
+    assert len(quiet) == 71 and quiet.count("no memory activity") == 62
+    assert "show 71 more ops (no memory activity, or repeating an op they call)" in ops
+    assert '<input type="search" class="mp-filter" placeholder="Filter ops by name"' in ops
+    # A note naming two kernels of 90 characters each is collapsed to one line.
+    row = re.search(r'<tr><td class="name" data-sort="aten::_log_softmax">.*?</tr>', ops).group(0)
+    assert '<details class="note"><summary>fused into 2 kernels</summary>' in row
+
+
 @pytest.mark.parametrize("length", [10, MAX_POINTS, 100_003])
 def test_the_chart_draws_a_long_timeline_reduced_as_the_analysis_reduces_it(
     single_report: Report, length: int
@@ -164,19 +200,13 @@ def test_the_chart_draws_a_long_timeline_reduced_as_the_analysis_reduces_it(
         single_report, "eager", timeline=Timeline(t_ns=tuple(range(length)), bytes=tuple(values))
     )
     timeline = section(render_html(report), "timeline")
-    assert timeline.count("<svg ") == 1
-    assert "peak 8.0 MiB during aten::add" in re.findall(r"<text[^>]*>([^<]*)</text>", timeline)
+    (run,) = chart_data(timeline)["runs"]
+    assert len(run["b"]) == min(length, CHART_POINTS) and max(run["b"]) == 5000
+    assert run["t"][run["b"].index(5000)] == (length // 3) / 1e6
 
 
-def test_jupyter_without_matplotlib_shows_everything_but_the_chart(
-    compare_report: Report, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_page_needs_no_plotting_library(compare_report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
-    fragment = compare_report._repr_html_()
-    assert "<svg" not in fragment
-    assert "The chart needs matplotlib: <code>pip install matplotlib</code>" in fragment
-    assert re.findall(r'<section id="([^"]+)">', fragment) == list(SECTION_IDS)
-    with pytest.raises(UsageError, match="pip install matplotlib"):
-        render_html(compare_report)
+    assert '<svg class="mp-svg"' in render_html(compare_report)

@@ -68,28 +68,49 @@ def test_a_saved_report_renders_the_same(
         assert render_markdown(loaded) == render_markdown(report)
 
 
+def test_a_recorded_run_is_summed_up_without_a_wall_time(trace_report: Report) -> None:
+    line = (
+        "cuda:0: peak 9.5 MiB above the recording's start (footprint 96.6 MiB, 87.1 MiB live at start) "
+        "during aten::linear"
+    )
+    assert repr(trace_report.runs["cuda:0"]) == f"<memprof.RunResult {line}; 30 ops>"
+    assert line in repr(trace_report) and "wall" not in repr(trace_report)
+
+
 def test_trace_html_sections_timeline_and_size() -> None:
     report = memprof.analyze(gpu_file("hta_df_index_resolver_V100_2rank.json.gz"))
     page = render_html(report)
-    # A trace has no snapshot and no sites: those sections are left out.
+    # A trace has no snapshot and no sites, and this one no notes: those sections are left out.
     assert re.findall(r'<section id="([^"]+)">', page) == [
-        s for s in RECORDED_SECTION_IDS if s not in ("snapshot", "sites")
+        s for s in RECORDED_SECTION_IDS if s not in ("snapshot", "sites", "notes")
     ]
     # 26,770 memory events: the report keeps 4,000 points, the chart draws at most CHART_POINTS
     # per line, so the page stays small.
     assert len(report.runs["cuda:1"].timeline) == 4000
     assert len(page) < 250_000
-    chart = page[page.index('<figure class="chart"') : page.index("</figure>")]
+    chart = page[page.index('<figure class="mp-chart"') : page.index("</figure>")]
     assert len(chart) < 150_000
-    assert "peak 2.4 GiB above start during aten::clone" in chart
+    data = json.loads(
+        chart[chart.index('class="mp-data">') + len('class="mp-data">') : chart.index("</script>")]
+    )
+    assert [run["label"] for run in data["runs"]] == ["cuda:1"]  # the GPU's: the host's is not drawn
+    assert len(data["runs"][0]["t"]) == len(data["runs"][0]["r"]) == CHART_POINTS
+    assert (
+        "<b>cuda:1</b>: peak 2.4 GiB above start" in chart
+        and "during <code>aten::clone</code>; 3.8 GiB live at start (dashed), reserved peak 11.9 GiB" in chart
+    )
+    assert "cuda:1: peak 2.4 GiB above the recording&#x27;s start (footprint 6.2 GiB" in chart  # its label
     assert "cuda:1: footprint 6.2 GiB = 19.4% of this Tesla V100-SXM2-32GB&#x27;s 31.7 GiB" in page
 
 
 def test_snapshot_html_shows_sites_with_bars_and_the_model(snapshot_report: Report) -> None:
     page = render_html(snapshot_report)
-    # A snapshot has no ops: that section is left out.
-    assert re.findall(r'<section id="([^"]+)">', page) == [s for s in RECORDED_SECTION_IDS if s != "ops"]
-    sites = page[page.index('<section id="sites">') : page.index('<section id="notes">')]
+    # A snapshot has no ops (and this one no notes): those sections are left out.
+    assert re.findall(r'<section id="([^"]+)">', page) == [
+        s for s in RECORDED_SECTION_IDS if s not in ("ops", "notes")
+    ]
+    start = page.index('<section id="sites">')
+    sites = page[start : page.index("</section>", start)]
     assert sites.count('<span class="bar"') == 19  # every site (19), largest = full width
     assert 'style="width:100.0%"' in sites
     assert "torch\\functional.py:373 einsum" in sites
@@ -136,10 +157,10 @@ def test_a_live_cuda_run_shows_footprint_live_at_start_reserved_and_its_share_of
         "reserved peak 3.0 GiB = 3.8%"
     )
     assert device_line(report.runs["eager"]) == line
-    text = render_terminal(report)
+    text = render_terminal(report, width=200)
     assert text.splitlines()[2].split() == [
         "run", "peak", "footprint", "live", "at", "start", "reserved", "peak", "allocated", "net", "inputs",
-        "wall/call", "compile", "peak", "during",
+        "wall/call", "peak", "during",
     ]  # fmt: skip
     assert text.splitlines()[4].split()[:9] == [
         "eager",
@@ -153,11 +174,18 @@ def test_a_live_cuda_run_shows_footprint_live_at_start_reserved_and_its_share_of
         "GiB",
     ]
     assert line in text.splitlines()
-    markdown = render_markdown(report)
+    # At 80 columns live at start goes first (the footprint and reserve stay), and the device's
+    # line wraps.
+    narrow = render_terminal(report, width=80)
+    assert max(map(len, narrow.splitlines())) <= 80
+    assert narrow.splitlines()[2].split()[:5] == ["run", "peak", "footprint", "reserved", "peak"]
+    assert "left out at 80 columns: live at start" in narrow
+    assert "reserved peak 3.0 GiB = 3.8%" in narrow
+    markdown = render_markdown(report).replace("\u00a0", " ")
     assert "| run | peak | footprint | live at start | reserved peak | allocated |" in markdown
     assert f"- {line}".replace("_", "\\_") in markdown
     page = render_html(report)
-    assert re.findall(r'<section id="([^"]+)">', page) == list(SECTION_IDS)
+    assert re.findall(r'<section id="([^"]+)">', page) == list(SECTION_IDS[:5])  # nothing to add
     assert '<th scope="col">footprint</th>' in page and line.replace("'", "&#x27;") in page
 
 

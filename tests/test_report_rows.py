@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from conftest import PIPE_NAME
 
-from memprof.model import Report
+from memprof.model import Report, load_report
 from memprof.report.html import render_html
 from memprof.report.markdown import render_markdown
 from memprof.report.rows import fused_rows, op_tables
@@ -16,7 +18,9 @@ from memprof.report.terminal import render_terminal
 def terminal_ops(text: str) -> list[str]:
     table = re.search(r"^Top \d+ ops[^\n]*:\n(.*?)(?:\n\n|\Z)", text, re.S | re.M)
     assert table
-    return [line.split("  ")[0] for line in table.group(1).splitlines()[2:]]
+    # Rows start at the margin; notes (indented) and the "not shown" line are not rows.
+    lines = table.group(1).splitlines()[2:]
+    return [line.split("  ")[0] for line in lines if not line.startswith(" ") and " not shown: " not in line]
 
 
 def markdown_ops(text: str) -> list[str]:
@@ -29,12 +33,22 @@ def markdown_ops(text: str) -> list[str]:
 
 
 def html_ops(page: str) -> list[str]:
+    """The op rows a reader sees (the quiet ones are behind a toggle)."""
     import html
 
     ops = re.search(r'<section id="ops">(.*?)</section>', page, re.S)
     assert ops
     return [
-        html.unescape(name) for name in re.findall(r'<td class="name" data-sort="([^"]*)">', ops.group(1))
+        html.unescape(name) for name in re.findall(r'<tr><td class="name" data-sort="([^"]*)">', ops.group(1))
+    ]
+
+
+def html_quiet_ops(page: str) -> list[str]:
+    import html
+
+    return [
+        html.unescape(n)
+        for n in re.findall(r'<tr class="quiet"[^>]*><td class="name" data-sort="([^"]*)">', page)
     ]
 
 
@@ -44,10 +58,15 @@ def test_terminal_markdown_and_html_show_the_same_top_rows(fixture: str, top: in
     report: Report = request.getfixturevalue(fixture)
     (table,) = op_tables(report, "peak", top)
     expected = [op.name for op in table.rows]
-    assert len(expected) == min(top, len(report.ok_runs()[0].op_stats) if fixture == "single_report" else 6)
+    # The comparison has 6 ops, one of them (PIPE_NAME) without memory activity: 5 are shown.
+    assert len(expected) == min(top, len(report.ok_runs()[0].op_stats) if fixture == "single_report" else 5)
     assert terminal_ops(render_terminal(report, sort="peak", top=top)) == expected
     assert markdown_ops(render_markdown(report, top=top)) == expected
-    assert html_ops(render_html(report, top=top)) == expected
+    page = render_html(report, top=top)
+    assert html_ops(page) == expected
+    # HTML keeps the quiet rows among them, hidden behind a toggle.
+    quiet = [PIPE_NAME] if fixture == "compare_report" and top >= 5 else []
+    assert html_quiet_ops(page) == quiet
 
 
 def test_fused_kernels_are_the_same_section_everywhere(compare_report: Report) -> None:
@@ -58,12 +77,9 @@ def test_fused_kernels_are_the_same_section_everywhere(compare_report: Report) -
         ("aten::sub", 256 << 20),
     ]
     # The same kernel, the same replaced ops with the same peaks, in each format's own syntax.
-    terminal = render_terminal(compare_report, top=1).split("Fused kernels:\n")[1]
-    assert "compile  cpp_fused_abs_sub_0" in terminal
-    assert "aten::abs (64.0 MiB peak in eager)\naten::sub (256.0 MiB peak in eager)" in re.sub(
-        r"\n +", "\n", terminal
-    )
-    markdown = render_markdown(compare_report, top=1).split("### Fused kernels\n")[1]
+    terminal = render_terminal(compare_report, top=1).split("Fused kernels of compile")[1]
+    assert "\ncpp_fused_abs_sub_0  1.0 MiB  aten::sub 256.0 MiB, aten::abs 64.0 MiB\n" in terminal
+    markdown = render_markdown(compare_report, top=1).split("### Fused kernels\n")[1].replace("\u00a0", " ")
     assert (
         "| compile | `cpp_fused_abs_sub_0` | 1.0 MiB | "
         "`aten::abs` (64.0 MiB peak in eager), `aten::sub` (256.0 MiB peak in eager) |"
@@ -87,3 +103,61 @@ def test_each_comparison_is_computed_once_per_report(compare_report: Report, mon
     render_html(compare_report)
     compare_report.to_json()
     assert calls == ["compile"]
+
+
+def stats(name: str, calls: int, self_b: int, total: int, alloc: int, peak: int, total_us: float):
+    from memprof.analysis.ops import OpStats
+
+    return OpStats(name, calls, self_b, total, alloc, peak, self_us=1.0, total_us=total_us)
+
+
+def test_a_chain_of_ops_with_the_same_figures_keeps_the_call_the_code_made() -> None:
+    from memprof.report.rows import NO_ACTIVITY, hidden_reasons
+
+    mib = 1 << 20
+    to = stats("aten::to", 1, 0, 488 * mib, 488 * mib, 488 * mib, 30.0)
+    copy = stats("aten::_to_copy", 1, 0, 488 * mib, 488 * mib, 488 * mib, 20.0)
+    empty = stats("aten::empty_strided", 1, 488 * mib, 488 * mib, 488 * mib, 488 * mib, 5.0)
+    view = stats("aten::view", 4, 0, 0, 0, 0, 1.0)
+    ops = [(op.name, (op,)) for op in (to, copy, empty, view)]
+    assert hidden_reasons(ops) == {
+        "aten::view": NO_ACTIVITY,
+        "aten::_to_copy": "same figures as aten::to",
+        "aten::empty_strided": "same figures as aten::to",
+    }
+    # Sorted by self bytes, the row that holds them stays.
+    assert hidden_reasons(ops, sort="self")["aten::to"] == "same figures as aten::empty_strided"
+    # Without an aten op in the chain, the innermost range stays (as "peak during" names it).
+    region = stats("Torch-Compiled Region", 1, 0, mib, mib, mib, 9.0)
+    wrapper = stats("inductor_wrapper_call", 1, mib, mib, mib, mib, 8.0)
+    assert hidden_reasons([(op.name, (op,)) for op in (region, wrapper)]) == {
+        "Torch-Compiled Region": "same figures as inductor_wrapper_call"
+    }
+
+
+def test_equal_figures_that_are_not_a_caller_and_its_child_are_both_shown() -> None:
+    from memprof.report.rows import hidden_reasons
+
+    a = stats("aten::add", 2, 0, 512, 512, 512, 4.0)
+    b = stats("aten::mul", 2, 0, 512, 512, 512, 4.0)  # same time: neither runs inside the other
+    c = stats("aten::div", 2, 512, 512, 512, 512, 9.0)  # the longer one allocates itself
+    d = stats("aten::sub", 2, 0, 512, 512, 512, 2.0)
+    assert hidden_reasons([(op.name, (op,)) for op in (a, b)]) == {}
+    assert hidden_reasons([(op.name, (op,)) for op in (c, d)]) == {}
+    # In a comparison, the chain must hold in every run, and present in the same runs.
+    base, other = stats("aten::to", 1, 0, 8, 8, 8, 9.0), stats("aten::to", 1, 0, 8, 8, 8, 9.0)
+    child = stats("aten::_to_copy", 1, 8, 8, 8, 8, 3.0)
+    assert hidden_reasons([("aten::to", (base, other)), ("aten::_to_copy", (child, child))]) == {
+        "aten::_to_copy": "same figures as aten::to"
+    }
+    assert hidden_reasons([("aten::to", (base, other)), ("aten::_to_copy", (child, None))]) == {}
+
+
+def test_fused_kernels_are_listed_most_memory_first_and_cut_to_top() -> None:
+    report = load_report(Path(__file__).parent / "data" / "transformer-step.json")
+    rows = fused_rows(report)
+    assert len(rows) == 18
+    largest = [row.replaced_peak_bytes for row in rows]
+    # The largest: the log-softmax of the logits, 8 x 64 tokens x 1000 classes of float32.
+    assert largest == sorted(largest, reverse=True) and largest[0] == 8 * 64 * 1000 * 4
+    assert fused_rows(report, 3) == rows[:3]

@@ -63,8 +63,13 @@ def test_markdown_and_html_show_hidden_characters_escaped(fmt):
 def test_the_terminal_summary_shows_hidden_characters_escaped():
     text = render_terminal(hostile_report())
     assert_escaped(text)
-    # escaped before the table is laid out: a carriage return does not split the op's row
+    # escaped before the table is laid out (wide enough for whole names): a carriage return does
+    # not split the op's row, and the columns stay aligned
+    text = render_terminal(hostile_report(), width=200)
+    assert_escaped(text)
     row = next(line for line in text.splitlines() if line.startswith("\\x1b[31mred"))
+    header = next(line for line in text.splitlines() if line.startswith("op "))
+    assert row.index(" 1 ") + 2 == header.index("calls") + len("calls")  # the calls column's right edge
     assert row.split()[:3] == ["\\x1b[31mred\\x1b[0m\\x07\\x85\\x9b[2J\\u2028\\x0dend", "1", "4.0"]
 
 

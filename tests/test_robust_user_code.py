@@ -46,7 +46,8 @@ def exits_with_text():
     sys.exit("bye")
 
 def exits_on_third_call():
-    # eager: warm-up and profiled call; the compiled run's first call is the third
+    # eager: warm-up and profiled call (no timed calls: --time-budget 0); the compiled run's
+    # first call is the third
     global calls
     calls += 1
     keep = torch.empty(MiB, dtype=torch.uint8)
@@ -92,8 +93,10 @@ def returns_coroutine():
     return coro()
 
 def moves_away():
-    os.makedirs("elsewhere", exist_ok=True)
-    os.chdir("elsewhere")
+    # Into the same folder at every call (the timed calls and the profiled one).
+    away = os.path.join(os.path.dirname(os.path.abspath(__file__)), "elsewhere")
+    os.makedirs(away, exist_ok=True)
+    os.chdir(away)
     return torch.empty(MiB, dtype=torch.uint8)
 
 class Holder:
@@ -186,9 +189,8 @@ def test_sys_exit_in_a_property_on_the_target_path_is_exit_3(runner, make_module
 def test_sys_exit_in_the_compiled_call_keeps_the_eager_run_and_exits_3(runner, make_module, tmp_path):
     module = make_module(USER_CODE)
     out = tmp_path / "r.json"
-    result = run(
-        runner, f"{module}:exits_on_third_call", "--compare-compile", "--budget", "1TB", "--json", str(out)
-    )
+    args = ["--compare-compile", "--time-budget", "0", "--budget", "1TB", "--json", str(out)]
+    result = run(runner, f"{module}:exits_on_third_call", *args)
     assert result.exit_code == 3
     message = "exits_on_third_call called sys.exit(0) (first compiled call)"
     assert error_line(result) == f"memprof: error: {message}"

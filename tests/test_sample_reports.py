@@ -37,7 +37,11 @@ def ops_bytes(run: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def without_timings(markdown: str) -> str:
-    return re.sub(r"\b\d+(?:\.\d+)? (?:ms|us|s) \|", "<time> |", markdown)
+    """The Markdown with every time left out (sizes and times keep their unit with a
+    non-breaking space; a wall time may carry its spread, ``67.4 ms ±6.5%``)."""
+    markdown = markdown.replace("\u00a0", " ")
+    markdown = re.sub(r"wall time [^(]*\([^)]*\)", "wall time <time>", markdown)
+    return re.sub(r"\b\d+(?:\.\d+)? (?:ms|us|s)(?: ±\d+\.\d%)? \|", "<time> |", markdown)
 
 
 def html_structure(page: str) -> tuple[list[str], list[str], list[str]]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import fields
 from memprof.analysis.ops import OP_COLUMNS, OpStats
+from memprof.analysis.timing import iqr, within_noise
 from memprof.names import aten_names
 from memprof.names import fused_kernels as kernels_from_names
 from memprof.units import format_bytes, format_ms, format_percent
@@ -72,6 +73,10 @@ class RunDiff:
     verdict: str = fields.text(init=False, default="")
     base_wall_ms: float = fields.number(key="wall_ms_base")
     other_wall_ms: float = fields.number(key="wall_ms_other")
+    # The middle half (first and third quartiles) of each run's timed calls; empty with fewer
+    # than two calls. They decide whether the wall-time difference is within noise.
+    base_wall_iqr_ms: tuple[float, ...] = fields.items(fields.NUMBER, key="wall_ms_iqr_base")
+    other_wall_iqr_ms: tuple[float, ...] = fields.items(fields.NUMBER, key="wall_ms_iqr_other")
     wall_ratio: float | None = fields.ratio(init=False)
     summary: str = fields.text(init=False, default="")
     op_diffs: tuple[OpDiff, ...] = fields.items(OpDiff, key="ops")
@@ -87,12 +92,21 @@ class RunDiff:
         object.__setattr__(self, "verdict", self._verdict())
         object.__setattr__(self, "summary", self._summary())
 
+    @property
+    def wall_within_noise(self) -> bool | None:
+        """True when the middle halves of the two runs' timed calls overlap (the wall-time
+        difference is within noise); None when either run has fewer than two timed calls."""
+        return within_noise(self.base_wall_iqr_ms, self.other_wall_iqr_ms)
+
     def _summary(self) -> str:
         """Memory next to time, e.g. ``channels_last vs contiguous: peak -12.3%, wall time +4.0%
-        (10.1 ms -> 10.5 ms)``: most techniques trade one for the other."""
+        (10.1 ms -> 10.5 ms)``: most techniques trade one for the other. A wall-time difference
+        inside the calls' spread reads ``wall time within noise``."""
         peak, wall = self.peak_ratio, self.wall_ratio
         peak_text = format_percent(peak - 1) if peak is not None else "n/a"
         wall_text = format_percent(wall - 1) if wall is not None else "n/a"
+        if wall is not None and self.wall_within_noise:
+            wall_text = "within noise"
         span = (
             f" ({format_ms(self.base_wall_ms)} -> {format_ms(self.other_wall_ms)})"
             if wall is not None
@@ -225,5 +239,7 @@ def diff_runs(base: RunResult, other: RunResult) -> RunDiff:
         other_peak_bytes=int(other.peak_bytes),
         base_wall_ms=float(base.wall_ms),
         other_wall_ms=float(other.wall_ms),
+        base_wall_iqr_ms=iqr(base.wall_ms_all),
+        other_wall_iqr_ms=iqr(other.wall_ms_all),
         op_diffs=tuple(rows),
     )

@@ -18,6 +18,7 @@ import pandas as pd
 
 from memprof.analysis.nesting import _parents, _RangeMax
 from memprof.analysis.ops import OpStats
+from memprof.analysis.running import ops_at
 from memprof.analysis.timeline import MAX_POINTS, Timeline, downsample
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
@@ -114,7 +115,13 @@ def analyze(raw: RawProfile) -> Analysis:
         region_peak_bytes=int(max(live.max(), 0)) if len(live) else 0,
     )
     timeline_ns, timeline_bytes = _timeline(times, live, call_start, call_end, lo, hi)
-    timeline = Timeline(t_ns=tuple(timeline_ns.tolist()), bytes=tuple(timeline_bytes.tolist()))
+    op_names, op_at = ops_at(raw, timeline_ns + (int(call_start.min()) if len(call_start) else 0))
+    timeline = Timeline(
+        t_ns=tuple(timeline_ns.tolist()),
+        bytes=tuple(timeline_bytes.tolist()),
+        op_names=op_names,
+        op_at=tuple(op_at.tolist()),
+    )
     return Analysis(numbers=numbers, ops=ops, timeline=timeline, notes=_notes(raw, numbers))
 
 

@@ -24,13 +24,24 @@ class Timeline:
     """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started (for a
     recording: since its first memory event), ``bytes`` live bytes above live at that start
     (negative when memory held before was freed), ``reserved`` (a CUDA recording's, when known;
-    else empty) what the caching allocator held at each point, absolute."""
+    else empty) what the caching allocator held at each point, absolute, and the op running at
+    each point: ``op_names[op_at[i]]`` (-1: none; both empty when unknown, as in recordings and
+    in reports written before memprof kept them)."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
     reserved: tuple[int, ...] = fields.items(
         fields.SIZE, same_length_as="t_ns", omit=lambda timeline: not timeline.reserved
     )
+    op_names: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda t: not t.op_names)
+    op_at: tuple[int, ...] = fields.items(fields.INTEGER, same_length_as="t_ns", omit=lambda t: not t.op_at)
+
+    def op(self, index: int) -> str | None:
+        """The op running at point ``index``, when known (None also for an index a hand-edited
+        report points past its ``op_names`` with)."""
+        if index >= len(self.op_at) or not 0 <= self.op_at[index] < len(self.op_names):
+            return None
+        return self.op_names[self.op_at[index]]
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -83,13 +94,16 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
 
     if len(timeline) <= max_points:
         return timeline
-    reserved = np.asarray(timeline.reserved, dtype=np.int64) if timeline.reserved else None
-    t, b, r = downsample_max(
-        np.asarray(timeline.t_ns, dtype=np.int64),
-        np.asarray(timeline.bytes, dtype=np.int64),
-        reserved,
-        max_points,
-    )
+    # Every series is taken at the same points: the highest live bytes of each bucket.
+    keep = _highest_per_bucket(np.asarray(timeline.bytes, dtype=np.int64), max_points)
+
+    def at(values: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(np.asarray(values, dtype=np.int64)[keep].tolist()) if values else ()
+
     return Timeline(
-        t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()), reserved=() if r is None else tuple(r.tolist())
+        t_ns=at(timeline.t_ns),
+        bytes=at(timeline.bytes),
+        reserved=at(timeline.reserved),
+        op_names=timeline.op_names,
+        op_at=at(timeline.op_at),
     )

@@ -61,7 +61,7 @@ def analyze(
     """
     import memprof
     from memprof.commands.common import report_gate, status_printer, write_outputs
-    from memprof.report.terminal import render_terminal
+    from memprof.report.terminal import print_terminal
 
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
@@ -75,7 +75,7 @@ def analyze(
     )
     if config.active:
         config.budgets.check_labels(list(report.runs))
-    typer.echo(render_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank), nl=False)
+    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
     write_outputs(report, files, rank=output.rank)
     if config.active:
         from memprof.gate import evaluate

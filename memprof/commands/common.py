@@ -50,6 +50,33 @@ def status_printer(quiet: bool) -> Callable[[str], None] | None:
     return lambda message: err(f"memprof: {message}")
 
 
+def hidden_line(count: int, examples: Sequence[tuple[str, int]] = ()) -> str | None:
+    """``12 torch warnings hidden (Profiler record function ... will be ignored x12); -v shows
+    them``, or None when nothing was hidden."""
+    if count <= 0:
+        return None
+    what = "torch warning" if count == 1 else "torch warnings"
+    first = ""
+    if examples:
+        text, times = examples[0]
+        text = text if len(text) <= 70 else text[:69] + "…"
+        first = f" ({text}{f' x{times}' if times > 1 else ''}{', ...' if len(examples) > 1 else ''})"
+    return f"{count} {what} hidden{first}; -v shows them"
+
+
+def report_hidden(report: Report) -> None:
+    """Say on stderr how many of torch's messages were kept out of the output."""
+    from collections import Counter
+
+    heard: Counter[str] = Counter()
+    for run in report.runs.values():
+        for text, times in run.torch_messages:
+            heard[text] += times
+    line = hidden_line(sum(heard.values()), heard.most_common())
+    if line:
+        err(f"memprof: {line}")
+
+
 def write_outputs(report: Report, files: dict[str, Path], *, rank: int | None = None) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
@@ -93,7 +120,7 @@ def profile_and_report(
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
     import memprof
-    from memprof.report.terminal import render_terminal
+    from memprof.report.terminal import print_terminal
 
     try:
         report = memprof.compare(
@@ -101,6 +128,7 @@ def profile_and_report(
             labels=labels,
             keep_table="table" in files or "html" in files,
             status=status_printer(output.quiet),
+            verbose=output.verbose,
             **profile.api_arguments(),
         )
         failure = None
@@ -108,7 +136,9 @@ def profile_and_report(
         if error.report is None:
             raise
         report, failure = error.report, error
-    out(render_terminal(report, sort=output.sort.value, top=output.top), nl=False)
+    if not output.quiet:
+        report_hidden(report)
+    print_terminal(report, sort=output.sort.value, top=output.top)
     try:
         write_outputs(report, files)
     except MemprofError as error:

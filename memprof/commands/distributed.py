@@ -18,8 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
 from memprof.commands.common import err, report_gate, status_printer, write_outputs
 from memprof.errors import EXIT_INTERRUPTED, EXIT_USER_CODE, MemprofError, UsageError, UserCodeError
 
@@ -133,16 +131,20 @@ def run_rank(
 
     status = status_printer(output.quiet) if env.rank == 0 else None
     mine, merged = split_files(files, env.rank)
-    local, failure = profile_rank(env, variants, profile, "table" in files or "html" in files, status)
+    keep_table = "table" in files or "html" in files
+    local, failure = profile_rank(env, variants, profile, keep_table, status, verbose=output.verbose)
     write_outputs(local, mine, rank=output.rank)
     exchange = Exchange(env, timeout, store=process_group_store())
     if env.rank != 0:
         _hand_in(env, exchange, local, failure, output.quiet)
         return
     report = gather(env, exchange, local, status)
-    from memprof.report.terminal import render_terminal
+    from memprof.commands.common import report_hidden
+    from memprof.report.terminal import print_terminal
 
-    typer.echo(render_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank), nl=False)
+    if not output.quiet:
+        report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
+    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
     write_outputs(report, merged, rank=output.rank)
     failed = [run for run in report.runs.values() if run.failed]
     if failed:
@@ -164,17 +166,23 @@ def profile_rank(
     profile: ProfileOptions,
     keep_table: bool,
     status: StatusFn | None,
+    *,
+    verbose: bool = False,
 ) -> tuple[Report, UserCodeError | None]:
     """This rank's runs, labelled ``rank<r>...``: profiled on the rank's device; when its code
-    fails, the failed runs (and what did run) with the failure."""
+    fails, the failed runs (and what did run) with the failure. Wall times come from the
+    profiled calls: calls timed to a time budget would end after a different number of calls on
+    each rank, and a rank calling a collective once more than the others would wait forever."""
     import memprof
     from memprof.model import Report, RunResult
     from memprof.sources.distributed import for_rank, rank_device
 
     device = rank_device(profile.device, env)
-    arguments = {**profile.api_arguments(), "device": device}
+    arguments = {**profile.api_arguments(), "device": device, "time_budget": 0.0}
     try:
-        report = memprof.compare(*variants, keep_table=keep_table, status=status, **arguments)
+        report = memprof.compare(
+            *variants, keep_table=keep_table, status=status, verbose=verbose, **arguments
+        )
         return for_rank(report, env.rank), None
     except UserCodeError as error:
         report = error.report

@@ -102,7 +102,17 @@ Warmup = Annotated[
 ]
 Repeat = Annotated[
     int,
-    typer.Option("--repeat", min=1, help="Profiled calls; wall time is their median, peak their maximum."),
+    typer.Option("--repeat", min=1, help="Profiled calls; the peak is their maximum."),
+]
+TimeBudget = Annotated[
+    float,
+    typer.Option(
+        "--time-budget",
+        min=0,
+        metavar="SECONDS",
+        help="Time the call without the profiler for this long (at least 5 calls, at most 1,000 "
+        "calls or 5x this, at least 1 s); wall time is their median. 0: time the profiled calls.",
+    ),
 ]
 FreshCompile = Annotated[
     bool, typer.Option("--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache.")
@@ -113,7 +123,10 @@ MarkdownPath = Annotated[
     Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
 ]
 HtmlPath = Annotated[Path | None, _file("--html", "Write a self-contained HTML report.")]
-OutDir = Annotated[Path | None, _folder("--out", "Write every format into this folder with standard names.")]
+OutDir = Annotated[
+    Path | None,
+    _folder("--out", "Write every format into this folder (made if missing) with standard names."),
+]
 TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
 SortOption = Annotated[Sort, typer.Option("--sort", help="Order ops by peak, self or allocated bytes.")]
 Top = Annotated[int, typer.Option("--top", min=1, help="How many ops to show in the terminal.")]
@@ -144,6 +157,12 @@ RankTimeout = Annotated[
         metavar="SECONDS",
         help="Distributed runs: how long a rank that has finished waits for the others; then the "
         "missing ranks are named and marked failed (exit 3).",
+    ),
+]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "-v", "--verbose", help="Show torch's own warnings and log messages (hidden and counted by default)."
     ),
 ]
 Budget = Annotated[
@@ -208,6 +227,7 @@ class ProfileOptions(OptionGroup):
     backend: Backend = "inductor"
     warmup: Warmup = 1
     repeat: Repeat = 1
+    time_budget: TimeBudget = 0.2
     fresh_compile: FreshCompile = False
 
     def api_arguments(self) -> dict[str, Any]:
@@ -215,6 +235,7 @@ class ProfileOptions(OptionGroup):
             "device": self.device,
             "warmup": self.warmup,
             "repeat": self.repeat,
+            "time_budget": self.time_budget,
             "compile_mode": self.compile_mode.value,
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
@@ -234,6 +255,7 @@ class OutputOptions(OptionGroup):
     sort: SortOption = Sort.peak
     top: Top = 15
     quiet: Quiet = False
+    verbose: Verbose = False
     rank: RankOption = None
 
     def files(
@@ -254,8 +276,7 @@ class OutputOptions(OptionGroup):
             "html": self.html_path,
         }
         if self.out_dir is not None:
-            if not self.out_dir.is_dir():
-                raise UsageError(f"--out {str(self.out_dir)!r} is not an existing folder; create it first")
+            _make_folder(self.out_dir)
             for fmt, name in STANDARD_NAMES.items():
                 if chosen[fmt] is None:
                     chosen[fmt] = self.out_dir / name
@@ -269,12 +290,19 @@ class OutputOptions(OptionGroup):
         flags = {"table": "--table", "baseline": "--save-baseline"}
         check_output_paths(((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items()), reads)
         files = {fmt: absolute(path) for fmt, path in files.items()}
-        if "html" in files:
-            # Before any profiling: a missing matplotlib should not cost a whole run.
-            from memprof.report.html import check_available
-
-            check_available()
         return files
+
+
+def _make_folder(folder: Path) -> None:
+    """``--out DIR``: the folder, made (with its parents) when it does not exist yet."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {str(folder)!r} is a file; name a folder for the reports")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"--out {str(folder)!r}: cannot create the folder ({error.strerror or error})"
+        ) from None
 
 
 @dataclass(frozen=True)

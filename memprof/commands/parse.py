@@ -13,8 +13,9 @@ from memprof.errors import InputError
 def _render_parsed(frame: Any) -> str:
     """The parsed table for people: sizes in KiB/MiB, truncated names marked with '...'."""
     import math
+    import sys
 
-    from memprof.text import tabulate
+    from memprof.report.layout import Column, Table, plain
     from memprof.units import format_bytes
 
     columns = [c for c in frame.columns if c != "name_truncated"]
@@ -35,7 +36,11 @@ def _render_parsed(frame: Any) -> str:
                 value = f"{value:.2f}"
             row.append(value)
         rows.append(row)
-    lines = [tabulate(rows, headers=columns, tablefmt="simple", disable_numparse=True)]
+    table = Table([Column(c, "left" if c == "name" else "right") for c in columns])
+    for row in rows:
+        table.add(*(str(value) for value in row))
+    # The whole table, however wide: it is data to read or to pipe, not a terminal summary.
+    lines = [plain(table.lines(width=sys.maxsize)).rstrip("\n")]
     for key, value in frame.attrs.items():
         if key.endswith("_time_total_us"):
             lines.append(f"{key}: {value:,.3f}")

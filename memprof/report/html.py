@@ -3,53 +3,57 @@
 It makes no network request: no CDN, no web font, no image file. A Content-Security-Policy
 in the page forbids any other source, so it opens the same from ``file://`` offline, from a CI
 artifact or an e-mail attachment. Every name is HTML-escaped: op names and ``record_function``
-labels can hold ``<``, ``>``, ``&`` and quotes.
+labels can hold ``<``, ``>``, ``&`` and quotes; invisible and control characters in them are
+shown escaped (:func:`memprof.text.visible`).
 
-The memory timeline is drawn by matplotlib (the ``html`` extra) into SVG, without pyplot and
-without touching matplotlib's global backend.
+The page fits 1,200 px: names and headers wrap, long notes are collapsed, ops without memory
+activity (or repeating an op they call, see :mod:`memprof.report.rows`) are hidden behind a
+toggle, and a filter box narrows each op table by name. The memory timeline is drawn here, as
+SVG with a small script (:mod:`memprof.report.chart` says why, and what it does). The report
+sets its own background and colours (:data:`THEME_CSS`, light, or dark when the reader's system
+asks for it), so it reads the same inside a dark notebook.
+
+A report of several ranks adds a ranks section (every rank's row, the imbalance, the peaks as
+bars); a report read from recordings (``memprof analyze``) has its own sections
+(:func:`recorded_sections`): allocated and reserved bytes over time, snapshots, allocation
+sites.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.analysis.timeline import downsample_timeline
-from memprof.errors import UsageError, param
+from memprof.analysis.timing import format_spread, format_wall
 from memprof.report import recorded
+from memprof.report.chart import CHART_CSS, CHART_JS, Bar, Series, bar_chart, peak_time_ms, timeline_chart
+from memprof.report.layout import shorten
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
-from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
+from memprof.report.rows import DiffTable, RunTable, conclusions, fused_rows, op_tables, replaced_text
 from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.analysis.ranks import RankSummary
+    from memprof.analysis.diff import OpDiff, RunDiff
     from memprof.model import Report, RunResult
 
-INSTALL_HINT = "pip install matplotlib"
-
-# Section ids: stable anchors, also what the sample-report test compares.
+# Section ids: stable anchors, also what the sample-report test compares. A report has only the
+# sections it has something for (no empty "Notes"); these are all there can be, in order.
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
 # A report of several ranks has one more, after the summary.
 RANKS_SECTION_ID = "ranks"
 RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
 """The sections of a report read from recordings (snapshot and sites when a snapshot is among
-them, ops when a trace is)."""
+them, ops when a trace is, notes when there are any)."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
-
-def check_available() -> None:
-    """Raise :class:`UsageError` (exit 2) when matplotlib, needed for the chart, is missing.
-
-    Called before profiling, so a missing extra does not cost a whole run."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise UsageError(f"the HTML report needs matplotlib for the memory timeline chart; {INSTALL_HINT}")
+NOTE_LIMIT = 80
+"""A note longer than this (characters) is collapsed to its first words."""
 
 
 def _e(value: object) -> str:
@@ -93,112 +97,9 @@ def _th(label: str, numeric: bool) -> str:
     return f'<th scope="col" data-type="{kind}" title="Click to sort">{_e(label)}</th>'
 
 
-# ---------------------------------------------------------------------------------------- chart
-
-
-def _unit(peak: int) -> tuple[str, int]:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if peak >= scale:
-            return unit, scale
-    return "B", 1
-
-
-def timeline_svg(runs: list[RunResult]) -> str:
-    """The memory timeline as inline SVG: one panel per run (their scales can differ by 100x),
-    live bytes over time since the call started, the peak marked with the op running there."""
-    import io
-
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    drawn = [r for r in runs if r.timeline.t_ns]
-    fig = Figure(figsize=(11.0, 0.6 + 2.3 * len(drawn)), layout="constrained")
-    axes = fig.subplots(len(drawn), 1, squeeze=False)[:, 0]
-    colours = ("#1f6fb4", "#d9661f", "#2a9d4b", "#9b3fb5", "#8c564b")
-    for index, (ax, run) in enumerate(zip(axes, drawn, strict=True)):
-        # The analysis keeps at most MAX_POINTS; a timeline from elsewhere is reduced the same way.
-        timeline = downsample_timeline(run.timeline)
-        ns, values = timeline.t_ns, timeline.bytes
-        top = max(max(values), run.peak_bytes, 1)
-        unit, scale = _unit(top)
-        ms = [t / 1e6 for t in ns]
-        ys = [v / scale for v in values]
-        colour = colours[index % len(colours)]
-        ax.step(ms, ys, where="post", color=colour, linewidth=1.4)
-        ax.fill_between(ms, ys, step="post", color=colour, alpha=0.15, linewidth=0)
-        peak_index = max(range(len(values)), key=values.__getitem__)
-        px, py = ms[peak_index], ys[peak_index]
-        ax.plot([px], [py], marker="v", color="#b00020", markersize=8, linestyle="none")
-        label = f"peak {format_bytes(run.peak_bytes)}"
-        if run.peak_op:
-            label += f" during {visible(run.peak_op)}"
-        right_half = px > (ms[-1] - ms[0]) / 2 + ms[0] if len(ms) > 1 else False
-        ax.annotate(
-            label,
-            (px, py),
-            xytext=(-8 if right_half else 8, -14),
-            textcoords="offset points",
-            ha="right" if right_half else "left",
-            va="top",
-            fontsize=9,
-            color="#b00020",
-            parse_math=False,
-        )
-        ax.set_ylim(0, top / scale * 1.12)
-        ax.set_ylabel(f"live {unit}", parse_math=False)
-        ax.set_title(visible(run.label), loc="left", fontsize=10, parse_math=False)
-        ax.grid(True, color="#dddddd", linewidth=0.6)
-        ax.spines[["top", "right"]].set_visible(False)
-    axes[-1].set_xlabel("time since the call started (ms)")
-    buffer = io.StringIO()
-    # fonttype "none": text stays <text> (no font files, no outlines); a fixed hash salt keeps
-    # the ids, and so the sample reports, identical from one rendering to the next.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
-        fig.savefig(
-            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
-        )
-    svg = buffer.getvalue()
-    # Drop the XML declaration and the DOCTYPE (which names a DTD URL): inline SVG needs neither.
-    return svg[svg.index("<svg") :].strip()
-
-
-def rank_peaks_svg(summary: RankSummary) -> str:
-    """The ranks' peaks as inline SVG: one horizontal bar per successful ranked run, the
-    highest of each group of runs marked."""
-    import io
-
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    rows = [row for row in summary.rows if row.ok and row.peak_bytes is not None]
-    highest = {(i.group, i.highest_label) for i in summary.imbalances}
-    unit, scale = _unit(max([row.peak_bytes or 0 for row in rows] + [1]))
-    fig = Figure(figsize=(11.0, 0.8 + 0.32 * len(rows)), layout="constrained")
-    ax = fig.subplots()
-    positions = list(range(len(rows)))[::-1]  # rank 0 on top
-    values = [(row.peak_bytes or 0) / scale for row in rows]
-    colours = ["#b00020" if (row.group, row.label) in highest else "#1f6fb4" for row in rows]
-    ax.barh(positions, values, color=colours, height=0.6)
-    ax.set_yticks(positions, [visible(row.label) for row in rows], parse_math=False)  # a label is not TeX
-    for position, value, row in zip(positions, values, rows, strict=True):
-        ax.annotate(
-            f" {format_bytes(row.peak_bytes or 0)}",
-            (value, position),
-            va="center",
-            fontsize=9,
-            parse_math=False,
-        )
-    ax.set_xlim(0, max(values + [1e-9]) * 1.15)
-    ax.set_xlabel(f"peak ({unit}) above each call's start", parse_math=False)
-    ax.grid(True, axis="x", color="#dddddd", linewidth=0.6)
-    ax.spines[["top", "right"]].set_visible(False)
-    buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
-        fig.savefig(
-            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
-        )
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :].strip()
+def collapsible(summary: str, full: str) -> str:
+    """``full`` (HTML) behind a one-line ``summary`` (HTML) the reader can open."""
+    return f'<details class="note"><summary>{summary}</summary>{full}</details>'
 
 
 # ---------------------------------------------------------------------------------------- parts
@@ -223,117 +124,106 @@ def _summary(report: Report) -> str:
 
 
 def _verdict(report: Report) -> str:
-    verdicts = [d.verdict for d in report.diffs]
-    ok = report.ok_runs()
-    if not verdicts:
-        if len(ok) == 1:
-            run = ok[0]
-            during = f" during {run.peak_op}" if run.peak_op else ""
-            verdicts = [f"{run.label}: peak {format_bytes(run.peak_bytes)} above the call's start{during}"]
-        else:
-            verdicts = ["no run succeeded"]
-    lines = "".join(f'<p class="verdict">{_e(v)}</p>' for v in verdicts)
-    return f'<section id="verdict">{lines}</section>'
+    """Each comparison's verdict and its memory-and-time summary (the lines every format ends
+    with), or the single run's peak."""
+    groups = []
+    for verdict, *rest in conclusions(report):
+        lines = "".join(f'<p class="summary-line">{_e(line)}</p>' for line in rest)
+        groups.append(f'<div class="conclusion"><p class="verdict">{_e(verdict)}</p>{lines}</div>')
+    return f'<section id="verdict">{"".join(groups)}</section>'
 
 
-def _ranks(view: RankView) -> str:
-    """Every rank's row, the imbalance of their peaks, the peaks as bars, and which rank the
-    op tables below detail."""
-    import importlib.util
-
-    extra = size_columns(view.summary)
-    headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
-    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
-    rows = []
-    for row in view.summary.rows:
-        if not row.ok:
-            rows.append(
-                f'<tr class="failed"><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
-                f'<td colspan="{len(headers) - 2}">failed: {_e(row.error or "")}</td></tr>'
-            )
-            continue
-        sizes = "".join(_size_cell(getattr(row, column)) for column, _ in extra)
-        during = f"<code>{_e(row.peak_op)}</code>" if row.peak_op else "-"
-        rows.append(
-            f'<tr><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
-            f'{_size_cell(row.peak_bytes)}{sizes}<td class="num">{_e(format_ms(row.wall_ms))}</td>'
-            f'<td class="name">{during}</td></tr>'
-        )
-    lines = "".join(f'<p class="verdict">{_e(i.line)}</p>' for i in view.summary.imbalances)
-    chart = ""
-    if importlib.util.find_spec("matplotlib") is not None and any(r.ok for r in view.summary.rows):
-        label = "; ".join(f"{r.label}: {format_bytes(r.peak_bytes or 0)}" for r in view.summary.rows if r.ok)
-        chart = (
-            f'<figure class="chart" id="rank-peaks-chart" role="img" aria-label="{_e(label)}">'
-            f"{rank_peaks_svg(view.summary)}<figcaption>Peak of each rank's run; the highest of "
-            "each group in red.</figcaption></figure>"
-        )
-    return (
-        f'<section id="{RANKS_SECTION_ID}"><h2>Ranks</h2>{lines}'
-        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-        f'{chart}<p class="help">The verdict, op tables and fused kernels below detail '
-        f"{_e(view.heading)}; the runs, timelines and notes cover every rank.</p></section>"
-    )
+def _wall_cell(run: Any) -> str:
+    """The median wall time, ± half the middle half's spread; every call's figures on hover."""
+    where = "timed without the profiler" if run.wall_timing == "timed" else "with the profiler on"
+    title = f"{format_spread(run.wall_ms_all)}, {where}"
+    sort = "" if _is_missing(run.wall_ms) else f"{run.wall_ms:.6f}"
+    text = format_wall(run.wall_ms_all, run.wall_ms)
+    return f'<td class="num" data-sort="{sort}" title="{_e(title)}">{_e(text)}</td>'
 
 
 def _runs(report: Report) -> str:
     extra = memory_columns(report.runs.values())  # footprint, live at start, reserved: where known
-    headers = ["run", "peak", *(h for h, _ in extra), "allocated", "net", "inputs", "wall/call", "compile"]
-    head = "".join(f'<th scope="col">{h}</th>' for h in [*headers, "peak during"])
+    headers = ["run", "peak", *(h for h, _ in extra), "peak at", "allocated", "net", "inputs", "wall/call"]
+    headers += ["compile", "peak during"]
+    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
     rows = []
     for label, run in report.runs.items():
         if run.failed:
             rows.append(
                 f'<tr class="failed"><th scope="row">{_e(label)}</th>'
-                f'<td colspan="{len(headers)}">failed: {_e(run.failed)}</td></tr>'
+                f'<td colspan="{len(headers) - 1}">failed: {_e(run.failed)}</td></tr>'
             )
             continue
-        compile_s = format_seconds(run.compile_seconds)
         stack = " &gt; ".join(f"<code>{_e(s)}</code>" for s in run.peak_op_stack) or (
             f"<code>{_e(run.peak_op)}</code>" if run.peak_op else "-"
         )
+        when = peak_time_ms(run.timeline)
         rows.append(
-            f'<tr><th scope="row">{_e(label)}</th>'
-            f"{_size_cell(run.peak_bytes)}{''.join(_size_cell(getattr(run, attr)) for _, attr in extra)}"
-            f"{_size_cell(run.allocated_bytes)}"
-            f"{_size_cell(run.net_bytes, signed=True)}{_size_cell(run.inputs_bytes)}"
-            f'<td class="num">{_e(format_ms(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
+            f'<tr><th scope="row">{_e(label)}</th>{_size_cell(run.peak_bytes)}'
+            f"{''.join(_size_cell(getattr(run, attr)) for _, attr in extra)}"
+            f'<td class="num">{"-" if when is None else f"{when:.3f} ms"}</td>'
+            f"{_size_cell(run.allocated_bytes)}{_size_cell(run.net_bytes, signed=True)}"
+            f"{_size_cell(run.inputs_bytes)}{_wall_cell(run)}"
+            f'<td class="num">{_e(format_seconds(run.compile_seconds))}</td>'
             f'<td class="name">{stack}</td></tr>'
         )
     return (
         '<section id="runs"><h2>Runs</h2>'
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "<p class=\"help\">peak: most live bytes above the call's start, from the allocator's own "
-        "records; allocated: all bytes allocated; net: left allocated at the end; inputs: the "
-        "arguments' tensors (allocated before the call, not in the peak).</p>"
+        "records; peak at: when, in ms since the call started; allocated: all bytes allocated; net: "
+        "left allocated at the end; inputs: the arguments' tensors (allocated before the call, not in "
+        "the peak); wall/call: the median of the calls timed without the profiler, ± half the spread "
+        f"of their middle half (hover for every figure).{_memory_help(extra)}</p>"
         f"{_device_paragraphs(report)}</section>"
     )
 
 
-def _timeline(report: Report) -> str:
-    import importlib.util
+def _memory_help(extra: tuple[tuple[str, str], ...]) -> str:
+    """What the device-wide columns mean, for those shown."""
+    meaning = {
+        "footprint_bytes": "footprint: everything allocated at the highest point, what was live before "
+        "the call included (torch.cuda.max_memory_allocated)",
+        "live_at_start_bytes": "live at start: allocated when the call began",
+        "reserved_peak_bytes": "reserved peak: the most the CUDA caching allocator held from the device",
+    }
+    return "".join(f" {meaning[attr]}." for _, attr in extra if attr in meaning)
 
+
+def _uid(report: Report) -> str:
+    """Ids unique to this report's chart (two reports in one notebook do not clash), and the
+    same at every rendering of the same report."""
+    digest = hashlib.sha1(f"{report.target}|{report.created}|{list(report.runs)}".encode()).hexdigest()
+    return f"mp{digest[:10]}"
+
+
+def _timeline(report: Report) -> str:
     runs = [r for r in report.ok_runs() if r.timeline.t_ns]
-    if runs and importlib.util.find_spec("matplotlib") is None:
-        # Only reachable from Jupyter: files check for matplotlib before anything runs.
-        body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
-    elif not runs:
+    if not runs:
         body = '<p class="empty">No allocations were recorded, so there is no timeline to draw.</p>'
     else:
-        caption = "Live bytes above the call's start over time" + (
-            ", one panel per run; ▼ marks each run's peak and the op running there."
-            if len(runs) > 1
-            else "; ▼ marks the peak and the op running there."
-        )
-        label = "; ".join(
-            f"{r.label}: peak {format_bytes(r.peak_bytes)}" + (f" during {r.peak_op}" if r.peak_op else "")
-            for r in runs
-        )
-        body = (
-            f'<figure class="chart" id="timeline-chart" role="img" aria-label="{_e(label)}">'
-            f"{timeline_svg(runs)}<figcaption>{_e(caption)}</figcaption></figure>"
-        )
+        series = [Series(r.label, r.timeline, r.peak_bytes, r.peak_op) for r in runs]
+        body = timeline_chart(series, _uid(report))
     return f'<section id="timeline"><h2>Memory timeline</h2>{body}</section>'
+
+
+def _hidden_attrs(name: str, hidden: dict[str, str]) -> str:
+    why = hidden.get(name)
+    return f' class="quiet" title="hidden: {_e(why)}"' if why else ""
+
+
+def _filter_controls(hidden: dict[str, str]) -> str:
+    toggle = (
+        f'<label><input type="checkbox" class="mp-show-quiet"> show {len(hidden)} more op'
+        f"{'s' if len(hidden) > 1 else ''} (no memory activity, or repeating an op they call)</label>"
+        if hidden
+        else ""
+    )
+    return (
+        '<div class="mp-table-controls"><input type="search" class="mp-filter" '
+        f'placeholder="Filter ops by name" aria-label="Filter ops by name">{toggle}</div>'
+    )
 
 
 def _single_ops_table(table: RunTable) -> str:
@@ -349,7 +239,7 @@ def _single_ops_table(table: RunTable) -> str:
     ]
     head = "".join(_th(label, numeric) for label, numeric in columns)
     rows = [
-        "<tr>"
+        f"<tr{_hidden_attrs(op.name, table.hidden)}>"
         + _name_cell(op.name)
         + _int_cell(op.calls)
         + _size_cell(op.peak_bytes)
@@ -361,14 +251,29 @@ def _single_ops_table(table: RunTable) -> str:
         + "</tr>"
         for op in table.rows
     ]
-    return (
-        f'<div class="scroll"><table class="ops sortable" data-run="{_e(table.run.label)}">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    return _filter_controls(table.hidden) + (
+        f'<table class="ops sortable" data-run="{_e(table.run.label)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
 def _side(stats: Any, column: str) -> Any:
     return None if stats is None else getattr(stats, column)
+
+
+def note_html(diff: RunDiff, op: OpDiff) -> str:
+    """The op's note (what fused it, where it ran), collapsed when long: ``fuses 23 ops: abs,
+    add, … `` opens to the whole list."""
+    code = lambda name: f"<code>{_e(name)}</code>"  # noqa: E731
+    full = op_note(diff, op, name=code, text=_e)
+    plain = op_note(diff, op)
+    if len(plain) <= NOTE_LIMIT:
+        return full
+    if op.fused_ops:
+        return collapsible(f"fuses {len(op.fused_ops)} ops", full)
+    if len(op.fused_into) == 1:
+        return collapsible(f"fused into <code>{_e(shorten(op.fused_into[0], 32))}</code>", full)
+    return collapsible(f"fused into {len(op.fused_into)} kernels", full)
 
 
 def _diff_ops_table(table: DiffTable) -> str:
@@ -388,9 +293,8 @@ def _diff_ops_table(table: DiffTable) -> str:
     head = "".join(_th(label, numeric) for label, numeric in columns)
     rows = []
     for op in table.rows:
-        note = op_note(diff, op)
         rows.append(
-            "<tr>"
+            f"<tr{_hidden_attrs(op.name, table.hidden)}>"
             + _name_cell(op.name)
             + _size_cell(_side(op.base, "peak_bytes"))
             + _size_cell(_side(op.other, "peak_bytes"))
@@ -399,52 +303,58 @@ def _diff_ops_table(table: DiffTable) -> str:
             + _size_cell(_side(op.other, "self_bytes"), signed=True)
             + _size_cell(_side(op.base, "allocated_bytes"))
             + _size_cell(_side(op.other, "allocated_bytes"))
-            + f'<td class="note" data-sort="{_e(note)}">{_e(note)}</td>'
+            + f'<td class="note" data-sort="{_e(op_note(diff, op))}">{note_html(diff, op)}</td>'
             + "</tr>"
         )
-    return (
-        f'<div class="scroll"><table class="ops sortable" data-base="{_e(a)}" data-other="{_e(b)}">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    return _filter_controls(table.hidden) + (
+        f'<table class="ops sortable" data-base="{_e(a)}" data-other="{_e(b)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
 def _ops(report: Report, top: int | None) -> str:
     parts = ['<section id="ops"><h2>Ops</h2>']
-    for table in op_tables(report, "peak", top, every_comparison=True):
+    tables = op_tables(report, "peak", top, every_comparison=True, keep_hidden=True)
+    for table in tables:
         if isinstance(table, DiffTable):
             parts.append(f"<h3>{_e(table.diff.other)} vs {_e(table.diff.base)}</h3>")
             parts.append(_diff_ops_table(table))
         else:
             parts.append(f"<h3>{_e(table.run.label)}</h3>")
             parts.append(_single_ops_table(table))
+    delta = (
+        " Deltas are the later run minus the first, an absent op counting 0."
+        if tables and isinstance(tables[0], DiffTable)
+        else ""
+    )
     parts.append(
         '<p class="help">Click a column header to sort (again to reverse). peak: the most live bytes '
         "above the op's start while it ran (its children included); self: net bytes the op itself "
-        "left allocated (negative when it freed); allocated: all bytes it allocated. Deltas are "
-        "the second run minus the first, an absent op counting 0.</p></section>"
+        f"left allocated (negative when it freed); allocated: all bytes it allocated.{delta}</p></section>"
     )
     return "".join(parts)
 
 
 def _fused(report: Report) -> str:
-    rows = [
-        f"<tr><td>{_e(row.run)}</td>{_name_cell(row.kernel)}{_size_cell(row.peak_bytes)}"
-        f'<td class="name">{replaced_text(row, name=lambda op: f"<code>{_e(op)}</code>", text=_e)}</td></tr>'
-        for row in fused_rows(report)
-    ]
+    rows = []
+    for row in fused_rows(report):
+        replaced = replaced_text(row, name=lambda op: f"<code>{_e(op)}</code>", text=_e)
+        if len(row.replaced) > 4:
+            replaced = collapsible(f"{len(row.replaced)} ops", replaced)
+        rows.append(
+            f"<tr><td>{_e(row.run)}</td>{_name_cell(row.kernel)}{_size_cell(row.peak_bytes)}"
+            f'<td class="name">{replaced}</td></tr>'
+        )
     if rows:
         body = (
             '<table class="fused"><thead><tr><th scope="col">run</th><th scope="col">fused kernel</th>'
-            '<th scope="col">kernel peak</th><th scope="col">aten ops it replaced</th></tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>"
+            '<th scope="col">kernel peak</th><th scope="col">aten ops it replaced (their peak in the '
+            f"base run)</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
-    elif report.diffs:
+    elif report.diffs and any(run.mode == "compile" for run in report.ok_runs()):
         body = '<p class="empty">No fused kernels in these runs.</p>'
     else:
-        body = (
-            '<p class="empty">Fused kernels are listed when a compiled run is compared with eager '
-            f"(<code>{_e(param('mode', 'both'))}</code>).</p>"
-        )
+        return ""
     return f'<section id="fused"><h2>Fused kernels</h2>{body}</section>'
 
 
@@ -452,8 +362,9 @@ def _notes(report: Report) -> str:
     items = [
         f"<li><b>{_e(run.label)}</b>: {_e(note)}</li>" for run in report.runs.values() for note in run.notes
     ]
-    body = f"<ul>{''.join(items)}</ul>" if items else '<p class="empty">None.</p>'
-    return f'<section id="notes"><h2>Notes</h2>{body}</section>'
+    if not items:
+        return ""
+    return f'<section id="notes"><h2>Notes</h2><ul>{"".join(items)}</ul></section>'
 
 
 def _torch_tables(report: Report) -> str:
@@ -462,45 +373,79 @@ def _torch_tables(report: Report) -> str:
         for label, run in report.runs.items()
         if run.torch_table
     ]
-    body = "".join(tables) or (
-        '<p class="empty">Not kept in this report: torch\'s table is kept when it is asked for while '
-        "profiling, as writing an HTML report does (a report loaded from JSON has none).</p>"
-    )
-    return f'<section id="torch-table"><h2>torch.profiler table</h2>{body}</section>'
+    if not tables:
+        return ""
+    return f'<section id="torch-table"><h2>torch.profiler table</h2>{"".join(tables)}</section>'
 
+
+THEME_CSS = """
+.memprof-report{--mp-bg:#ffffff;--mp-fg:#1b1b1b;--mp-muted:#555555;--mp-border:#d9d9d9;--mp-grid:#ececec;
+ --mp-head-bg:#f3f3f3;--mp-plot-bg:#ffffff;--mp-accent:#1f6fb4;--mp-verdict-bg:#eef4fb;--mp-code-bg:#f5f5f5;
+ --mp-bad:#b00020;--mp-run-0:#1f6fb4;--mp-run-1:#d9661f;--mp-run-2:#2a9d4b;--mp-run-3:#9b3fb5;--mp-run-4:#8c564b;
+ background:var(--mp-bg);color:var(--mp-fg);color-scheme:light}
+@media (prefers-color-scheme: dark){.memprof-report{--mp-bg:#16181c;--mp-fg:#e8e8e8;--mp-muted:#a8adb4;
+ --mp-border:#3a3f47;--mp-grid:#2a2e35;--mp-head-bg:#22262c;--mp-plot-bg:#1b1e23;--mp-accent:#6cb4ff;
+ --mp-verdict-bg:#1f2a38;--mp-code-bg:#23272e;--mp-bad:#ff6b81;--mp-run-0:#6cb4ff;--mp-run-1:#ffa657;
+ --mp-run-2:#56d364;--mp-run-3:#d2a8ff;--mp-run-4:#e0a899;color-scheme:dark}}
+"""
+"""The report's colours, set on its own root (background included), so it reads the same on
+any page, a dark notebook too. Sections use only these variables."""
 
 _CSS = """
-.memprof-report{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;
- max-width:1200px;margin:0 auto;padding:0 16px 32px}
-.memprof-report h1{font-size:1.5em;margin:.6em 0 .2em}
-.memprof-report h2{font-size:1.2em;margin:1.4em 0 .4em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-.memprof-report h3{font-size:1em;margin:1em 0 .3em}
+.memprof-report{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+ max-width:1200px;box-sizing:border-box;margin:0 auto;padding:4px 16px 32px}
+.memprof-report *{box-sizing:border-box}
+.memprof-report h1{font-size:1.5em;margin:.6em 0 .2em;color:var(--mp-fg)}
+.memprof-report h2{font-size:1.2em;margin:1.4em 0 .4em;border-bottom:1px solid var(--mp-border);
+ padding-bottom:.2em;color:var(--mp-fg)}
+.memprof-report h3{font-size:1em;margin:1em 0 .3em;color:var(--mp-fg)}
 .memprof-report dl.env{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:0}
-.memprof-report dt{color:#555}.memprof-report dd{margin:0}
-.memprof-report .verdict{font-size:1.15em;font-weight:600;background:#f2f6fb;border-left:4px solid #1f6fb4;
- padding:.5em .8em;margin:.6em 0}
-.memprof-report table{border-collapse:collapse;margin:.3em 0;font-variant-numeric:tabular-nums}
-.memprof-report th,.memprof-report td{padding:.25em .6em;border-bottom:1px solid #e4e4e4;text-align:left;
- vertical-align:top}
+.memprof-report dt{color:var(--mp-muted)}.memprof-report dd{margin:0;overflow-wrap:anywhere}
+.memprof-report .conclusion{background:var(--mp-verdict-bg);border-left:4px solid var(--mp-accent);
+ padding:.45em .8em;margin:.6em 0}
+.memprof-report .verdict{font-size:1.15em;font-weight:600;margin:0}
+.memprof-report .summary-line{margin:.2em 0 0}
+.memprof-report table{border-collapse:collapse;margin:.3em 0;font-variant-numeric:tabular-nums;width:100%}
+.memprof-report th,.memprof-report td{padding:.25em .5em;border-bottom:1px solid var(--mp-border);
+ text-align:left;vertical-align:top;color:var(--mp-fg)}
+.memprof-report thead th{background:var(--mp-head-bg);font-weight:600}
 .memprof-report td.num{text-align:right;white-space:nowrap}
-.memprof-report td.name{min-width:16em}.memprof-report td.name code{overflow-wrap:anywhere}
-.memprof-report .scroll{overflow-x:auto}
-.memprof-report table.sortable th{cursor:pointer;user-select:none;white-space:nowrap;background:#f6f6f6}
-.memprof-report table.sortable th::after{content:" \\2195";color:#aaa}
-.memprof-report table.sortable th[aria-sort=ascending]::after{content:" \\25B2";color:#333}
-.memprof-report table.sortable th[aria-sort=descending]::after{content:" \\25BC";color:#333}
-.memprof-report tr.failed td{color:#b00020}
-.memprof-report figure.chart{margin:.4em 0}.memprof-report figure.chart svg{max-width:100%;height:auto}
-.memprof-report figcaption,.memprof-report .help,.memprof-report .empty{color:#555;font-size:.92em}
-.memprof-report pre{font-size:12px;overflow:auto;background:#f8f8f8;padding:.6em}
-.memprof-report .bar{background:#1f6fb4;height:.8em;display:inline-block;vertical-align:middle}
-.memprof-report td.bar-cell{min-width:12em}
+.memprof-report td.name code,.memprof-report td.note code,
+.memprof-report .mp-legend code{overflow-wrap:anywhere}
+.memprof-report .verdict,.memprof-report .summary-line,.memprof-report li{overflow-wrap:anywhere}
+.memprof-report table.ops td.name{min-width:14em}
+.memprof-report td.note{min-width:10em;max-width:22em}
+.memprof-report details.note summary{cursor:pointer;color:var(--mp-accent)}
+.memprof-report table.sortable th{cursor:pointer;user-select:none}
+.memprof-report table.sortable th::after{content:" \\2195";color:var(--mp-muted)}
+.memprof-report table.sortable th[aria-sort=ascending]::after{content:" \\25B2";color:var(--mp-fg)}
+.memprof-report table.sortable th[aria-sort=descending]::after{content:" \\25BC";color:var(--mp-fg)}
+.memprof-report table.ops tr.quiet{display:none}
+.memprof-report table.ops.show-quiet tr.quiet{display:table-row;color:var(--mp-muted)}
+.memprof-report table.ops tr.filtered,.memprof-report table.ops.show-quiet tr.quiet.filtered{display:none}
+.memprof-report .mp-table-controls{display:flex;gap:1.2em;align-items:center;flex-wrap:wrap;margin:.3em 0}
+.memprof-report input.mp-filter{font:inherit;color:var(--mp-fg);background:var(--mp-bg);
+ border:1px solid var(--mp-border);border-radius:3px;padding:.15em .4em;min-width:16em}
+.memprof-report tr.failed td{color:var(--mp-bad)}
+.memprof-report figcaption,.memprof-report .help,.memprof-report .empty{color:var(--mp-muted);font-size:.92em}
+.memprof-report pre{font-size:12px;overflow:auto;background:var(--mp-code-bg);color:var(--mp-fg);padding:.6em}
+.memprof-report code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em;
+ color:var(--mp-fg)}
+.memprof-report summary{color:var(--mp-fg)}
+.memprof-report a{color:var(--mp-accent)}
+.memprof-report h4{font-size:.95em;margin:.8em 0 .3em;color:var(--mp-fg)}
+.memprof-report .device{margin:.3em 0}
 .memprof-report ul.facts{padding-left:1.2em;margin:.3em 0}
-.memprof-report code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em}
+.memprof-report .bar{background:var(--mp-accent);height:.8em;display:inline-block;vertical-align:middle}
+.memprof-report td.bar-cell{width:22%;min-width:6em}
+.memprof-report table.sites td.name{min-width:14em}
+.memprof-report figure.mp-bars-chart{margin:.4em 0}
+.memprof-report .mp-bars{display:block;width:100%;height:auto}
 """
 
 # Sorting: numbers by their exact ``data-sort`` value (bytes, not the rounded text), text by
-# locale; empty cells (an op absent from a run) stay last in either direction.
+# locale; empty cells (an op absent from a run) stay last in either direction. The filter box
+# hides rows whose op name does not contain its text; the toggle shows the quiet rows.
 _JS = """
 (function () {
   var here = document.currentScript;
@@ -537,6 +482,19 @@ _JS = """
         if (event.key === "Enter" || event.key === " ") { event.preventDefault(); sort(); }
       });
     });
+    var controls = table.previousElementSibling;
+    if (!controls || !controls.classList.contains("mp-table-controls")) { return; }
+    var filter = controls.querySelector(".mp-filter"), quiet = controls.querySelector(".mp-show-quiet");
+    filter.addEventListener("input", function () {
+      var text = filter.value.trim().toLowerCase();
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+        var name = row.cells[0].textContent.toLowerCase();
+        row.classList.toggle("filtered", text !== "" && name.indexOf(text) < 0);
+      });
+    });
+    if (quiet) {
+      quiet.addEventListener("change", function () { table.classList.toggle("show-quiet", quiet.checked); });
+    }
   });
 })();
 """
@@ -547,21 +505,21 @@ def render_html(
 ) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
-    Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable tables, every op
-    unless ``top`` is given), fused, notes, torch-table (torch's own table, collapsible). A
-    report of several ranks adds ``ranks`` after the summary (every rank's row, the imbalance,
-    the peaks as bars); its verdict, ops and fused kernels detail one rank (the highest peak's,
-    or ``rank``), its runs, timelines and notes cover every rank. A report read from recordings
-    has :data:`RECORDED_SECTION_IDS` instead (and ``ranks`` for per-rank recordings).
+    Sections (ids), each only when it has something to show: summary, verdict, runs, timeline
+    (the interactive chart), ops (sortable, filterable tables: every op unless ``top`` is
+    given; ops without memory activity or repeating an op they call behind a toggle), fused,
+    notes, torch-table (torch's own table, collapsible). A report of several ranks adds
+    ``ranks`` after the summary (every rank's row, the imbalance, the peaks as bars); its
+    verdict, ops and fused kernels detail one rank (the highest peak's, or ``rank``), its runs,
+    timelines and notes cover every rank. A report read from recordings has
+    :data:`RECORDED_SECTION_IDS` instead (and ``ranks`` for per-rank recordings).
     """
-    if standalone:
-        check_available()
     title = f"memprof: {report.target}"
     view = rank_view(report, rank)
     detail = view.report if view is not None else report
     ranks = _ranks(view) if view is not None else ""
     sections = (
-        recorded_sections(report, top, ranks=ranks)
+        recorded_sections(report, top, ranks=ranks, detail=detail)
         if report.recorded
         else _summary(report)
         + ranks
@@ -573,17 +531,76 @@ def render_html(
         + _notes(report)
         + _torch_tables(report)
     )
-    body = f'<div class="memprof-report"><h1>{_e(title)}</h1>{sections}<script>{_JS}</script></div>'
-
+    body = f'<div class="memprof-report"><h1>{_e(title)}</h1>{sections}<script>{_JS}{CHART_JS}</script></div>'
+    style = f"<style>{THEME_CSS}{_CSS}{CHART_CSS}</style>"
     if not standalone:
-        # Jupyter shows the fragment inside its own page: the style comes along.
-        return f"<style>{_CSS}</style>{body}"
+        # Jupyter shows the fragment inside its own page: the style (and the colours) come along.
+        return f"{style}{body}"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
+        f"<title>{_e(title)}</title>{style}</head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports of several ranks
+
+
+def _ranks(view: RankView) -> str:
+    """Every rank's row, the imbalance of their peaks, the peaks as bars, and which rank the
+    op tables below detail."""
+    detailed, covered = (
+        (" and op tables", ", snapshots")
+        if view.report.recorded
+        else (
+            ", op tables and fused kernels",
+            "",
+        )
+    )
+    extra = size_columns(view.summary)
+    headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
+    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
+    rows = []
+    for row in view.summary.rows:
+        if not row.ok:
+            rows.append(
+                f'<tr class="failed"><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
+                f'<td colspan="{len(headers) - 2}">failed: {_e(row.error or "")}</td></tr>'
+            )
+            continue
+        sizes = "".join(_size_cell(getattr(row, column)) for column, _ in extra)
+        during = f"<code>{_e(row.peak_op)}</code>" if row.peak_op else "-"
+        rows.append(
+            f'<tr><td class="num">{row.rank}</td><th scope="row">{_e(row.label)}</th>'
+            f'{_size_cell(row.peak_bytes)}{sizes}<td class="num">{_e(format_ms(row.wall_ms))}</td>'
+            f'<td class="name">{during}</td></tr>'
+        )
+    lines = "".join(
+        f'<div class="conclusion"><p class="verdict">{_e(i.line)}</p></div>' for i in view.summary.imbalances
+    )
+    return (
+        f'<section id="{RANKS_SECTION_ID}"><h2>Ranks</h2>{lines}'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        f'{_rank_peaks(view)}<p class="help">The verdict{detailed} below detail '
+        f"{_e(view.heading)}; the runs, timelines{covered} and notes cover every rank.</p></section>"
+    )
+
+
+def _rank_peaks(view: RankView) -> str:
+    """The peak of each rank's successful runs as bars, the highest of each group marked."""
+    rows = [row for row in view.summary.rows if row.ok and row.peak_bytes is not None]
+    if not rows:
+        return ""
+    highest = {(i.group, i.highest_label) for i in view.summary.imbalances}
+    bars = [Bar(row.label, row.peak_bytes or 0, (row.group, row.label) in highest) for row in rows]
+    label = "; ".join(f"{row.label}: {format_bytes(row.peak_bytes or 0)}" for row in rows)
+    return (
+        f'<figure class="mp-bars-chart" id="rank-peaks-chart" role="img" aria-label="{_e(label)}">'
+        f"{bar_chart(bars, 'peak above each call' + chr(39) + 's start')}<figcaption>Peak of each rank's "
+        "run; the highest of each group in red.</figcaption></figure>"
     )
 
 
@@ -593,6 +610,7 @@ def render_html(
 CHART_POINTS = 800
 """A recorded run's chart draws at most this many points per line (each bucket's highest)."""
 CHART_PANELS = 24
+"""At most this many recorded runs are drawn."""
 
 
 def _device_paragraphs(report: Report) -> str:
@@ -648,89 +666,46 @@ def _chart_runs(report: Report) -> list[RunResult]:
     return (devices or runs)[:CHART_PANELS]
 
 
-def recorded_timeline_svg(runs: list[RunResult]) -> str:
-    """The allocated and reserved bytes of each run over time as inline SVG, one panel per run:
-    allocated (absolute, what was live at the start included), reserved where recorded, a
-    dashed line at live at start, the peak marked with the op (or site) at it."""
-    import io
-
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11.0, 0.6 + 2.3 * len(runs)), layout="constrained")
-    axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
-    for ax, run in zip(axes, runs, strict=True):
-        timeline = downsample_timeline(run.timeline, CHART_POINTS)
-        start = run.live_at_start_bytes or 0
-        allocated = [b + start for b in timeline.bytes]
-        top = max([*allocated, *timeline.reserved, 1])
-        unit, scale = _unit(top)
-        ms = [t / 1e6 for t in timeline.t_ns]
-        ys = [v / scale for v in allocated]
-        ax.step(ms, ys, where="post", color="#1f6fb4", linewidth=1.4, label="allocated")
-        ax.fill_between(ms, ys, step="post", color="#1f6fb4", alpha=0.15, linewidth=0)
-        if timeline.reserved:
-            reserved = [v / scale for v in timeline.reserved]
-            ax.step(ms, reserved, where="post", color="#d9661f", linewidth=1.2, label="reserved")
-        if start:
-            ax.axhline(start / scale, color="#777777", linewidth=0.9, linestyle="--", label="live at start")
-        peak_index = max(range(len(ys)), key=ys.__getitem__)
-        ax.plot(
-            [ms[peak_index]], [ys[peak_index]], marker="v", color="#b00020", markersize=8, linestyle="none"
-        )
-        label = f"peak {format_bytes(run.peak_bytes)} above start"
-        if run.peak_op:
-            label += (
-                f" at {recorded.peak_during(run)}" if run.mode == "snapshot" else f" during {run.peak_op}"
-            )
-        right_half = len(ms) > 1 and ms[peak_index] > (ms[-1] + ms[0]) / 2
-        ax.annotate(
-            label,
-            (ms[peak_index], ys[peak_index]),
-            xytext=(-8 if right_half else 8, -14),
-            textcoords="offset points",
-            ha="right" if right_half else "left",
-            va="top",
-            fontsize=9,
-            color="#b00020",
-            parse_math=False,
-        )
-        ax.set_ylim(0, top / scale * 1.12)
-        ax.set_ylabel(unit, parse_math=False)
-        ax.set_title(run.label, loc="left", fontsize=10, parse_math=False)
-        ax.legend(loc="best", fontsize=8, frameon=False)
-        ax.grid(True, color="#dddddd", linewidth=0.6)
-        ax.spines[["top", "right"]].set_visible(False)
-    axes[-1].set_xlabel("time since the recording's first memory event (ms)")
-    buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
-        fig.savefig(
-            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
-        )
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :].strip()
+def _recorded_series(run: RunResult) -> Series:
+    """A recorded run's line: absolute (live at start added), reserved where recorded."""
+    start = run.live_at_start_bytes or 0
+    details = []
+    if start:
+        details.append(f"{format_bytes(start)} live at start (dashed)")
+    if run.timeline.reserved and run.reserved_peak_bytes is not None:
+        details.append(f"reserved peak {format_bytes(run.reserved_peak_bytes)} (thin line)")
+    return Series(
+        run.label,
+        run.timeline,
+        run.peak_bytes,
+        recorded.peak_during(run) if run.peak_op else None,
+        start_bytes=start,
+        peak_suffix=" above start",
+        details=", ".join(details),
+    )
 
 
 def _recorded_timeline(report: Report) -> str:
-    import importlib.util
-
     runs = _chart_runs(report)
-    if runs and importlib.util.find_spec("matplotlib") is None:
-        body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
-    elif not runs:
+    if not runs:
         body = '<p class="empty">No run has a timeline (a snapshot without history or times).</p>'
     else:
         hidden = len([r for r in report.ok_runs() if r.timeline.t_ns]) - len(runs)
         caption = (
-            "Allocated (blue, absolute: what was live at the start included) and reserved (orange) bytes "
-            "over time, one panel per run; the dashed line is live at start, ▼ the peak."
+            "Allocated bytes over time, absolute (what was live at the start included, dashed), and "
+            "what the CUDA caching allocator reserved (the thin line), every run on one scale. Hover for "
+            "the time and the bytes; drag across a time range (or Ctrl/Shift + scroll) to zoom, "
+            "double-click to reset."
         )
         if hidden:
-            caption += f" {hidden} more run(s) not drawn (host memory, or beyond {CHART_PANELS} panels)."
-        label = "; ".join(recorded.peak_line(r) for r in runs)
-        body = (
-            f'<figure class="chart" id="timeline-chart" role="img" aria-label="{_e(label)}">'
-            f"{recorded_timeline_svg(runs)}<figcaption>{_e(caption)}</figcaption></figure>"
+            caption += f" {hidden} more run(s) not drawn (host memory, or beyond {CHART_PANELS} runs)."
+        body = timeline_chart(
+            [_recorded_series(run) for run in runs],
+            _uid(report),
+            points=CHART_POINTS,
+            x_label="time since the recording's first memory event (ms)",
+            caption=caption,
+            aria_label="; ".join(recorded.peak_line(r) for r in runs),
         )
     return f'<section id="timeline"><h2>Memory over time</h2>{body}</section>'
 
@@ -780,8 +755,7 @@ def _sites(report: Report) -> str:
         head += _th("blocks", True) + '<th scope="col"></th>'
         parts.append(
             f"<h3>{_e(recorded.sites_title(run, recorded.TOP_SITES * 2))}</h3>"
-            f'<div class="scroll"><table class="sites sortable"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>"
+            f'<table class="sites sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
         )
     body = "".join(parts) or (
         '<p class="empty">No allocation was live at a peak above the start (a snapshot without '
@@ -792,7 +766,7 @@ def _sites(report: Report) -> str:
 
 def _recorded_ops(report: Report, top: int | None) -> str:
     parts = ['<section id="ops"><h2>Ops</h2>']
-    for table in op_tables(report, "peak", top, every_comparison=True):
+    for table in op_tables(report, "peak", top, every_comparison=True, keep_hidden=True):
         if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
             parts += [f"<h3>{_e(table.diff.other)} vs {_e(table.diff.base)}</h3>", _diff_ops_table(table)]
         elif table.rows:
@@ -806,21 +780,32 @@ def _recorded_ops(report: Report, top: int | None) -> str:
     return "".join(parts)
 
 
-def recorded_sections(report: Report, top: int | None = None, ranks: str = "") -> str:
+def _recorded_verdict(report: Report) -> str:
+    groups = "".join(
+        f'<div class="conclusion"><p class="verdict">{_e(line)}</p></div>'
+        for group in recorded.conclusions(report)
+        for line in group
+    )
+    return f'<section id="verdict">{groups}</section>'
+
+
+def recorded_sections(
+    report: Report, top: int | None = None, ranks: str = "", detail: Report | None = None
+) -> str:
     """The sections of a report read from recordings: :data:`RECORDED_SECTION_IDS` (snapshot and
-    sites only when a snapshot is among them, ops only when a trace is); ``ranks``, the per-rank
-    section when the recordings carry ranks, follows the summary."""
+    sites only when a snapshot is among them, ops only when a trace is, notes only when there
+    are any); ``ranks``, the per-rank section when the recordings carry ranks, follows the
+    summary, and ``detail`` (the runs of the rank it details) has the verdict and op tables."""
+    detail = report if detail is None else detail
     runs = report.ok_runs()
-    lines = [recorded.peak_line(run) for run in runs] + [diff.verdict for diff in report.diffs]
-    verdict = "".join(f'<p class="verdict">{_e(line)}</p>' for line in lines)
     snapshots = any(run.snapshot is not None for run in runs)
     return (
         _recorded_summary(report)
         + ranks
-        + f'<section id="verdict">{verdict}</section>'
+        + _recorded_verdict(detail)
         + _recorded_runs(report)
         + _recorded_timeline(report)
         + (_snapshots(report) + _sites(report) if snapshots else "")
-        + (_recorded_ops(report, top) if any(run.op_stats for run in runs) else "")
+        + (_recorded_ops(detail, top) if any(run.op_stats for run in detail.ok_runs()) else "")
         + _notes(report)
     )

@@ -1,9 +1,16 @@
 """Markdown (GitHub-flavoured): a short summary for ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 
-Heading with target, device and torch; the verdict in bold; one row per run; the top ops by
-peak with both runs and the delta; the fused kernels and the ops they replaced. Names go in
-code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
-escaped, so no name can break the table or inject markup.
+Heading with target, device and torch; each verdict in bold with its memory-and-time summary;
+one row per run; the top ops by peak with both runs and the delta (without the rows that carry
+nothing: see :mod:`memprof.report.rows`); the fused kernels and the ops they replaced. Names go
+in code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
+escaped, so no name can break the table or inject markup; invisible and control characters
+are shown escaped (:func:`memprof.text.visible`). A size or a time never wraps between its
+number and its unit (``210.2\u00a0MiB``: a non-breaking space).
+
+A report of several ranks starts with every rank's row and their imbalance, then details one
+rank; a report read from recordings (``memprof analyze``) has its own summary
+(:func:`render_recorded_markdown`).
 """
 
 from __future__ import annotations
@@ -13,10 +20,21 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.analysis.timing import format_wall
 from memprof.report import recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
-from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.report.rows import (
+    SUMMARY_KERNELS,
+    DiffTable,
+    FusedRow,
+    RunTable,
+    conclusions,
+    fused_count,
+    fused_rows,
+    op_tables,
+    replaced_text,
+)
 from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
@@ -27,11 +45,15 @@ TOP_OPS = 10
 
 # Characters that start markup anywhere in a line; `#`, `+`, `-`, `>` only matter first.
 _SPECIAL_RE = re.compile(r"([\\`*_\[\]<|~])")
+_SPACES_RE = re.compile(r"[ \t\n\r\f\v]+")
 
 
 def escape_text(text: str) -> str:
     """Plain text for Markdown: special characters backslash-escaped, one line."""
-    escaped = _SPECIAL_RE.sub(r"\\\1", " ".join(visible(str(text)).split()).replace("&", "&amp;"))
+    # Runs of whitespace become one space; a non-breaking space (kept sizes whole) stays.
+    shown = visible(str(text), keep="\n" + NBSP)
+    one_line = " ".join(part for part in _SPACES_RE.split(shown) if part)
+    escaped = _SPECIAL_RE.sub(r"\\\1", one_line.replace("&", "&amp;"))
     return "\\" + escaped if escaped[:1] in {"#", "+", "-", ">"} else escaped
 
 
@@ -48,10 +70,19 @@ def code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+NBSP = "\u00a0"
+_UNIT_RE = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
+
+
+def unbreakable(text: str) -> str:
+    """Sizes and times kept whole: the space between a number and its unit made non-breaking."""
+    return _UNIT_RE.sub(rf"\1{NBSP}\2", text)
+
+
 def _size(value: Any, *, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return format_bytes(int(value), signed=signed)
+    return unbreakable(format_bytes(int(value), signed=signed))
 
 
 def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
@@ -77,8 +108,8 @@ def _runs_table(report: Report) -> list[str]:
                 *(_size(getattr(run, attr)) for _, attr in extra),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
-                format_ms(run.wall_ms),
-                format_seconds(run.compile_seconds),
+                unbreakable(format_wall(run.wall_ms_all, run.wall_ms)),
+                unbreakable(format_seconds(run.compile_seconds)),
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
@@ -123,11 +154,42 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
             escape_text(row.run),
             code(row.kernel),
             _size(row.peak_bytes),
-            replaced_text(row, name=code, text=escape_text),
+            replaced_text(row, name=code, text=lambda words: escape_text(unbreakable(words))),
         ]
         for row in rows
     ]
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
+
+
+def _conclusions(report: Report) -> list[str]:
+    lines = []
+    for verdict, *rest in conclusions(report):
+        lines += [f"**{escape_text(unbreakable(verdict))}**", ""]
+        lines += [f"{escape_text(unbreakable(line))}" for line in rest]
+        lines += [""] if rest else []
+    return lines
+
+
+def _op_section(report: Report, top: int, *, skip_empty: bool = False) -> list[str]:
+    """The top ops of the first comparison, or of each run; ``skip_empty``: no table for a run
+    without ops (a snapshot's)."""
+    lines = []
+    for table in op_tables(report, "peak", top):
+        if isinstance(table, DiffTable):
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        elif skip_empty and not table.run.op_stats:
+            continue
+        else:
+            lines += [
+                f"### Top {top} ops of {escape_text(table.run.label)} by peak",
+                "",
+                *_single_ops(table),
+                "",
+            ]
+        if len(table.left_out):
+            lines += [f"<sub>{table.left_out.sentence(name=code)}</sub>", ""]
+    return lines
 
 
 def _ranks(view: RankView) -> list[str]:
@@ -138,21 +200,40 @@ def _ranks(view: RankView) -> list[str]:
         if row.ok:
             sizes = [_size(getattr(row, column)) for column, _ in extra]
             during = code(row.peak_op) if row.peak_op else "-"
-            cells = [_size(row.peak_bytes), *sizes, format_ms(row.wall_ms), during]
+            cells = [_size(row.peak_bytes), *sizes, unbreakable(format_ms(row.wall_ms)), during]
         else:
             cells = ["failed", *([""] * len(extra)), "", escape_text(row.error or "")]
         rows.append([str(row.rank), escape_text(row.label), *cells])
     headers = ["rank", "run", "peak", *(heading for _, heading in extra), "wall/call", "peak during"]
     lines = ["### Ranks", "", *_table(headers, rows, "rlr" + "r" * len(extra) + "rl"), ""]
     for imbalance in view.summary.imbalances:
-        lines += [f"**{escape_text(imbalance.line)}**", ""]
+        lines += [f"**{escape_text(unbreakable(imbalance.line))}**", ""]
     return [*lines, f"### Details of {escape_text(view.heading)}", ""]
+
+
+def _device_lines(report: Report) -> list[str]:
+    """Each run's memory against its device's, when known."""
+    lines = [
+        f"- {escape_text(unbreakable(line))}"
+        for run in report.ok_runs()
+        if (line := recorded.device_line(run))
+    ]
+    return [*lines, ""] if lines else []
+
+
+def _notes(report: Report) -> list[str]:
+    notes = [
+        f"- {escape_text(run.label)}: {escape_text(note)}"
+        for run in report.runs.values()
+        for note in run.notes
+    ]
+    return ["### Notes", "", *notes, ""] if notes else []
 
 
 def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
     """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing).
     A report of several ranks starts with every rank's row and their imbalance, then details
-    one rank's runs (the highest peak's, or ``rank``)."""
+    one rank's runs (the highest peak's, or ``rank``); its notes cover every rank."""
     if report.recorded:
         return render_recorded_markdown(report, top, rank=rank)
     torch_version = report.environment.get("torch", "?")
@@ -165,36 +246,24 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     if view is not None:
         lines += _ranks(view)
         report = view.report
-    verdicts = [d.verdict for d in report.diffs]
-    ok = report.ok_runs()
-    if not verdicts and len(ok) == 1:
-        during = f" during {ok[0].peak_op}" if ok[0].peak_op else ""
-        verdicts = [f"{ok[0].label}: peak {format_bytes(ok[0].peak_bytes)} above the call's start{during}"]
-    for verdict in verdicts:
-        lines += [f"**{escape_text(verdict)}**", ""]
-    lines += [*_runs_table(report), ""]
-    lines += _device_lines(report)
-    for table in op_tables(report, "peak", top):
-        if isinstance(table, DiffTable):
-            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
-            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
-        else:
-            lines += [
-                f"### Top {top} ops of {escape_text(table.run.label)} by peak",
-                "",
-                *_single_ops(table),
-                "",
-            ]
-    fused = fused_rows(report)
+    lines += [
+        *_conclusions(report),
+        *_runs_table(report),
+        "",
+        *_device_lines(report),
+        *_op_section(report, top),
+    ]
+    fused = fused_rows(report, min(top, SUMMARY_KERNELS))
     if fused:
         lines += ["### Fused kernels", "", *_fused(fused), ""]
-    notes = [
-        f"- {escape_text(run.label)}: {escape_text(note)}"
-        for run in everything.runs.values()
-        for note in run.notes
-    ]
-    if notes:
-        lines += ["### Notes", "", *notes, ""]
+        more = fused_count(report) - len(fused)
+        if more > 0:
+            lines += [
+                f"<sub>and {more} more fused kernels (the HTML and JSON reports list them all).</sub>",
+                "",
+            ]
+    lines += _notes(everything)
+    ok = report.ok_runs()
     legend = "peak: most live bytes above the call's start (allocator records); sizes are 1024-based"
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
@@ -204,11 +273,6 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
 
 # ---------------------------------------------------------------------------------------------
 # Runs read from recordings (memprof analyze): chrome traces and CUDA memory snapshots
-
-
-def _device_lines(report: Report) -> list[str]:
-    lines = [f"- {escape_text(line)}" for run in report.ok_runs() if (line := recorded.device_line(run))]
-    return [*lines, ""] if lines else []
 
 
 def _recorded_runs_table(report: Report) -> list[str]:
@@ -228,16 +292,16 @@ def _recorded_runs_table(report: Report) -> list[str]:
 def _snapshot(run: RunResult) -> list[str]:
     """A snapshot run's details, its sites at the peak, its what-if replays."""
     lines = [f"### {escape_text(run.label)}: snapshot", ""]
-    lines += [f"- {escape_text(line)}" for line in recorded.snapshot_lines(run)]
+    lines += [f"- {escape_text(unbreakable(line))}" for line in recorded.snapshot_lines(run)]
     lines.append("")
     sites = recorded.site_rows(run)
     if sites:
         rows = [[code(row.site), _size(row.bytes), row.share, f"{row.count:,}"] for row in sites]
-        lines += [f"#### {escape_text(recorded.sites_title(run))}", ""]
+        lines += [f"#### {escape_text(unbreakable(recorded.sites_title(run)))}", ""]
         lines += [*_table(["site", "bytes", "of peak", "blocks"], rows, "lrrr"), ""]
     what_if = recorded.what_if_rows(run)
     if what_if:
-        rows = [[code(row[0]), *(escape_text(cell) for cell in row[1:])] for row in what_if]
+        rows = [[code(row[0]), *(escape_text(unbreakable(cell)) for cell in row[1:])] for row in what_if]
         headers = list(recorded.WHAT_IF_HEADERS)
         lines += [f"#### {escape_text(recorded.what_if_title(run))}", ""]
         lines += [*_table(headers, rows, "l" + "r" * (len(headers) - 1)), ""]
@@ -253,26 +317,15 @@ def render_recorded_markdown(report: Report, top: int = TOP_OPS, *, rank: int | 
     if view is not None:
         lines += _ranks(view)
         report = view.report
-    lines += [f"**{escape_text(recorded.peak_line(run))}**  " for run in report.ok_runs()]
-    lines += [f"**{escape_text(diff.verdict)}**  " for diff in report.diffs]
+    lines += [
+        f"**{escape_text(unbreakable(line))}**  " for group in recorded.conclusions(report) for line in group
+    ]
     lines += ["", *_recorded_runs_table(report), "", *_device_lines(report)]
     for run in report.ok_runs():
         if run.snapshot is not None:
             lines += _snapshot(run)
-    for table in op_tables(report, "peak", top):
-        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
-            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
-            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
-        elif table.rows:
-            title = f"### Top {top} ops of {escape_text(table.run.label)} by peak"
-            lines += [title, "", *_single_ops(table), ""]
-    notes = [
-        f"- {escape_text(run.label)}: {escape_text(note)}"
-        for run in report.runs.values()
-        for note in run.notes
-    ]
-    if notes:
-        lines += ["### Notes", "", *notes, ""]
+    lines += _op_section(report, top, skip_empty=True)
+    lines += _notes(report)
     lines.append(
         "<sub>peak above start: the most live bytes above what was live when the recording began; "
         "footprint: everything live at that moment; reserved peak: the most the CUDA caching allocator "

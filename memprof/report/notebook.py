@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 def notebook_html(report: Report) -> str:
-    """The HTML report as a fragment for a notebook cell (its style included; without
-    matplotlib, everything but the chart)."""
+    """The HTML report as a fragment for a notebook cell: its style comes along, with its own
+    background and colours, so a dark notebook shows it as readably as a light one."""
     from memprof.report.html import render_html
 
     return render_html(report, standalone=False)

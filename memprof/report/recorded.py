@@ -95,6 +95,14 @@ def peak_line(run: RunResult) -> str:
     return f"{run.label}: peak {format_bytes(run.peak_bytes)} above {_start_word(run)}{context}{where}"
 
 
+def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
+    """What a recorded report's summary ends with (its verdict section in HTML and Markdown):
+    each run's :func:`peak_line`, then each comparison's verdict."""
+    return tuple((peak_line(run),) for run in report.ok_runs()) + tuple(
+        (diff.verdict,) for diff in report.diffs
+    )
+
+
 def _percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%"
 

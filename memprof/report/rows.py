@@ -2,14 +2,33 @@
 
 An op table holds a comparison's ops (when two or more runs succeeded) or a run's ops,
 ordered by ``sort`` and cut to ``top``: exactly ``top`` rows, in the terminal, in Markdown and
-in HTML alike (:func:`op_tables`). Fused kernels, which explain where the eager ops went, have
-their own section (:func:`fused_rows`), the same in every format, whatever the tables show.
+in HTML alike (:func:`op_tables`).
+
+Two kinds of rows carry nothing a reader needs, and the summaries (terminal, Markdown) leave
+them out, saying how many; the HTML report keeps them, hidden behind a toggle
+(:func:`hidden_reasons` says why each is hidden):
+
+- rows with no memory activity: every byte figure 0 in every run;
+- rows that repeat another's figures: ``aten::scaled_dot_product_attention`` and its
+  ``aten::_scaled_dot_product_attention_math``, ``aten::to``, ``aten::_to_copy`` and
+  ``aten::empty_strided`` show the same calls and bytes, because all of a caller's memory is
+  its child's. Ops are taken for such a chain when they have the same calls, total, allocated
+  and peak bytes in every run, each took longer than the next (a child runs inside its caller),
+  and all but the innermost allocate nothing themselves (self bytes 0). One row stays: the
+  outermost aten op (the call the user's code made, as "peak during" names it), or, with no
+  aten op among them, the innermost (a fused kernel, a ``record_function`` range); in a table
+  sorted by self bytes, the innermost, which holds them.
+
+Fused kernels, which explain where the eager ops went, have their own section
+(:func:`fused_rows`), the same in every format, most memory first. :func:`conclusions` gives
+the lines every format ends with: each comparison's verdict and its memory-and-time summary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memprof.analysis.ops import SORT_FIELDS, OpStats, sort_ops
@@ -19,32 +38,113 @@ if TYPE_CHECKING:
     from memprof.analysis.diff import OpDiff, RunDiff
     from memprof.model import Report, RunResult
 
+SUMMARY_KERNELS = 5
+"""The summaries (terminal, Markdown) list at most this many fused kernels (the most memory
+first); the HTML and JSON reports hold them all."""
+NO_ACTIVITY = "no memory activity"
+"""Why a row is hidden: every byte figure is 0 in every run."""
+REPEATS = "same figures as "
+"""Why a row is hidden: ``same figures as <op>``, the op of its chain that is shown."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """The ops a summary leaves out of a table: without memory activity, and those that only
+    repeat an op they call (as ``(op, the op it repeats)``)."""
+
+    no_activity: tuple[str, ...] = ()
+    repeats: tuple[tuple[str, str], ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.no_activity) + len(self.repeats)
+
+    def sentence(self, name: Callable[[str], str] = str, groups: int = 3) -> str:
+        """``3 ops not shown: aten::_to_copy, aten::empty_strided (same figures as aten::to);
+        1 with no memory activity.`` (empty when none; at most ``groups`` chains named);
+        ``name`` formats op names."""
+        if not len(self):
+            return ""
+        parts = []
+        chains: dict[str, list[str]] = {}
+        for op, kept in self.repeats:
+            chains.setdefault(kept, []).append(op)
+        for kept, ops in list(chains.items())[:groups]:
+            parts.append(f"{', '.join(name(op) for op in ops)} (same figures as {name(kept)})")
+        if len(chains) > groups:
+            rest = sum(len(ops) for ops in list(chains.values())[groups:])
+            parts.append(f"{rest} more with the same figures as an op shown")
+        if self.no_activity:
+            parts.append(f"{len(self.no_activity)} with no memory activity")
+        total = len(self)
+        return f"{total} op{'s' if total > 1 else ''} not shown: {'; '.join(parts)}."
+
 
 @dataclass(frozen=True)
 class DiffTable:
-    """The ops a comparison's table shows."""
+    """The ops a comparison's table shows, and those left out (``hidden``: name -> why; the
+    rows include them when the table was asked for with every row)."""
 
     diff: RunDiff
     rows: tuple[OpDiff, ...]
+    left_out: LeftOut = LeftOut()
+    hidden: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class RunTable:
-    """The ops a run's table shows (a report with one successful run)."""
+    """The ops a run's table shows (a report with one successful run); see :class:`DiffTable`."""
 
     run: RunResult
     rows: tuple[OpStats, ...]
+    left_out: LeftOut = LeftOut()
+    hidden: dict[str, str] = field(default_factory=dict)
 
 
 def op_tables(
-    report: Report, sort: str = "peak", top: int | None = None, *, every_comparison: bool = False
+    report: Report,
+    sort: str = "peak",
+    top: int | None = None,
+    *,
+    every_comparison: bool = False,
+    keep_hidden: bool = False,
 ) -> tuple[DiffTable, ...] | tuple[RunTable, ...]:
     """The op tables of a report: the first comparison's (every comparison's with
-    ``every_comparison``), or, with a single successful run, that run's."""
+    ``every_comparison``), or, with a single successful run, that run's. Rows without memory
+    activity or repeating an op they call are left out, unless ``keep_hidden`` (then they are
+    in the rows and ``hidden`` says why)."""
     if report.diffs:
         diffs = report.diffs if every_comparison else report.diffs[:1]
-        return tuple(DiffTable(diff, diff_rows(diff, sort, top)) for diff in diffs)
-    return tuple(RunTable(run, run_rows(run, sort, top)) for run in report.ok_runs())
+        tables = []
+        for diff in diffs:
+            hidden = hidden_reasons([(op.name, (op.base, op.other)) for op in diff.op_diffs], sort)
+            rows = diff_rows(diff, sort, None)
+            tables.append(DiffTable(diff, *_cut(rows, hidden, top, keep_hidden)))
+        return tuple(tables)
+    run_tables = []
+    for run in report.ok_runs():
+        hidden = hidden_reasons([(op.name, (op,)) for op in run.op_stats], sort)
+        run_tables.append(RunTable(run, *_cut(run_rows(run, sort, None), hidden, top, keep_hidden)))
+    return tuple(run_tables)
+
+
+def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) -> tuple:
+    """The first ``top`` rows that are not hidden (with ``keep``, the hidden rows among them
+    too), what was left out, and (with ``keep``) why."""
+    shown: list = []
+    visible = 0
+    for row in rows:
+        if top is not None and visible >= top:
+            break
+        if row.name not in hidden:
+            visible += 1
+            shown.append(row)
+        elif keep:
+            shown.append(row)
+    left_out = LeftOut(
+        no_activity=tuple(n for n, why in hidden.items() if why == NO_ACTIVITY),
+        repeats=tuple((n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why != NO_ACTIVITY),
+    )
+    return tuple(shown), left_out, (hidden if keep else {})
 
 
 def run_rows(run: RunResult, sort: str = "peak", top: int | None = None) -> tuple[OpStats, ...]:
@@ -61,6 +161,62 @@ def diff_rows(diff: RunDiff, sort: str = "peak", top: int | None = None) -> tupl
         return max(abs(getattr(side, column)) if side is not None else 0 for side in (op.base, op.other))
 
     return tuple(sorted(diff.op_diffs, key=lambda op: -size(op)))[:top]
+
+
+_BYTES = ("self_bytes", "total_bytes", "allocated_bytes", "peak_bytes")
+
+
+def _no_activity(sides: Sequence[OpStats | None]) -> bool:
+    return all(side is None or not any(getattr(side, c) for c in _BYTES) for side in sides)
+
+
+def _signature(sides: Sequence[OpStats | None]) -> tuple:
+    """What a caller and the child it repeats share: in every run, presence, calls, total,
+    allocated and peak bytes."""
+    return tuple(
+        None if s is None else (s.calls, s.total_bytes, s.allocated_bytes, s.peak_bytes) for s in sides
+    )
+
+
+def _chain(members: list[tuple[str, Sequence[OpStats | None]]]) -> list[str] | None:
+    """The members' names from the innermost (shortest CPU time in every run) to the outermost,
+    when they form a caller-child chain: strictly ordered times, and nothing allocated by any
+    but the innermost. None when they do not."""
+    order = sorted(members, key=lambda member: _total_us(member[1]))
+    for (_, inner), (_, outer) in zip(order, order[1:], strict=False):
+        pairs = [
+            (i.total_us, o.total_us)
+            for i, o in zip(inner, outer, strict=True)
+            if i is not None and o is not None
+        ]
+        if not pairs or not all(math.isfinite(a) and math.isfinite(b) and a < b for a, b in pairs):
+            return None
+    if any(s is not None and s.self_bytes != 0 for _, sides in order[1:] for s in sides):
+        return None
+    return [name for name, _ in order]
+
+
+def hidden_reasons(ops: Sequence[tuple[str, Sequence[OpStats | None]]], sort: str = "peak") -> dict[str, str]:
+    """For each op, given as (name, its numbers in each run or None), why a summary leaves it
+    out: :data:`NO_ACTIVITY`, or ``same figures as <op>`` (see the module's docstring; ``sort``
+    "self" keeps the innermost of a chain). Ops not in the result are shown."""
+    hidden = {name: NO_ACTIVITY for name, sides in ops if _no_activity(sides)}
+    groups: dict[tuple, list[tuple[str, Sequence[OpStats | None]]]] = {}
+    for name, sides in ops:
+        if name not in hidden:
+            groups.setdefault(_signature(sides), []).append((name, sides))
+    for members in groups.values():
+        chain = _chain(members) if len(members) > 1 else None
+        if chain is None:
+            continue
+        aten = [name for name in chain if name.startswith("aten::")]
+        kept = aten[-1] if aten and sort != "self" else chain[0]
+        hidden.update({name: REPEATS + kept for name in chain if name != kept})
+    return hidden
+
+
+def _total_us(sides: Sequence[OpStats | None]) -> float:
+    return sum(s.total_us for s in sides if s is not None)
 
 
 @dataclass(frozen=True)
@@ -82,9 +238,15 @@ class FusedRow:
     peak_bytes: int | None
     replaced: tuple[Replaced, ...]
 
+    @property
+    def replaced_peak_bytes(self) -> int:
+        """The largest peak, in the base run, of the ops the kernel replaced."""
+        return max((op.base_peak_bytes or 0 for op in self.replaced), default=0)
 
-def fused_rows(report: Report) -> tuple[FusedRow, ...]:
-    """Every fused kernel of every comparison, in each comparison's order (largest peak first)."""
+
+def fused_rows(report: Report, top: int | None = None) -> tuple[FusedRow, ...]:
+    """The fused kernels of every comparison, most memory first (by the largest eager peak of
+    the ops each replaced, then its own peak), at most ``top``."""
     rows = []
     for diff in report.diffs:
         base_peaks = {op.name: op.base.peak_bytes for op in diff.op_diffs if op.base is not None}
@@ -99,7 +261,13 @@ def fused_rows(report: Report) -> tuple[FusedRow, ...]:
                         replaced=tuple(Replaced(part, base_peaks.get(part)) for part in op.fused_ops),
                     )
                 )
-    return tuple(rows)
+    rows.sort(key=lambda row: (-row.replaced_peak_bytes, -(row.peak_bytes or 0)))
+    return tuple(rows[:top])
+
+
+def fused_count(report: Report) -> int:
+    """How many fused kernels the comparisons hold (for "and N more")."""
+    return sum(1 for diff in report.diffs for op in diff.op_diffs if op.fused_ops)
 
 
 def replaced_text(row: FusedRow, name: Callable[[str], str] = str, text: Callable[[str], str] = str) -> str:
@@ -115,3 +283,17 @@ def replaced_text(row: FusedRow, name: Callable[[str], str] = str, text: Callabl
         )
         for op in row.replaced
     )
+
+
+def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
+    """What every format ends with, one group of lines per comparison in order: its memory
+    verdict and its summary (peak and wall time, "within noise" when the calls' spreads
+    overlap). A single successful run: its own line; none: "no run succeeded"."""
+    if report.diffs:
+        return tuple((diff.verdict, diff.summary) for diff in report.diffs)
+    ok = report.ok_runs()
+    if len(ok) == 1:
+        run = ok[0]
+        during = f" during {run.peak_op}" if run.peak_op else ""
+        return ((f"{run.label}: peak {format_bytes(run.peak_bytes)} above the call's start{during}",),)
+    return (("no run succeeded",),)

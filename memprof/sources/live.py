@@ -28,9 +28,13 @@ from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
 from memprof.records import CALL_MARKER, RawProfile
+from memprof.sources.failures import out_of_memory_message, traced_error, traced_user_error
 from memprof.sources.kineto import raw_from_profiler
+from memprof.sources.mapped import MAPPED_RANGE, mapped_files, mapped_note
+from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs, restore_import_path, unrun_result
+from memprof.sources.timing import Timed, time_calls
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -145,8 +149,9 @@ def _quiet_profiler_stderr(notes: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _ticker(status: StatusFn | None, what: str) -> Iterator[None]:
-    """Tell the user what is happening and for how long, every 5 s, until done."""
+def _ticker(status: StatusFn | None, what: str, expect: str = "") -> Iterator[None]:
+    """Tell the user what is happening and for how long, every 5 s, until done; the first of
+    those lines adds ``expect`` (what to expect when it takes long)."""
     if status is None:
         yield
         return
@@ -155,8 +160,11 @@ def _ticker(status: StatusFn | None, what: str) -> Iterator[None]:
     done = threading.Event()
 
     def tick() -> None:
+        said = False
         while not done.wait(5.0):
-            status(f"{what} ... {time.perf_counter() - start:.0f} s")
+            hint = f" ({expect})" if expect and not said else ""
+            status(f"{what} ... {time.perf_counter() - start:.0f} s{hint}")
+            said = True
 
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
@@ -245,15 +253,44 @@ def run_target(
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
     if options.warmup < 0:
         raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
+    if not options.time_budget >= 0:
+        raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
     import_path = list(sys.path)
-    with _compile_config(options):
+    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
         warm = _warm_up(func, inputs, options, name, status)
+        timed = _time(warm, inputs, options, name, status)
         restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
         measured = _profile_calls(
             warm.fn, inputs, options, label=label or options.mode, name=name, status=status
         )
         restore_import_path(import_path)
-    return _assemble(measured, warm, inputs, options)
+    return _assemble(measured, warm, inputs, options, timed, heard)
+
+
+@contextlib.contextmanager
+def _counted(heard: Heard) -> Iterator[None]:
+    """A failure carries how many of torch's messages were hidden meanwhile."""
+    try:
+        yield
+    except MemprofError as error:
+        error.hidden_messages = heard
+        raise
+
+
+def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: StatusFn | None) -> Timed:
+    """The wall times: calls timed without the profiler (none when the warm-up failed: the
+    profiled call then fails the same way and says how much memory was reached)."""
+    if warm.failed or options.time_budget <= 0:
+        return Timed(())
+    if status:
+        status(f"timing {name} ({options.mode}, without the profiler)")
+
+    def call() -> Any:
+        result = warm.fn(*inputs.args, **inputs.kwargs)
+        _sync(options.device)
+        return result
+
+    return time_calls(call, options.time_budget)
 
 
 @dataclass
@@ -264,6 +301,7 @@ class _Warm:
     fn: Callable[..., Any]
     compile_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
+    failed: bool = False
 
 
 def _compiled(func: Callable[..., Any], options: RunOptions, name: str) -> Callable[..., Any]:
@@ -295,7 +333,7 @@ def _warm_up(
         )
         start = time.perf_counter()
         try:
-            with _ticker(status if what else None, what or ""):
+            with _ticker(status if what else None, what or "", FIRST_COMPILE_HINT):
                 result = warm.fn(*inputs.args, **inputs.kwargs)
                 _sync(options.device)
         except (MemprofError, KeyboardInterrupt):
@@ -306,6 +344,7 @@ def _warm_up(
             # Eager: go straight to the profiled call, which fails the same way and so tells
             # how much memory was reached and where (what an out-of-memory user needs).
             warm.notes.append(f"warm-up call {index + 1} {what_it_did(error)}")
+            warm.failed = True
             break
         _check_ran(result, name)
         del result
@@ -316,8 +355,15 @@ def _warm_up(
     return warm
 
 
+FIRST_COMPILE_HINT = "a first compile takes 10-60 s; later runs use the cache"
+
+
 def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
-    """A failed first compiled call: the compiler's failure, or the user's code raising."""
+    """A failed first compiled call: the user's code failing while torch.compile traced it,
+    the compiler's failure, or the user's code raising."""
+    traced = traced_user_error(error)
+    if traced is not None:
+        return traced_error(traced, name)
     if _is_compile_error(error):
         return UserCodeError(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
@@ -357,6 +403,7 @@ class _Measured:
     notes: list[str]
     threads: list[str]
     table: str | None
+    mapped: list[tuple[str, int]] = field(default_factory=list)
 
 
 def _profile_calls(
@@ -383,6 +430,7 @@ def _profile_calls(
     with (
         _quiet_profiler_stderr(notes),
         _thread_starts() as threads,
+        mapped_files() as mapped,
         profile(activities=activities, profile_memory=True) as prof,
     ):
         for _ in range(options.repeat):
@@ -409,12 +457,12 @@ def _profile_calls(
     )
     if failure is not None:
         numbers = analyze(raw).numbers
-        raise _failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options)
+        raise _failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options, numbers.net_bytes)
     table = None
     if options.keep_table:
         sort_by = "self_cpu_memory_usage" if not cuda else "self_device_memory_usage"
         table = prof.key_averages().table(sort_by=sort_by, row_limit=-1)
-    return _Measured(label, raw, walls, counters, notes, threads, table)
+    return _Measured(label, raw, walls, counters, notes, threads, table, mapped)
 
 
 def _cuda_counters_before(device: str) -> dict[str, int]:
@@ -432,10 +480,15 @@ def _cuda_counters_after(device: str) -> dict[str, int]:
     }
 
 
-def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOptions) -> RunResult:
+def _assemble(
+    measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOptions, timed: Timed, heard: Heard
+) -> RunResult:
     """The run: the analysis of the records, with what the source measured and noticed."""
     analysis = analyze(measured.raw)
     notes = [*warm.notes, *measured.notes]
+    mapped = sum(op.allocated_bytes for op in analysis.ops if op.name == MAPPED_RANGE)
+    notes += filter(None, [mapped_note(measured.mapped, mapped)])
+    walls = list(timed.walls_ms) or measured.walls
     if options.device.startswith("cuda"):
         note = cuda_crosscheck(measured.device_counters, analysis.numbers.region_peak_bytes)
         if note:
@@ -455,14 +508,16 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
         label=measured.label,
         mode=options.mode,
         inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)),
-        wall_ms=statistics.median(measured.walls) if measured.walls else float("nan"),
-        wall_ms_all=tuple(measured.walls),
+        wall_ms=statistics.median(walls) if walls else float("nan"),
+        wall_ms_all=tuple(walls),
+        wall_timing="timed" if timed.walls_ms else "profiled",
         repeat=options.repeat,
         compile_seconds=warm.compile_seconds,
         fused_kernels=fused_kernels(op_names, torch_aten_vocabulary() | aten_names(op_names)),
         device_counters=measured.device_counters,
         torch_table=measured.table,
         notes=notes,
+        torch_messages=heard.lines(),
         **device,
         **counted_memory(measured.device_counters),
     )
@@ -516,17 +571,19 @@ def cuda_crosscheck(counters: dict[str, int], region_peak_bytes: int) -> str | N
 
 
 def _failure_error(
-    error: BaseException, name: str, peak: int, peak_op: str | None, options: RunOptions
+    error: BaseException, name: str, peak: int, peak_op: str | None, options: RunOptions, live: int = 0
 ) -> MemprofError:
     where = f" while {peak_op} ran" if peak_op else ""
     if isinstance(error, MemprofError):
         return error
     if _is_out_of_memory(error):
         return UserCodeError(
-            f"{name} ran out of memory ({_first_line(error)}) after reaching {format_bytes(peak)} "
-            f"above its start{where}",
+            out_of_memory_message(name, _first_line(error), peak, peak_op, live),
             user_traceback=format_user_traceback(error),
         )
+    traced = traced_user_error(error) if options.mode == "compile" else None
+    if traced is not None:
+        return traced_error(traced, name)
     if options.mode == "compile" and _is_compile_error(error):
         return UserCodeError(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"

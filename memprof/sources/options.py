@@ -14,7 +14,10 @@ rank 0 to take its report (the others), before it names who did not come."""
 class RunOptions:
     """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
     (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
-    options; ``keep_table`` keeps torch's own printed table of the run."""
+    options; ``keep_table`` keeps torch's own printed table of the run; ``time_budget``: seconds
+    of calls timed without the profiler, for the wall time (at least 5 calls; 0: the profiled
+    calls' times); ``verbose`` lets torch's own warnings and log messages through (they are
+    hidden during the run by default, and counted)."""
 
     mode: str = "eager"
     device: str = "auto"
@@ -24,3 +27,5 @@ class RunOptions:
     backend: str = "inductor"
     fresh_compile: bool = False
     keep_table: bool = False
+    time_budget: float = 0.2
+    verbose: bool = False

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,12 @@ class Target:
         """A callable given directly (from Python), named ``module:qualname``."""
         name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
         module_name = getattr(func, "__module__", None) or ""
+        module = sys.modules.get(module_name)
+        short = getattr(func, "__name__", None)
+        if module is not None and short and short != name and getattr(module, short, None) is func:
+            # A builtin its module exposes under a plain name: torch.ones, whose qualname is
+            # "_VariableFunctionsClass.ones", is named as it is called.
+            return Target(spec=f"{module_name}.{short}", func=func, module=module, attr_path=short)
         return Target(
             spec=f"{module_name}:{name}".lstrip(":"),
             func=func,
@@ -234,14 +241,46 @@ def build_inputs(target: Target, factory: InputsFactory | None, device: str) -> 
         found = getattr(target.module, factory_name, None)
         module_part = target.spec.rpartition(":")[0]
         if found is None or not callable(found):
-            example = param("inputs", f"{module_part}:make_inputs")
-            raise UsageError(
-                f"{target.spec!r} needs arguments ({', '.join(required)}): give them with "
-                f"{example}, or define {factory_name}() in {module_part}"
-            )
+            raise UsageError(_missing_inputs_message(target, required, factory_name, module_part))
         source = f"{module_part}:{factory_name}"
         make = found
     return _call_factory(make, source, device)
+
+
+# Names that read like an inputs factory: make_*, *_inputs, *_batch, and inputs/batch/example
+# factories however prefixed (get_batch, sample_inputs, example_inputs).
+_FACTORY_NAME = re.compile(
+    r"^make_|_inputs$|_batch$|^(get_|load_|sample_|example_|build_)?(inputs|batch|example)$"
+)
+
+
+def candidate_factories(module: ModuleType | None) -> list[str]:
+    """The module's own functions whose names read like inputs factories, in name order."""
+    if module is None:
+        return []
+    found = []
+    for name, value in vars(module).items():
+        if (
+            _FACTORY_NAME.search(name)
+            and inspect.isfunction(value)
+            and getattr(value, "__module__", None) == module.__name__
+        ):
+            found.append(name)
+    return sorted(found)
+
+
+def _missing_inputs_message(target: Target, required: list[str], factory_name: str, module_part: str) -> str:
+    """A target needs arguments and has no ``<func>_inputs``: name the module's functions that
+    look like factories (or say how to write one)."""
+    needs = f"{target.spec!r} needs arguments ({', '.join(required)})"
+    found = candidate_factories(target.module)
+    if found:
+        options = " or ".join(param("inputs", f"{module_part}:{name}") for name in found[:3])
+        return f"{needs}: give them with {options}, or define {factory_name}() in {module_part}"
+    return (
+        f"{needs}: give a function that returns them with {param('inputs', f'{module_part}:FACTORY')}, "
+        f"or define {factory_name}() in {module_part}"
+    )
 
 
 def _call_factory(make: Callable[..., Any], source: str, device: str) -> Inputs:

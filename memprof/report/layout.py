@@ -1,0 +1,276 @@
+"""Text laid out for a terminal's width: tables that fit, names shortened in the middle, wrapped
+paragraphs. Shared by every section of the terminal report (and any new one).
+
+Names come from the profiled code or from files (op names, run labels, notes): every cell,
+header and paragraph is passed through :func:`memprof.text.visible` here, before it is measured,
+so an invisible or control character shows as its escape (``\\u202e``) and cannot break the
+alignment, the line or the terminal.
+
+Everything here produces :data:`Line` values, lists of ``(text, style)`` segments: printed as
+plain text (pipes, CI logs, tests) the styles are dropped; on a terminal :mod:`rich` renders
+them in colour (:func:`to_text`). The layout is the same either way, so what a terminal shows
+is what a log holds.
+
+How a table meets a width (:meth:`Table.lines`), in order, until it fits:
+
+1. a note column (``detach``) moves under its row, on a line of its own;
+2. name columns (``shrink``) are shortened in the middle, down to their ``min_width``;
+3. columns are dropped, least important first (highest ``drop`` number; 0 = never; columns
+   with the same number go together), and the table says which;
+4. headers holding a run's label (``peak checkpointed_step``) are shortened in the middle,
+   down to their cells' width;
+5. name columns are shortened further, down to 8 characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memprof.text import visible
+
+Segment = tuple[str, "str | None"]
+Line = list[Segment]
+
+ELLIPSIS = "…"
+GAP = 2
+DEFAULT_WIDTH = 100
+"""The width of output that goes to a pipe or a file, when ``COLUMNS`` does not say."""
+_HARD_MIN = 8
+
+
+def terminal_width(stream: Any = None) -> int:
+    """``COLUMNS`` when set, else the terminal's width when ``stream`` (default stdout) is
+    one, else :data:`DEFAULT_WIDTH`."""
+    text = os.environ.get("COLUMNS", "")
+    if text.strip().isdigit() and int(text) > 0:
+        return int(text)
+    stream = sys.stdout if stream is None else stream
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        pass
+    return DEFAULT_WIDTH
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle (``autograd::engine::e…
+    AddmmBackward0``): both ends of an op name tell which it is."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+# A size or a time is never split from its unit (``10.7 GiB``): the space between them is held
+# by a no-break space while wrapping (never in the text itself: visible() escapes those).
+_UNIT = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
+_HOLD = "\u00a0"
+
+
+def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[str]:
+    """``text`` wrapped to ``width`` at spaces, never between a number and its unit; later
+    lines start with ``hanging``. A word too long for a line (a kernel name) is shortened in
+    the middle rather than broken."""
+    room = max(width - len(hanging), _HARD_MIN)
+    words = [shorten(word, room) for word in _UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
+    lines = textwrap.wrap(
+        " ".join(words),
+        width=max(width, _HARD_MIN),
+        initial_indent=indent,
+        subsequent_indent=hanging,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [line.replace(_HOLD, " ") for line in lines] or [indent.rstrip()]
+
+
+def paragraph(
+    text: str, width: int, style: str | None = None, hanging: str = "  ", indent: str = ""
+) -> list[Line]:
+    """:func:`wrap` as styled lines (``text`` shown :func:`~memprof.text.visible`)."""
+    return [[(line, style)] for line in wrap(visible(text), width, indent=indent, hanging=hanging)]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: ``header``, ``align`` ("left"/"right"), ``drop`` (0: kept at any width,
+    else dropped in descending order when the table is too wide), ``shrink`` (a name: shortened
+    in the middle down to ``min_width``), ``detach`` (a note: moves under its row when too
+    wide), ``label`` (the header holds a run's label and may be shortened)."""
+
+    header: str
+    align: str = "left"
+    drop: int = 0
+    shrink: bool = False
+    min_width: int = 24
+    detach: bool = False
+    label: bool = False
+
+
+@dataclass
+class Table:
+    """Rows of cells (text, or ``(text, style)``) under :class:`Column` headers."""
+
+    columns: Sequence[Column]
+    rows: list[list[str | Segment]] = field(default_factory=list)
+
+    def add(self, *cells: str | Segment) -> None:
+        """A row: one cell per column, each shown :func:`~memprof.text.visible` (a line break
+        in a name included: a row stays one line)."""
+        assert len(cells) == len(self.columns), (cells, self.columns)
+        self.rows.append([_escaped(cell) for cell in cells])
+
+    def lines(self, width: int) -> list[Line]:
+        """The table laid out in at most ``width`` characters (see the module's docstring)."""
+        return _Layout(self, width).render()
+
+
+def _escaped(cell: str | Segment) -> str | Segment:
+    if isinstance(cell, str):
+        return visible(cell, keep="")
+    return (visible(cell[0], keep=""), cell[1])
+
+
+def _text(cell: str | Segment) -> str:
+    return cell if isinstance(cell, str) else cell[0]
+
+
+def _style(cell: str | Segment) -> str | None:
+    return None if isinstance(cell, str) else cell[1]
+
+
+class _Layout:
+    def __init__(self, table: Table, width: int) -> None:
+        self.table = table
+        self.width = width
+        self.keep = list(range(len(table.columns)))
+        self.detached: int | None = None
+        self.headers = [visible(c.header, keep="") for c in table.columns]
+        self.natural = [
+            max([len(self.headers[i])] + [len(_text(row[i])) for row in table.rows])
+            for i in range(len(table.columns))
+        ]
+        self.widths = list(self.natural)
+        self.dropped: list[str] = []
+        self._fit()
+
+    def _total(self) -> int:
+        shown = [i for i in self.keep if i != self.detached]
+        return sum(self.widths[i] for i in shown) + GAP * max(len(shown) - 1, 0)
+
+    def _cells_width(self, i: int) -> int:
+        return max([0] + [len(_text(row[i])) for row in self.table.rows])
+
+    def _fit(self) -> None:
+        columns = self.table.columns
+        notes = [i for i, c in enumerate(columns) if c.detach]
+        if self._total() > self.width and notes:
+            self.detached = notes[0]
+        self._shrink_names(lambda c: c.min_width)
+        # Columns that share a ``drop`` number go together (a pair of runs' figures).
+        ranks = sorted({c.drop for c in columns if c.drop})
+        while self._total() > self.width and ranks:
+            rank = ranks.pop()
+            for i, column in enumerate(columns):
+                if column.drop == rank and i in self.keep:
+                    self.keep.remove(i)
+                    self.dropped.append(self.headers[i])
+        for i in self.keep:
+            if columns[i].label and self._total() > self.width:
+                self._shorten_header(i)
+        self._shrink_names(lambda c: _HARD_MIN)
+        self._grow_names()
+
+    def _shorten_header(self, i: int) -> None:
+        """``peak checkpointed_step`` -> ``peak chec…_step``: the label is cut in the middle,
+        the word before it kept, down to the cells' width (at least 10)."""
+        header = visible(self.table.columns[i].header, keep="")
+        word, _, label = header.partition(" ")
+        excess = self._total() - self.width
+        width = max(self._cells_width(i), 10, len(word) + 4, self.widths[i] - excess)
+        if width < len(header):
+            self.widths[i] = width
+            self.headers[i] = f"{word} {shorten(label, width - len(word) - 1)}"
+
+    def _shrink_names(self, floor: object) -> None:
+        for i in self.keep:
+            column = self.table.columns[i]
+            excess = self._total() - self.width
+            if column.shrink and excess > 0:
+                lowest = max(floor(column), len(self.headers[i]))  # type: ignore[operator]
+                self.widths[i] = min(self.widths[i], max(lowest, self.widths[i] - excess))
+
+    def _grow_names(self) -> None:
+        # After dropping columns there may be room again for whole names.
+        for i in self.keep:
+            if self.table.columns[i].shrink and self.widths[i] < self.natural[i]:
+                room = self.width - self._total()
+                self.widths[i] = min(self.natural[i], self.widths[i] + max(room, 0))
+
+    def _cell(self, i: int, cell: str | Segment) -> Segment:
+        text = shorten(_text(cell), self.widths[i])
+        pad = self.widths[i] - len(text)
+        text = " " * pad + text if self.table.columns[i].align == "right" else text + " " * pad
+        return (text, _style(cell))
+
+    def _row(self, cells: Sequence[str | Segment], style: str | None = None) -> Line:
+        line: Line = []
+        for n, i in enumerate(i for i in self.keep if i != self.detached):
+            if n:
+                line.append((" " * GAP, None))
+            text, cell_style = self._cell(i, cells[i])
+            line.append((text, cell_style or style))
+        return _rstrip(line)
+
+    def render(self) -> list[Line]:
+        shown = [i for i in self.keep if i != self.detached]
+        out = [self._row(self.headers, "bold")]
+        out.append(_rstrip([("  ".join("-" * self.widths[i] for i in shown), "dim")]))
+        for row in self.table.rows:
+            out.append(self._row(row))
+            if self.detached is not None and _text(row[self.detached]):
+                note = _text(row[self.detached])
+                for text in wrap(note, self.width, indent="    ", hanging="    "):
+                    out.append([(text, _style(row[self.detached]) or "dim")])
+        if self.dropped:
+            out += paragraph(
+                f"(left out at {self.width} columns: {', '.join(self.dropped)})", self.width, "dim"
+            )
+        return out
+
+
+def _rstrip(line: Line) -> Line:
+    """The line without trailing spaces (a right-padded last cell)."""
+    while line and not line[-1][0].strip():
+        line = line[:-1]
+    if line:
+        text, style = line[-1]
+        line = [*line[:-1], (text.rstrip(), style)]
+    return line
+
+
+def plain(lines: Sequence[Line]) -> str:
+    """The lines as plain text, styles dropped, each ending with a newline."""
+    return "".join("".join(text for text, _ in line) + "\n" for line in lines)
+
+
+def to_text(lines: Sequence[Line]) -> object:
+    """The lines as one :class:`rich.text.Text` (imported here: only a terminal needs rich)."""
+    from rich.text import Text
+
+    text = Text()
+    for line in lines:
+        for segment, style in line:
+            text.append(segment, style=style or "")
+        text.append("\n")
+    return text
