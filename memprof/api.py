@@ -68,7 +68,7 @@ def compare(
     progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
     ``device`` ("auto", the default, picks CUDA when available), ``warmup``, ``repeat``,
     ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
-    table of each run).
+    table of each run), ``explain`` (default True: explain each peak, see :func:`profile`).
 
     When a target's code fails, the others are still profiled; then the first failure is
     raised (:class:`memprof.errors.UserCodeError`) with ``error.report`` holding every run,
@@ -94,6 +94,7 @@ def profile(
     repeat: int = 1,
     compile_mode: str = "default",
     backend: str = "inductor",
+    explain: bool = True,
     **kwargs: Any,
 ) -> Report:
     """Profile ``fn(*args, **kwargs)`` and return a :class:`memprof.Report`.
@@ -101,8 +102,12 @@ def profile(
     ``mode`` is "eager", "compile" (torch.compile, compiled before profiling) or "both".
     ``device`` "auto"/None picks CUDA when available; it selects whose allocator is measured
     (your arguments must already live there). ``report.runs["eager"].ops`` is a DataFrame of
-    per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak. Raises
-    :class:`memprof.errors.UserCodeError` if ``fn`` raises.
+    per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak (above what was live
+    when the call started; ``footprint_bytes`` counts that too). ``explain`` (default True)
+    explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
+    at it by category, module and source line, ``run.modules`` per module; it makes one more,
+    instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
+    Raises :class:`memprof.errors.UserCodeError` if ``fn`` raises.
 
     >>> import torch, memprof
     >>> report = memprof.profile(torch.ones, 1024, 1024)
@@ -118,6 +123,7 @@ def profile(
         repeat=repeat,
         compile_mode=compile_mode,
         backend=backend,
+        explain=explain,
     )
 
 
@@ -197,7 +203,13 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
         run_options = replace(options, device=device, mode=variant.mode)
         try:
             runs[variant.label] = run_target(
-                target.func, inputs, run_options, label=variant.label, name=target.attr_path, status=status
+                target.func,
+                inputs,
+                run_options,
+                label=variant.label,
+                name=target.attr_path,
+                status=status,
+                module=target.module,
             )
         except UserCodeError as error:
             if len(variants) == 1:

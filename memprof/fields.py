@@ -32,6 +32,7 @@ RATIO = "ratio"  # a float or None, written exactly
 LIST = "list"  # a JSON array of `item`: a tuple in Python
 MAP = "map"  # a JSON object of name -> `item`: a dict in Python
 OBJECT = "object"  # one nested dataclass (`item`), or null when `nullable`
+FLAG = "flag"  # true or false
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Spec:
     object, true when the key is left out of the JSON. ``write``: False for Python-only
     fields. ``choices``: the allowed values of a text. ``default_from``: when missing, take the
     value of that other field. ``key_field``: for a map of objects, the item field that holds
-    the map's key.
+    the map's key. ``omit_none``: the key is left out of the JSON while the value is None
+    (absent and null both read back as None): fields that only some runs know.
     """
 
     kind: str
@@ -59,6 +61,7 @@ class Spec:
     choices: tuple[str, ...] = ()
     default_from: str | None = None
     key_field: str | None = None
+    omit_none: bool = False
 
 
 def spec_of(field: dataclasses.Field[Any]) -> Spec | None:
@@ -133,6 +136,21 @@ def nested(item: type, default: Any = MISSING, **spec: Any) -> Any:
 def list_of(item: Any) -> Spec:
     """The item kind "a list of ``item``", for a list or map whose items are lists."""
     return Spec(LIST, item=item)
+
+
+def flag(default: Any = False, **spec: Any) -> Any:
+    """True or false."""
+    return _field(FLAG, default, **spec)
+
+
+def maybe_size(**spec: Any) -> Any:
+    """Bytes (0 or more) that only some runs know: None (left out of the JSON) elsewhere."""
+    return _field(SIZE, None, nullable=True, omit_none=True, **spec)
+
+
+def optional(item: type, **spec: Any) -> Any:
+    """One nested dataclass that only some runs have: None (left out of the JSON) elsewhere."""
+    return _field(OBJECT, None, item=item, nullable=True, omit_none=True, **spec)
 
 
 def python_only(default: Any = None) -> Any:

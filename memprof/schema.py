@@ -31,7 +31,10 @@ def encode(obj: Any) -> dict[str, Any]:
         spec = f.spec_of(field)
         if spec is None or not spec.write or (spec.omit is not None and spec.omit(obj)):
             continue
-        out[spec.key or field.name] = _encode(spec, getattr(obj, field.name))
+        value = getattr(obj, field.name)
+        if spec.omit_none and value is None:
+            continue
+        out[spec.key or field.name] = _encode(spec, value)
     return out
 
 
@@ -58,6 +61,8 @@ def _encode(spec: f.Spec, value: Any) -> Any:
         return json_float(value)
     if kind == f.RATIO:
         return float(value) if math.isfinite(value) else None
+    if kind == f.FLAG:
+        return bool(value)
     if kind == f.LIST:
         item = _item_spec(spec.item)
         return [_encode(item, v) for v in value]
@@ -149,6 +154,10 @@ def _decode(spec: f.Spec, value: Any, place: _Place) -> Any:
         return _number(value, place, none=math.nan if kind == f.NUMBER else None)
     if kind in (f.TEXT, f.MAYBE_TEXT):
         return _text(spec, value, place)
+    if kind == f.FLAG:
+        if not isinstance(value, bool):
+            raise place.fail(f"must be true or false, got {value!r}")
+        return value
     if kind == f.LIST:
         if not isinstance(value, list):
             raise place.fail("must be a JSON array")

@@ -330,12 +330,17 @@ def test_compile_options_reach_torch_compile_and_calls_are_counted(
     assert run["peak_bytes"] == 1024
 
 
-def test_eager_warmup_zero_calls_only_the_profiled_ones(runner, make_module):
+def test_eager_warmup_zero_calls_only_the_profiled_ones_and_explaining_adds_one(runner, make_module):
     import importlib
 
     module = make_module(COUNTED)
-    assert run_cli(runner, f"{module}:counted", "--warmup", "0", "--repeat", "2").exit_code == 0
-    assert len(importlib.import_module(module).CALLS) == 2
+    args = ["--warmup", "0", "--repeat", "2"]
+    assert run_cli(runner, f"{module}:counted", *args, "--no-explain").exit_code == 0
+    calls = importlib.import_module(module).CALLS
+    assert len(calls) == 2
+    # Explaining the peak (the default) profiles one more, instrumented call after the measured ones.
+    assert run_cli(runner, f"{module}:counted", *args).exit_code == 0
+    assert len(calls) == 2 + 3
 
 
 def test_unwritable_output_folder_is_exit_2(runner, make_module, tmp_path, monkeypatch):

@@ -20,12 +20,26 @@ MAX_POINTS = 4000
 
 
 @dataclass(frozen=True)
+class CategoryTimeline:
+    """Live bytes by category over the call whose peak is explained: ``t_ns`` nanoseconds since
+    that call started (in eager runs, the explaining call profiled after the measured ones),
+    ``bytes[category]`` everything of that category live at each point (absolute: what was live
+    before the call included). At most 2,000 points: each bucket keeps its highest total, and
+    the peak itself is kept."""
+
+    t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
+    bytes: dict[str, tuple[int, ...]] = fields.mapping(fields.list_of(fields.SIZE))
+
+
+@dataclass(frozen=True)
 class Timeline:
     """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started,
-    ``bytes`` live bytes above live at that start (negative when memory held before was freed)."""
+    ``bytes`` live bytes above live at that start (negative when memory held before was freed);
+    ``by_category`` (explained runs) the peak call's live bytes by category."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
+    by_category: CategoryTimeline | None = fields.optional(CategoryTimeline)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -81,4 +95,4 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
     t, b = downsample(
         np.asarray(timeline.t_ns, dtype=np.int64), np.asarray(timeline.bytes, dtype=np.int64), max_points
     )
-    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()))
+    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()), by_category=timeline.by_category)

@@ -99,8 +99,21 @@ Repeat = Annotated[
 FreshCompile = Annotated[
     bool, typer.Option("--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache.")
 ]
+Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain/--no-explain",
+        help="Explain each peak: what is live at it by category, module and source line (one more, "
+        "instrumented call in eager mode; Inductor's graph caches off in compile mode). --no-explain "
+        "keeps the numbers and skips that.",
+    ),
+]
 JsonPath = Annotated[Path | None, _file("--json", "Write the report as JSON (also a baseline).")]
 CsvPath = Annotated[Path | None, _file("--csv", "Write per-op numbers as CSV, one row per op and run.")]
+AtPeakCsvPath = Annotated[
+    Path | None,
+    _file("--at-peak-csv", "Write what is live at each peak as CSV, one row per entry and run."),
+]
 MarkdownPath = Annotated[
     Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
 ]
@@ -201,6 +214,7 @@ class ProfileOptions(OptionGroup):
     warmup: Warmup = 1
     repeat: Repeat = 1
     fresh_compile: FreshCompile = False
+    explain: Explain = True
 
     def api_arguments(self) -> dict[str, Any]:
         return {
@@ -210,6 +224,7 @@ class ProfileOptions(OptionGroup):
             "compile_mode": self.compile_mode.value,
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
+            "explain": self.explain,
         }
 
 
@@ -219,6 +234,7 @@ class OutputOptions(OptionGroup):
 
     json_path: JsonPath = None
     csv_path: CsvPath = None
+    at_peak_csv_path: AtPeakCsvPath = None
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     out_dir: OutDir = None
@@ -237,6 +253,7 @@ class OutputOptions(OptionGroup):
         chosen = {
             "json": self.json_path,
             "csv": self.csv_path,
+            "at_peak_csv": self.at_peak_csv_path,
             "markdown": self.markdown_path,
             "html": self.html_path,
         }
@@ -258,7 +275,7 @@ class OutputOptions(OptionGroup):
             from memprof.report.html import check_available
 
             check_available()
-        flags = {"table": "--table", "baseline": "--save-baseline"}
+        flags = {"table": "--table", "baseline": "--save-baseline", "at_peak_csv": "--at-peak-csv"}
         check_output_paths((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items())
         return files
 
@@ -366,7 +383,7 @@ def option_flags(command: Callable[..., Any]) -> dict[str, str]:
         if info is None:
             continue
         declared = ([info.default] if isinstance(info.default, str) else []) + list(info.param_decls or ())
-        long = [d for d in declared if isinstance(d, str) and d.startswith("--")]
+        long = [d.split("/")[0] for d in declared if isinstance(d, str) and d.startswith("--")]
         if long:
             flags[parameter.name] = long[0]
     return flags

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 from memprof.analysis.diff import op_note
 from memprof.analysis.timeline import downsample_timeline
 from memprof.errors import UsageError, param
+from memprof.report.peak_html import CSS as PEAK_CSS
+from memprof.report.peak_html import JS as PEAK_JS
+from memprof.report.peak_html import at_peak_section
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install matplotlib"
 
 # Section ids: stable anchors, also what the sample-report test compares.
-SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
+SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
 # A report of several ranks has one more, after the summary.
 RANKS_SECTION_ID = "ranks"
 
@@ -271,14 +274,16 @@ def _ranks(view: RankView) -> str:
 
 
 def _runs(report: Report) -> str:
-    headers = ["run", "peak", "allocated", "net", "inputs", "wall/call", "compile", "peak during"]
+    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
+    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "inputs", "wall/call"]
+    headers += ["compile", "peak during"]
     head = "".join(f'<th scope="col">{h}</th>' for h in headers)
     rows = []
     for label, run in report.runs.items():
         if run.failed:
             rows.append(
                 f'<tr class="failed"><th scope="row">{_e(label)}</th>'
-                f'<td colspan="7">failed: {_e(run.failed)}</td></tr>'
+                f'<td colspan="{len(headers) - 1}">failed: {_e(run.failed)}</td></tr>'
             )
             continue
         compile_s = format_seconds(run.compile_seconds)
@@ -287,7 +292,8 @@ def _runs(report: Report) -> str:
         )
         rows.append(
             f'<tr><th scope="row">{_e(label)}</th>'
-            f"{_size_cell(run.peak_bytes)}{_size_cell(run.allocated_bytes)}"
+            f"{_size_cell(run.peak_bytes)}{_size_cell(run.footprint_bytes) if footprint else ''}"
+            f"{_size_cell(run.allocated_bytes)}"
             f"{_size_cell(run.net_bytes, signed=True)}{_size_cell(run.inputs_bytes)}"
             f'<td class="num">{_e(format_ms(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
             f'<td class="name">{stack}</td></tr>'
@@ -296,8 +302,10 @@ def _runs(report: Report) -> str:
         '<section id="runs"><h2>Runs</h2>'
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "<p class=\"help\">peak: most live bytes above the call's start, from the allocator's own "
-        "records; allocated: all bytes allocated; net: left allocated at the end; inputs: the "
-        "arguments' tensors (allocated before the call, not in the peak).</p></section>"
+        "records (and the frees of tensors made before the call); footprint: everything live at "
+        "the peak, what was live before the call included; allocated: all bytes allocated; net: "
+        "left allocated at the end; inputs: what was live when the first call started (arguments, "
+        "model, optimizer state), not in the peak.</p></section>"
     )
 
 
@@ -554,19 +562,20 @@ def render_html(
         + _verdict(detail)
         + _runs(report)
         + _timeline(report)
+        + at_peak_section(report)
         + _ops(detail, top)
         + _fused(detail)
         + _notes(report)
         + _torch_tables(report)
-        + f"<script>{_JS}</script></div>"
+        + f"<script>{_JS}{PEAK_JS}</script></div>"
     )
     if not standalone:
         # Jupyter shows the fragment inside its own page: the style comes along.
-        return f"<style>{_CSS}</style>{body}"
+        return f"<style>{_CSS}{PEAK_CSS}</style>{body}"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
+        f"<title>{_e(title)}</title><style>{_CSS}{PEAK_CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
     )

@@ -14,7 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
 from memprof.report.ranks import RankView, rank_view, size_columns
-from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.report.rows import (
+    AtPeakView,
+    DiffTable,
+    FusedRow,
+    RunTable,
+    at_peak_views,
+    calls_text,
+    categories_text,
+    footprint_text,
+    fused_rows,
+    line_text,
+    module_text,
+    op_tables,
+    replaced_text,
+)
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -59,15 +73,19 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
 
 
 def _runs_table(report: Report) -> list[str]:
+    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
     rows = []
     for label, run in report.runs.items():
         if run.failed:
-            rows.append([escape_text(label), "failed", "", "", "", "", escape_text(run.failed)])
+            rows.append(
+                [escape_text(label), "failed", *([""] * footprint), "", "", "", "", escape_text(run.failed)]
+            )
             continue
         rows.append(
             [
                 escape_text(label),
                 _size(run.peak_bytes),
+                *([_size(run.footprint_bytes)] if footprint else []),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
                 format_ms(run.wall_ms),
@@ -75,8 +93,8 @@ def _runs_table(report: Report) -> list[str]:
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
-    headers = ["run", "peak", "allocated", "net", "wall/call", "compile", "peak during"]
-    return _table(headers, rows, "lrrrrrl")
+    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "wall/call", "compile"]
+    return _table([*headers, "peak during"], rows, "lrr" + "r" * footprint + "rrrl")
 
 
 def _single_ops(table: RunTable) -> list[str]:
@@ -123,6 +141,74 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
+def _at_peak(view: AtPeakView) -> list[str]:
+    """An explained run's footprint and categories, its largest entries and its modules."""
+    run = view.run
+    assert run.at_peak is not None
+    lines = [
+        f"### At the peak of {escape_text(run.label)}",
+        "",
+        escape_text(f"{footprint_text(run)}; by category: {categories_text(run.at_peak.by_category)}"),
+        "",
+    ]
+    calls = calls_text(run)
+    if calls:
+        lines += [escape_text(calls), ""]
+    rows = [
+        [
+            _size(entry.bytes),
+            escape_text(entry.category + (f" x{entry.count}" if entry.count > 1 else "")),
+            code(module_text(entry.module, entry.phase)),
+            (
+                f"{code(entry.source)} {code(entry.source_text)}"
+                if entry.source
+                else escape_text(line_text(entry))
+            ),
+            code(entry.op) if entry.op else "-",
+        ]
+        for entry in view.entries
+    ]
+    rows += [
+        [_size(u.bytes), "other", "-", escape_text(f"not attributed: {u.reason}"), "-"]
+        for u in view.unattributed
+    ]
+    lines += _table(["bytes", "category", "module", "line", "op"], rows, "rllll")
+    if view.hidden_entries:
+        lines += [
+            "",
+            escape_text(f"... {view.hidden_entries} more entries, {format_bytes(view.hidden_bytes)} in all."),
+        ]
+    if view.modules:
+        modules = [
+            [
+                code(module_text(m.module, m.phase if m.phase == "backward" else "")),
+                str(m.calls),
+                _size(m.at_peak_bytes),
+                _size(m.peak_bytes),
+            ]
+            for m in view.modules
+        ]
+        lines += ["", *_table(["module", "calls", "live at peak", "peak inside"], modules, "lrrr")]
+    if view.kernels:
+        kernels = [
+            [
+                code(k.name),
+                escape_text(k.phase),
+                _size(k.allocated_bytes),
+                _size(k.at_peak_bytes),
+                ", ".join(code(op.removeprefix("aten::")) for op in k.replaces) or "-",
+            ]
+            for k in view.kernels
+        ]
+        lines += [
+            "",
+            *_table(
+                ["kernel", "phase", "produces", "live at peak", "eager ops it replaces"], kernels, "llrrl"
+            ),
+        ]
+    return [*lines, ""]
+
+
 def _ranks(view: RankView) -> list[str]:
     """Every rank's row and the imbalance of their peaks, then the heading of the rank detailed."""
     extra = size_columns(view.summary)
@@ -164,6 +250,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     for verdict in verdicts:
         lines += [f"**{escape_text(verdict)}**", ""]
     lines += [*_runs_table(report), ""]
+    for at_peak in at_peak_views(report, "markdown"):
+        lines += _at_peak(at_peak)
     for table in op_tables(report, "peak", top):
         if isinstance(table, DiffTable):
             pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
@@ -186,6 +274,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     if notes:
         lines += ["### Notes", "", *notes, ""]
     legend = "peak: most live bytes above the call's start (allocator records); sizes are 1024-based"
+    if any(run.footprint_bytes is not None for run in report.runs.values()):
+        legend += "; footprint: everything live at the peak, what was live before the call included"
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
     lines.append(f"<sub>{legend}.</sub>")

@@ -9,7 +9,22 @@ from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
 from memprof.report.ranks import RankView, rank_view, size_columns
-from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.report.rows import (
+    AtPeakView,
+    DiffTable,
+    FusedRow,
+    RunTable,
+    at_peak_views,
+    calls_text,
+    categories_text,
+    footprint_text,
+    fused_rows,
+    line_text,
+    module_text,
+    op_tables,
+    replaced_text,
+    shorten_middle,
+)
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -19,15 +34,18 @@ if TYPE_CHECKING:
 
 
 def runs_table(report: Report) -> str:
+    """One row per run; ``footprint`` (everything live at the peak) where a run knows it."""
+    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
     rows = []
     for label, run in report.runs.items():
         if run.failed:
-            rows.append([label, "failed", "", "", "", "", "", run.failed])
+            rows.append([label, "failed", *([""] * footprint), "", "", "", "", "", run.failed])
             continue
         rows.append(
             [
                 label,
                 format_bytes(run.peak_bytes),
+                *([_maybe_bytes(run.footprint_bytes)] if footprint else []),
                 format_bytes(run.allocated_bytes),
                 format_bytes(run.net_bytes, signed=True),
                 format_bytes(run.inputs_bytes),
@@ -36,8 +54,13 @@ def runs_table(report: Report) -> str:
                 run.peak_op or "-",
             ]
         )
-    headers = ["run", "peak", "allocated", "net", "inputs", "wall/call", "compile", "peak during"]
+    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "inputs", "wall/call"]
+    headers += ["compile", "peak during"]
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def _maybe_bytes(value: int | None) -> str:
+    return "-" if value is None else format_bytes(value)
 
 
 def _size(stats: OpStats | None, column: str) -> str:
@@ -136,6 +159,86 @@ def rank_lines(view: RankView) -> list[str]:
     return [*lines, "", f"Details of {view.heading}:"]
 
 
+def at_peak_lines(view: AtPeakView) -> list[str]:
+    """An explained run's "At the peak": the footprint and its categories in one line each, the
+    largest entries (bytes, category, module, line, op), the modules holding most, and the
+    kernels of compiled code."""
+    run = view.run
+    assert run.at_peak is not None
+    lines = [
+        f"At the peak of {run.label}: {footprint_text(run)}",
+        f"by category: {categories_text(run.at_peak.by_category)}",
+    ]
+    calls = calls_text(run)
+    if calls:
+        lines.append(calls)
+    rows = [
+        [
+            format_bytes(entry.bytes),
+            entry.category + (f" x{entry.count}" if entry.count > 1 else ""),
+            module_text(entry.module, entry.phase),
+            line_text(entry, 32),
+            shorten_middle(entry.op, 40) or "-",
+        ]
+        for entry in view.entries
+    ]
+    rows += [
+        [format_bytes(u.bytes), "other", "-", f"not attributed: {u.reason}", "-"] for u in view.unattributed
+    ]
+    table = tabulate(
+        rows, headers=["bytes", "category", "module", "line", "op"], tablefmt="simple", disable_numparse=True
+    )
+    lines += ["", table]
+    if view.hidden_entries:
+        lines.append(
+            f"... {view.hidden_entries} more entries, {format_bytes(view.hidden_bytes)} in all "
+            "(the JSON, HTML and at-peak CSV reports list every one)"
+        )
+    if view.modules:
+        lines += ["", _modules_table(view)]
+    if view.kernels:
+        lines += ["", _kernels_table(view)]
+    return lines
+
+
+def _modules_table(view: AtPeakView) -> str:
+    rows = [
+        [
+            module_text(m.module, m.phase if m.phase == "backward" else ""),
+            str(m.calls),
+            format_bytes(m.at_peak_bytes),
+            format_bytes(m.peak_bytes),
+            format_bytes(m.allocated_bytes),
+        ]
+        for m in view.modules
+    ]
+    headers = ["module (submodules included)", "calls", "live at peak", "peak inside", "allocated"]
+    return tabulate(
+        rows, headers=headers, tablefmt="simple", disable_numparse=True, colalign=("left",) + ("right",) * 4
+    )
+
+
+def _kernels_table(view: AtPeakView) -> str:
+    rows = [
+        [
+            shorten_middle(k.name, 48) + (" (backward)" if k.phase == "backward" else ""),
+            str(k.calls),
+            format_bytes(k.allocated_bytes),
+            format_bytes(k.at_peak_bytes),
+            shorten_middle(", ".join(op.removeprefix("aten::") for op in k.replaces), 48) or "-",
+        ]
+        for k in view.kernels
+    ]
+    headers = ["kernel", "calls", "produces", "live at peak", "eager ops it replaces"]
+    return tabulate(
+        rows,
+        headers=headers,
+        tablefmt="simple",
+        disable_numparse=True,
+        colalign=("left", "right", "right", "right", "left"),
+    )
+
+
 def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None) -> str:
     """The summary printed by ``memprof run`` and ``memprof compare``. A report of several
     ranks starts with every rank's row and their imbalance, then details one rank's runs (the
@@ -147,6 +250,8 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
         lines += [*rank_lines(view), ""]
         report = view.report
     lines.append(runs_table(report))
+    for explained in at_peak_views(report, "terminal"):
+        lines += ["", *at_peak_lines(explained)]
     for table in op_tables(report, sort, top):
         if isinstance(table, DiffTable):
             title = f"Top {top} ops by {sort} bytes, {table.diff.base} vs {table.diff.other}:"

@@ -14,7 +14,10 @@ rank 0 to take its report (the others), before it names who did not come."""
 class RunOptions:
     """How to run: ``mode`` "eager" or "compile"; ``device`` "auto", "cpu", "cuda" or "cuda:N"
     (resolved before running); ``warmup`` unprofiled and ``repeat`` profiled calls; compile
-    options; ``keep_table`` keeps torch's own printed table of the run."""
+    options; ``keep_table`` keeps torch's own printed table of the run; ``explain`` explains
+    the peak (what is live at it, by category, module and line: one more, instrumented call in
+    eager mode; Inductor's provenance, with its graph caches off, in compile mode). Without it
+    the numbers are the same, only the explanation is left out."""
 
     mode: str = "eager"
     device: str = "auto"
@@ -24,3 +27,4 @@ class RunOptions:
     backend: str = "inductor"
     fresh_compile: bool = False
     keep_table: bool = False
+    explain: bool = True
