@@ -15,6 +15,7 @@ __all__ = [
     "Report",
     "RunResult",
     "Variant",
+    "analyze",
     "compare",
     "profile",
     "read_table",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, compare, profile
+    from memprof.api import Variant, analyze, compare, profile
     from memprof.model import Report, RunResult, load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "profile": "memprof.api",
     "compare": "memprof.api",
+    "analyze": "memprof.api",
     "Variant": "memprof.api",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",

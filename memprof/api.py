@@ -1,15 +1,16 @@
-"""The Python API, the library's front door: profile a callable (:func:`profile`) or compare
-several (:func:`compare`) into a :class:`memprof.Report`. The command line calls the same
-functions."""
+"""The Python API, the library's front door: profile a callable (:func:`profile`), compare
+several (:func:`compare`), or read traces and snapshots recorded elsewhere (:func:`analyze`),
+into a :class:`memprof.Report`. The command line calls the same functions."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from memprof.errors import UsageError, UserCodeError, param
-from memprof.model import Report, RunResult
+from memprof.model import Report, RunResult, Source
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs, InputsFactory, Target
 
@@ -127,6 +128,43 @@ def profile(
     )
 
 
+def analyze(
+    *paths: str | os.PathLike[str],
+    expandable_segments: bool = False,
+    max_split_size_mb: int | None = None,
+    status: StatusFn | None = None,
+) -> Report:
+    """Read chrome traces and CUDA memory snapshots recorded elsewhere (by ``torch.profiler``'s
+    ``export_chrome_trace``/``tensorboard_trace_handler`` or ``torch.cuda.memory._dump_snapshot``)
+    into a :class:`memprof.Report`, without torch and without a GPU.
+
+    ``paths``: trace files (``.json``, ``.json.gz``), snapshot pickles, or folders of them (one
+    per rank); each file's kind is read from its content. One run per device, rank and file:
+    labelled ``cuda:0`` for one file, ``rank1/cuda:0`` for files of distinct ranks,
+    ``<file stem>/cuda:0`` otherwise. ``expandable_segments``/``max_split_size_mb``: also replay
+    each snapshot's allocations under these allocator settings (``run.snapshot.what_if``).
+    ``status`` receives progress lines. A path that is not a readable trace or snapshot raises
+    :class:`memprof.errors.InputError`; a snapshot that names any Python global is refused
+    before anything in it runs.
+
+    >>> import memprof
+    >>> report = memprof.analyze("rank0.pt.trace.json.gz")  # doctest: +SKIP
+    >>> report.runs["cuda:0"].footprint_bytes  # doctest: +SKIP
+    """
+    from memprof.analysis.allocator import AllocatorSettings
+    from memprof.recordings import analyze_recordings
+
+    settings = None
+    if max_split_size_mb is not None and (isinstance(max_split_size_mb, bool) or max_split_size_mb < 1):
+        raise UsageError(f"{param('max_split_size_mb')} must be 1 or more (MiB), got {max_split_size_mb}")
+    if expandable_segments or max_split_size_mb is not None:
+        settings = AllocatorSettings(
+            expandable_segments=expandable_segments,
+            max_split_size_bytes=None if max_split_size_mb is None else max_split_size_mb << 20,
+        )
+    return analyze_recordings(paths, what_if_settings=settings, status=status)
+
+
 def _run_options(settings: dict[str, Any]) -> RunOptions:
     known = {f.name for f in fields(RunOptions)} - {"mode"}
     unknown = sorted(set(settings) - known)
@@ -217,7 +255,9 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
             first_error = first_error or error
             runs[variant.label] = RunResult.failed_run(variant.label, variant.mode, error.message)
     names = " vs ".join(dict.fromkeys(target.spec for target, _ in resolved))
-    report = Report(target=names, device=device, runs=runs, environment=environment(device))
+    report = Report(
+        target=names, device=device, runs=runs, environment=environment(device), source=Source(kind="live")
+    )
     if first_error is not None:
         first_error.report = report
         raise first_error

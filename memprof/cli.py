@@ -91,12 +91,13 @@ def reflowed(func: F) -> F:
 def _register() -> None:
     # Each command is a plain function in memprof/commands/; registering spreads its option
     # groups into options, wraps it in the one error handler and reflows its docstring for --help.
+    from memprof.commands.analyze import analyze
     from memprof.commands.check import check
     from memprof.commands.compare import compare
     from memprof.commands.parse import parse
     from memprof.commands.run import run
 
-    for command in (run, compare, check, parse):
+    for command in (run, compare, analyze, check, parse):
         app.command()(handle_errors(reflowed(with_option_groups(command))))
 
 

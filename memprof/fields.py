@@ -148,6 +148,16 @@ def maybe_size(**spec: Any) -> Any:
     return _field(SIZE, None, nullable=True, omit_none=True, **spec)
 
 
+def maybe_count(**spec: Any) -> Any:
+    """A count (0 or more) that only some runs know: None (left out of the JSON) elsewhere."""
+    return _field(COUNT, None, nullable=True, omit_none=True, **spec)
+
+
+def optional_text(**spec: Any) -> Any:
+    """A string that only some runs know: None (left out of the JSON) elsewhere."""
+    return _field(MAYBE_TEXT, None, omit_none=True, **spec)
+
+
 def optional(item: type, **spec: Any) -> Any:
     """One nested dataclass that only some runs have: None (left out of the JSON) elsewhere."""
     return _field(OBJECT, None, item=item, nullable=True, omit_none=True, **spec)

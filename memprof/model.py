@@ -29,13 +29,170 @@ if TYPE_CHECKING:
     from memprof.analysis.peaks import Analysis
     from memprof.analysis.ranks import RankSummary
 
-__all__ = ["OP_COLUMNS", "OpStats", "Report", "RunResult", "Timeline", "load_report"]
+__all__ = [
+    "OP_COLUMNS",
+    "AllocatorModel",
+    "OpStats",
+    "Report",
+    "RunResult",
+    "SnapshotSection",
+    "Source",
+    "Timeline",
+    "load_report",
+]
 
 SCHEMA_VERSION = 2
 """What this memprof writes. Version 1 (no ``fused_kernels``, the older diff layout) still loads."""
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
 OK, FAILED = "ok", "failed"
+
+
+# ------------------------------------------------------------------ recordings (traces, snapshots)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceFile:
+    """One file a report was read from: its ``path``, ``kind`` (``trace`` or ``snapshot``), the
+    labels of the ``runs`` it gave, and what it records about itself (rank, world size,
+    distributed backend, torch version; None where it does not say)."""
+
+    path: str = fields.text(required=True)
+    kind: str = fields.text(required=True)
+    runs: tuple[str, ...] = fields.items(fields.TEXT)
+    rank: int | None = fields.maybe_count()
+    world_size: int | None = fields.maybe_count()
+    distributed_backend: str | None = fields.optional_text()
+    torch_version: str | None = fields.optional_text()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where a report's numbers come from: ``kind`` ``live`` (profiled here), ``trace`` (chrome
+    traces), ``snapshot`` (CUDA memory snapshots), ``trace+snapshot`` (both), ``estimate``;
+    ``paths`` as given, ``files`` each file read."""
+
+    kind: str = fields.text(required=True)
+    paths: tuple[str, ...] = fields.items(fields.TEXT)
+    files: tuple[SourceFile, ...] = fields.items(SourceFile)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotSite:
+    """Requested bytes live at the peak that were allocated at one ``site`` (``file:line
+    function`` of the innermost Python frame), in ``count`` blocks."""
+
+    site: str = fields.text(required=True)
+    bytes: int = fields.size()
+    count: int = fields.count()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fragmentation:
+    """The reserve at dump time: ``cached_bytes`` = reserved - allocated (free, held by the
+    cache), the largest free block, the trace's largest request and the cached bytes that could
+    not hold it (other pool, other stream, or too small; None without a trace)."""
+
+    cached_bytes: int = fields.size()
+    largest_free_block_bytes: int = fields.size()
+    largest_request_bytes: int | None = fields.maybe_size()
+    unusable_bytes: int | None = fields.maybe_size()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OomEvent:
+    """An out-of-memory the trace recorded (``index``: its event number), explained: the request
+    (rounded, as recorded), free on the device, and what the allocator held then. ``cause`` is
+    ``fragmentation`` when the cache held enough free bytes but no block that fits."""
+
+    index: int = fields.count()
+    time_us: int | None = fields.maybe_count()
+    requested_bytes: int = fields.size()
+    free_on_device_bytes: int = fields.size()
+    reserved_bytes: int = fields.size()
+    allocated_bytes: int = fields.size()
+    largest_free_block_bytes: int = fields.size()
+    cause: str = fields.text(default="capacity", choices=("capacity", "fragmentation"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhatIf:
+    """The snapshot's allocations replayed from an empty allocator under ``settings``: the
+    highest reserved and allocated bytes (block sizes), reserved above allocated, segments asked
+    of the device, the largest free block at the end, and how many recorded out-of-memory
+    requests would still fail within ``capacity_bytes`` (None: capacity unknown, not checked)."""
+
+    settings: str = fields.text(required=True)
+    reserved_peak_bytes: int = fields.size()
+    allocated_peak_bytes: int = fields.size()
+    reserve_overhead_bytes: int = fields.size()
+    segment_allocations: int = fields.count()
+    largest_free_block_bytes: int = fields.size()
+    capacity_bytes: int | None = fields.maybe_size()
+    ooms: int = fields.count()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotSection:
+    """What a CUDA memory snapshot says about one device beyond the run's numbers.
+
+    At dump time: segments (small, large, expandable), reserved, allocated (block sizes) and
+    requested bytes. Its trace: events, each action's count, frees of blocks allocated before
+    it began (the ring buffer wrapped when > 0), the highest live requested bytes and when,
+    the sites live then, the memory the allocator could have had (reserved + free at the first
+    out-of-memory), fragmentation, each out-of-memory explained, and the what-if replays asked for.
+    """
+
+    segments: int = fields.count()
+    small_segments: int = fields.count()
+    large_segments: int = fields.count()
+    expandable_segments: int = fields.count()
+    reserved_bytes: int = fields.size()
+    allocated_bytes: int = fields.size()
+    requested_bytes: int = fields.size()
+    trace_events: int = fields.count()
+    trace_actions: dict[str, int] = fields.mapping(fields.COUNT)
+    frees_without_alloc: int = fields.count()
+    peak_requested_bytes: int = fields.size()
+    peak_time_us: int | None = fields.maybe_count()
+    capacity_bytes: int | None = fields.maybe_size()
+    sites_at_peak: tuple[SnapshotSite, ...] = fields.items(SnapshotSite)
+    fragmentation: Fragmentation = fields.nested(Fragmentation)
+    ooms: tuple[OomEvent, ...] = fields.items(OomEvent)
+    what_if: tuple[WhatIf, ...] = fields.items(WhatIf)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllocatorModel:
+    """The caching-allocator model's replay of a snapshot's trace against what was recorded:
+    allocations placed at the recorded address, segments asked for at the same event with the
+    same size (and those the trace does not have), blocks at dump time reproduced, reserved and
+    allocated bytes at the end equal; ``exact`` when all are. ``settings``: the settings it ran
+    with; ``settings_differ``: recorded settings it does not follow."""
+
+    placements_matched: int = fields.count()
+    placements: int = fields.count()
+    segments_matched: int = fields.count()
+    segments: int = fields.count()
+    segments_unexpected: int = fields.count()
+    blocks_matched: int = fields.count()
+    blocks: int = fields.count()
+    reserved_matched: bool = fields.flag()
+    allocated_matched: bool = fields.flag()
+    exact: bool = fields.flag(init=False)
+    settings: str = fields.text(default="default")
+    settings_differ: tuple[str, ...] = fields.items(fields.TEXT)
+
+    def __post_init__(self) -> None:
+        exact = (
+            self.placements_matched == self.placements
+            and self.segments_matched == self.segments
+            and not self.segments_unexpected
+            and self.blocks_matched == self.blocks
+            and self.reserved_matched
+            and self.allocated_matched
+        )
+        object.__setattr__(self, "exact", exact)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,23 +204,33 @@ class RunResult:
     replaced (None in reports written before memprof stored it). See README for each number's
     meaning. A run whose code failed has ``status`` "failed", its message in ``error`` (and
     ``failed``), and no numbers. ``rank`` is the distributed rank that made the run (None
-    outside a multi-rank job).
+    outside a multi-rank job or a folder of per-rank traces).
 
-    Explained runs (the default; README, "What is live at the peak") also have
+    Fields only some runs know are None (and absent from the JSON) elsewhere: ``rank``,
+    ``device``/``device_name``/``device_total_bytes``; ``footprint_bytes`` (everything live at
+    the peak, what was live before included), ``live_at_start_bytes``, ``reserved_peak_bytes``
+    (CUDA's caching allocator); ``snapshot`` and ``allocator_model`` (runs read from a CUDA
+    memory snapshot).
+
+    Explained runs (the default for live runs; README, "What is live at the peak") have
     ``footprint_bytes`` and ``live_at_start_bytes`` (``peak_bytes`` is their difference),
     ``at_peak`` (what is live at the peak; ``at_peak.frame`` as a DataFrame), ``module_stats``
     (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the
-    one explained) and, compiled, ``kernels``. Fields a run does not know are None or empty and
-    left out of the JSON, so reports written before them still load.
+    one explained) and, compiled, ``kernels``; empty elsewhere and left out of the JSON, so
+    reports written before them still load.
     """
 
     label: str = fields.text(required=True)
     mode: str = fields.text(default="eager", default_from="label")
     status: str = fields.text(default=OK, choices=(OK, FAILED))
-    rank: int | None = fields.count(default=None, nullable=True, omit=lambda run: run.rank is None)
+    rank: int | None = fields.maybe_count()
+    device: str | None = fields.optional_text()
+    device_name: str | None = fields.optional_text()
+    device_total_bytes: int | None = fields.maybe_size()
     peak_bytes: int = fields.size(required=True)
     footprint_bytes: int | None = fields.maybe_size()
     live_at_start_bytes: int | None = fields.maybe_size()
+    reserved_peak_bytes: int | None = fields.maybe_size()
     allocated_bytes: int = fields.size()
     net_bytes: int = fields.signed_size()
     inputs_bytes: int = fields.size()
@@ -89,10 +256,12 @@ class RunResult:
     call_numbers: tuple[CallNumbers, ...] = fields.items(
         CallNumbers, key="calls", omit=lambda run: not run.call_numbers
     )
-    peak_call: int | None = fields.count(default=None, nullable=True, omit=lambda run: run.peak_call is None)
+    peak_call: int | None = fields.maybe_count()
     kernels: tuple[KernelStats, ...] = fields.items(KernelStats, omit=lambda run: not run.kernels)
 
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
+    snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
+    allocator_model: AllocatorModel | None = fields.optional(AllocatorModel)
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
 
@@ -171,6 +340,7 @@ class Report:
     device: str = fields.text(default="cpu")
     created: str = fields.text(default_factory=_now)
     environment: dict[str, str] = fields.mapping(fields.TEXT)
+    source: Source | None = fields.optional(Source)
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
 
     @property
@@ -182,10 +352,15 @@ class Report:
 
     @cached_property
     def diffs(self) -> tuple[RunDiff, ...]:
-        """Each successful run after the first compared with the first."""
+        """Each successful run after the first compared with the first; none when the runs are
+        on different devices or ranks (a GPU is not compared with the host, nor one rank with
+        another)."""
         from memprof.analysis.diff import diff_runs
 
         runs = self.ok_runs()
+        # Only runs of one device and one rank are comparable (a per-rank view of a job is).
+        if len({(run.device, run.rank) for run in runs}) > 1:
+            return ()
         return tuple(diff_runs(runs[0], other) for other in runs[1:])
 
     @cached_property
@@ -195,6 +370,11 @@ class Report:
         from memprof.analysis.ranks import summarize
 
         return summarize(self.runs.values())
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the runs were read from recordings (traces, snapshots), not profiled here."""
+        return self.source is not None and self.source.kind not in ("live", "estimate")
 
     @property
     def diff(self) -> RunDiff | None:

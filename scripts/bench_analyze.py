@@ -2,15 +2,22 @@
 
     PYTHONPATH=. python scripts/bench_analyze.py                 # the V100 trace, 8 and 20 ranks
     PYTHONPATH=. python scripts/bench_analyze.py --rounds 9 --ranks 8
+    PYTHONPATH=. python scripts/bench_analyze.py --only command  # (c) alone
 
 (a) Reading and analysing the 54 MB (uncompressed) V100 trace — ``read_trace`` (gunzip, parse,
     per-device records and numbers) plus ``analyze`` (the per-op table) of every device — side
     by side with ``json.loads`` of the already decompressed text, alternately, in one process;
     medians and their ratio. Once with orjson (when installed) and once with the standard
     library's parser forced.
-(b) Peak RSS of a fresh process reading a folder of the V100 trace replicated to N ranks (one
-    file at a time, as ``iter_trace_folder`` does), against one process that only
-    ``json.loads`` one rank's text: memory stays bounded by the largest file.
+(b) Peak RSS of a fresh process reading a folder of the V100 trace replicated to N ranks into
+    one report (``memprof.analyze(folder)``: one file at a time, as ``iter_trace_folder``
+    reads them), against one process that only ``json.loads`` one rank's text: memory stays
+    bounded by the largest file.
+(c) The whole command: ``memprof analyze V100.json.gz -q`` (start-up, imports, reading, the
+    per-op analysis, the terminal report) as a process, against a process that runs
+    ``json.loads(gzip.open(path).read())``; alternately, medians of wall and CPU time and of
+    the per-round ratios. With orjson (when installed), with the standard library's parser
+    forced, and with every report file written (``--out``: JSON, CSV, Markdown, HTML).
 
 The trace is read from ``$MEMPROF_GPU_DATA/traces`` (default ``<repo>/../shared/gpu_data``).
 """
@@ -29,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import env, machine
+from bench import env, machine, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -100,22 +107,19 @@ def section_a(path: Path, rounds: int) -> None:
 
 
 CHILD = """
-import json, gzip, resource, sys, time
+import json, gzip, sys, time
 from pathlib import Path
 start = time.perf_counter()
 if sys.argv[1] == "folder":
-    from memprof.analysis.peaks import analyze
-    from memprof.sources.trace import iter_trace_folder
-    ranks = 0
-    for trace in iter_trace_folder(sys.argv[2]):
-        for device in trace.devices:
-            analyze(device.raw)
-        ranks += 1
+    import memprof
+    report = memprof.analyze(sys.argv[2])  # what `memprof analyze FOLDER` builds
+    ranks = len(report.source.files)
 else:
     document = json.loads(gzip.decompress(Path(sys.argv[2]).read_bytes()))
     ranks = 1
-print(json.dumps({"ranks": ranks, "seconds": time.perf_counter() - start,
-                  "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM, not ru_maxrss: Linux carries a parent's high-water mark into ru_maxrss across exec.
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"ranks": ranks, "seconds": time.perf_counter() - start, "max_rss_kib": hwm}))
 """
 
 
@@ -143,21 +147,73 @@ def section_b(path: Path, rank_counts: list[int]) -> None:
             result = child("folder", Path(folder))
         assert result["ranks"] == ranks
         print(
-            f"| memprof, {ranks} ranks (read + per-op analysis) | {ranks * text_bytes / 2**20:,.0f} MiB | "
+            f"| memprof.analyze, {ranks} files (a run per file and device) | "
+            f"{ranks * text_bytes / 2**20:,.0f} MiB | "
             f"{result['seconds']:.1f} s | {result['max_rss_kib'] / 1024:.0f} MiB |"
         )
     print()
+
+
+# The command with orjson hidden: its import fails, so the standard library parses.
+NO_ORJSON = "import sys; sys.modules['orjson'] = None; from memprof.cli import main; main(sys.argv[1:])"
+
+
+def section_c(path: Path, rounds: int) -> None:
+    plain = [PY, "-c", f"import gzip, json; json.loads(gzip.open({str(path)!r}).read())"]
+    print(f"## (c) `memprof analyze {V100} -q` vs a process that only json.loads it\n")
+    print(f"{rounds} rounds, alternating, whole processes; medians (ratio: median of per-round ratios).\n")
+    print("| memprof | wall | CPU | json.loads process: wall | CPU | ratio (wall) | ratio (CPU) |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="memprof-bench-") as out:
+        variants = [
+            (
+                "orjson" if _has_orjson() else "(orjson absent)",
+                [PY, "-m", "memprof", "analyze", str(path), "-q"],
+            ),
+            ("standard library json", [PY, "-c", NO_ORJSON, "analyze", str(path), "-q"]),
+            (
+                "orjson, --out (all four files)",
+                [PY, "-m", "memprof", "analyze", str(path), "-q", "--out", out],
+            ),
+        ]
+        for label, command in variants:
+            timed(command)  # warm the page cache and the bytecode
+            ours, theirs = [], []
+            for _ in range(rounds):
+                ours.append(timed(command))
+                theirs.append(timed(plain))
+            wall_ratio = statistics.median(a[0] / b[0] for a, b in zip(ours, theirs, strict=True))
+            cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(ours, theirs, strict=True))
+            med = [statistics.median(x[i] for x in runs) for runs in (ours, theirs) for i in (0, 1)]
+            print(
+                f"| {label} | {med[0]:.2f} s | {med[1]:.2f} s | {med[2]:.2f} s | {med[3]:.2f} s "
+                f"| {wall_ratio:.2f}x | {cpu_ratio:.2f}x |"
+            )
+    print()
+
+
+def _has_orjson() -> bool:
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--ranks", type=int, nargs="*", default=[8, 20])
+    parser.add_argument("--only", choices=["read", "folder", "command"], help="run one section")
     args = parser.parse_args()
     path = trace_path()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f}\n")
-    section_a(path, args.rounds)
-    section_b(path, args.ranks)
+    if args.only in (None, "read"):
+        section_a(path, args.rounds)
+    if args.only in (None, "folder"):
+        section_b(path, args.ranks)
+    if args.only in (None, "command"):
+        section_c(path, args.rounds)
 
 
 if __name__ == "__main__":

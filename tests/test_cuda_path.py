@@ -10,7 +10,7 @@ from enum import Enum
 from memprof.analysis.peaks import analyze
 from memprof.records import CALL_MARKER
 from memprof.sources.kineto import raw_from_kineto
-from memprof.sources.live import cuda_crosscheck
+from memprof.sources.live import counted_memory, cuda_crosscheck
 
 MiB = 1024 * 1024
 
@@ -104,3 +104,40 @@ def test_allocator_crosscheck_agrees_or_says_why():
     assert counters["allocator_peak_above_start_bytes"] == 500 * MiB
     note = cuda_crosscheck(dict(counters), 300 * MiB)
     assert note is not None and "500.0 MiB" in note and "300.0 MiB" in note
+
+
+def test_a_cuda_run_knows_its_footprint_live_at_start_and_reserve_from_the_counters():
+    # torch.cuda.memory_allocated() when profiling began, max_memory_allocated() and
+    # max_memory_reserved() after (the peak stats are reset just before): what the runner records.
+    counters = {
+        "memory_allocated_start_bytes": 100 * MiB,
+        "max_memory_allocated_bytes": 600 * MiB,
+        "max_memory_reserved_bytes": 640 * MiB,
+    }
+    assert counted_memory(counters) == {
+        "footprint_bytes": 600 * MiB,
+        "live_at_start_bytes": 100 * MiB,
+        "reserved_peak_bytes": 640 * MiB,
+    }
+    # On the CPU there are no such counters: unknown, not zero.
+    assert counted_memory({}) == dict.fromkeys(
+        ("footprint_bytes", "live_at_start_bytes", "reserved_peak_bytes")
+    )
+
+
+def test_a_live_cpu_run_says_its_device_and_knows_no_device_wide_numbers():
+    import torch
+
+    import memprof
+
+    report = memprof.profile(torch.ones, 1024, 1024, device="cpu")
+    run = report.runs["eager"]
+    assert (run.device, run.peak_bytes) == ("cpu", 4 * MiB)
+    assert (
+        run.footprint_bytes,
+        run.live_at_start_bytes,
+        run.reserved_peak_bytes,
+        run.device_total_bytes,
+    ) == (None,) * 4
+    assert report.source is not None and report.source.kind == "live" and not report.recorded
+    assert report.to_dict()["source"] == {"kind": "live", "paths": [], "files": []}

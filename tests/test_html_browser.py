@@ -351,3 +351,48 @@ def test_report_opens_offline_draws_the_chart_and_sorts(
     shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
     assert len(png_colours(shot)) > 1
     assert browser.outgoing_requests() == [] and browser.console_errors() == []
+
+
+def test_a_trace_report_opens_offline_draws_allocated_and_reserved_and_sorts(
+    browser: DevTools, tmp_path: Path
+) -> None:
+    from gpu_data import gpu_file
+
+    import memprof
+
+    page = tmp_path / "trace.html"
+    page.write_text(
+        render_html(memprof.analyze(gpu_file("tracelens_h100_bert_small.json.gz"))), encoding="utf-8"
+    )
+    browser.open(page)
+    assert browser.outgoing_requests() == []
+    assert browser.console_errors() == []
+    assert browser.evaluate("document.title") == "memprof: tracelens_h100_bert_small.json.gz"
+
+    chart = browser.evaluate(
+        """(() => {
+          const svg = document.querySelector('#timeline-chart svg');
+          const box = svg.getBoundingClientRect();
+          const drawn = [...svg.querySelectorAll('path')].filter(p => {
+            const b = p.getBBox(); return b.width > 0 && b.height > 0; }).length;
+          const texts = [...svg.querySelectorAll('text')].map(t => t.textContent);
+          return {width: box.width, height: box.height, drawn: drawn, texts: texts};
+        })()"""
+    )
+    assert chart["width"] > 400 and chart["height"] > 150
+    assert chart["drawn"] >= 5  # background, allocated line and its fill, reserved line, live at start
+    assert "peak 9.5 MiB above start during aten::linear" in chart["texts"]
+    assert {"allocated", "reserved", "live at start"} <= set(chart["texts"])
+
+    cuda_ops = "[...document.querySelectorAll('#ops table.sortable')[1].tBodies[0].rows]"
+    before = browser.evaluate(f"{cuda_ops}.map(r => r.cells[0].textContent)")
+    assert before[:2] == ["ProfilerStep#6", "aten::linear"]  # cuda:0's ops, largest peak first
+    browser.click("#ops div.scroll:nth-of-type(2) thead th:nth-child(2)")  # cuda:0's "calls"
+    after = browser.evaluate(f"{cuda_ops}.map(r => r.cells[0].textContent)")
+    assert sorted(after) == sorted(before) and after != before
+    calls = browser.evaluate(f"{cuda_ops}.map(r => Number(r.cells[1].dataset.sort))")
+    assert calls == sorted(calls, reverse=True)
+
+    shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
+    assert len(png_colours(shot)) > 1
+    assert browser.outgoing_requests() == [] and browser.console_errors() == []

@@ -72,6 +72,16 @@ def test_run_help_loads_no_torch() -> None:
     assert heavy_modules_after_cli("run", "--help") == []
 
 
+def test_analyze_reads_a_trace_and_a_snapshot_without_torch() -> None:
+    data = ROOT / "tests" / "data" / "gpu"
+    trace, snapshot = (
+        data / "tracelens_h100_bert_small.json.gz",
+        data / "silmont2000_cs336_tiny.snapshot.pickle",
+    )
+    assert heavy_modules_after_cli("analyze", str(trace), str(snapshot), "-q") == []
+    assert heavy_modules_after_cli("analyze", "--help") == []
+
+
 def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     report = {
         "schema_version": 1,

@@ -43,3 +43,38 @@ def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeyp
     result = CliRunner().invoke(app, args)
     assert result.exit_code in (0, 1)
     assert result.stdout == expected
+
+
+def analyze_examples() -> list[tuple[str, str]]:
+    """(command, expected output) pairs of README's `memprof analyze` section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## GPU memory recorded elsewhere") : text.index("## Reports")]
+    found = []
+    for block in re.findall(r"```\n(\$ memprof analyze .*?)```", section, re.S):
+        command, _, output = block.partition("\n")
+        found.append((command[2:], output))
+    return found
+
+
+ANALYZE_EXAMPLES = analyze_examples()
+
+
+def test_readme_has_analyze_examples() -> None:
+    assert len(ANALYZE_EXAMPLES) == 3
+
+
+@pytest.mark.parametrize(("command", "expected"), ANALYZE_EXAMPLES, ids=[c for c, _ in ANALYZE_EXAMPLES])
+def test_readme_analyze_example_prints_what_readme_shows(command, expected, monkeypatch, tmp_path) -> None:
+    import pickle
+
+    from test_cli_analyze import oom_snapshot
+
+    if "oom.pickle" in command:
+        # The synthetic snapshot of tests/test_cli_analyze.py, under the name README gives it.
+        (tmp_path / "oom.pickle").write_bytes(pickle.dumps(oom_snapshot()))
+        monkeypatch.chdir(tmp_path)
+    else:
+        monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, shlex.split(command)[1:])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == expected

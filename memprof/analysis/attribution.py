@@ -79,9 +79,7 @@ _NEVER = np.iinfo(np.int64).max
 _BEFORE = np.iinfo(np.int64).min // 2
 
 OUTSIDE_OPS = "allocated after the last op the tracker saw"
-NOT_TRACKED = (
-    "made during the call; its ops were not tracked (explained: eager and Inductor-compiled code)"
-)
+NOT_TRACKED = "made during the call; its ops were not tracked (eager and Inductor code are)"
 UNKNOWN_BEFORE = (
     "made before the call and not reachable from its arguments, model or optimizer; freed during it"
 )

@@ -225,6 +225,11 @@ def site_of(stack: tuple[Frame, ...]) -> str:
     return NO_PYTHON_FRAME
 
 
+def python_frames(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The Python frames of ``stack`` (torch's C++ frames left out), in its order."""
+    return tuple(frame for frame in stack if _is_python(frame))
+
+
 def _is_python(frame: Frame) -> bool:
     name = frame.filename
     if name.endswith(".py"):

@@ -33,12 +33,15 @@ class CategoryTimeline:
 
 @dataclass(frozen=True)
 class Timeline:
-    """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started,
-    ``bytes`` live bytes above live at that start (negative when memory held before was freed);
-    ``by_category`` (explained runs) the peak call's live bytes by category."""
+    """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started (for a
+    recording: since its first memory event), ``bytes`` live bytes above live at that start
+    (negative when memory held before was freed), ``reserved`` (a CUDA recording's, when known;
+    else empty) what the caching allocator held at each point, absolute; ``by_category``
+    (explained runs) the peak call's live bytes by category."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
+    reserved: tuple[int, ...] = fields.items(fields.SIZE, omit=lambda timeline: not timeline.reserved)
     by_category: CategoryTimeline | None = fields.optional(CategoryTimeline)
 
     def __len__(self) -> int:
@@ -92,7 +95,16 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
 
     if len(timeline) <= max_points:
         return timeline
-    t, b = downsample(
-        np.asarray(timeline.t_ns, dtype=np.int64), np.asarray(timeline.bytes, dtype=np.int64), max_points
+    reserved = np.asarray(timeline.reserved, dtype=np.int64) if timeline.reserved else None
+    t, b, r = downsample_max(
+        np.asarray(timeline.t_ns, dtype=np.int64),
+        np.asarray(timeline.bytes, dtype=np.int64),
+        reserved,
+        max_points,
     )
-    return Timeline(t_ns=tuple(t.tolist()), bytes=tuple(b.tolist()), by_category=timeline.by_category)
+    return Timeline(
+        t_ns=tuple(t.tolist()),
+        bytes=tuple(b.tolist()),
+        reserved=() if r is None else tuple(r.tolist()),
+        by_category=timeline.by_category,
+    )

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from memprof.analysis.diff import op_note
 from memprof.analysis.timeline import downsample_timeline
 from memprof.errors import UsageError, param
+from memprof.report import recorded
 from memprof.report.peak_html import CSS as PEAK_CSS
 from memprof.report.peak_html import JS as PEAK_JS
 from memprof.report.peak_html import at_peak_section
 from memprof.report.ranks import RankView, rank_view, size_columns
+from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
 from memprof.units import format_bytes, format_ms, format_seconds
 
@@ -35,6 +37,9 @@ INSTALL_HINT = "pip install matplotlib"
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
 # A report of several ranks has one more, after the summary.
 RANKS_SECTION_ID = "ranks"
+RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
+"""The sections of a report read from recordings (snapshot and sites when a snapshot is among
+them, ops when a trace is)."""
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -274,16 +279,15 @@ def _ranks(view: RankView) -> str:
 
 
 def _runs(report: Report) -> str:
-    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
-    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "inputs", "wall/call"]
-    headers += ["compile", "peak during"]
-    head = "".join(f'<th scope="col">{h}</th>' for h in headers)
+    extra = memory_columns(report.runs.values())  # footprint, live at start, reserved: where known
+    headers = ["run", "peak", *(h for h, _ in extra), "allocated", "net", "inputs", "wall/call", "compile"]
+    head = "".join(f'<th scope="col">{h}</th>' for h in [*headers, "peak during"])
     rows = []
     for label, run in report.runs.items():
         if run.failed:
             rows.append(
                 f'<tr class="failed"><th scope="row">{_e(label)}</th>'
-                f'<td colspan="{len(headers) - 1}">failed: {_e(run.failed)}</td></tr>'
+                f'<td colspan="{len(headers)}">failed: {_e(run.failed)}</td></tr>'
             )
             continue
         compile_s = format_seconds(run.compile_seconds)
@@ -292,7 +296,7 @@ def _runs(report: Report) -> str:
         )
         rows.append(
             f'<tr><th scope="row">{_e(label)}</th>'
-            f"{_size_cell(run.peak_bytes)}{_size_cell(run.footprint_bytes) if footprint else ''}"
+            f"{_size_cell(run.peak_bytes)}{''.join(_size_cell(getattr(run, attr)) for _, attr in extra)}"
             f"{_size_cell(run.allocated_bytes)}"
             f"{_size_cell(run.net_bytes, signed=True)}{_size_cell(run.inputs_bytes)}"
             f'<td class="num">{_e(format_ms(run.wall_ms))}</td><td class="num">{_e(compile_s)}</td>'
@@ -305,7 +309,8 @@ def _runs(report: Report) -> str:
         "records (and the frees of tensors made before the call); footprint: everything live at "
         "the peak, what was live before the call included; allocated: all bytes allocated; net: "
         "left allocated at the end; inputs: what was live when the first call started (arguments, "
-        "model, optimizer state), not in the peak.</p></section>"
+        "model, optimizer state), not in the peak.</p>"
+        f"{_device_paragraphs(report)}</section>"
     )
 
 
@@ -492,6 +497,9 @@ _CSS = """
 .memprof-report figure.chart{margin:.4em 0}.memprof-report figure.chart svg{max-width:100%;height:auto}
 .memprof-report figcaption,.memprof-report .help,.memprof-report .empty{color:#555;font-size:.92em}
 .memprof-report pre{font-size:12px;overflow:auto;background:#f8f8f8;padding:.6em}
+.memprof-report .bar{background:#1f6fb4;height:.8em;display:inline-block;vertical-align:middle}
+.memprof-report td.bar-cell{min-width:12em}
+.memprof-report ul.facts{padding-left:1.2em;margin:.3em 0}
 .memprof-report code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em}
 """
 
@@ -543,22 +551,25 @@ def render_html(
 ) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
-    Sections (ids): summary, verdict, runs, timeline (chart), ops (sortable tables, every op
+    Sections (ids): summary, verdict, runs, timeline (chart), at-peak (what is live at each
+    explained run's peak: stacked chart, icicle, tables), ops (sortable tables, every op
     unless ``top`` is given), fused, notes, torch-table (torch's own table, collapsible). A
     report of several ranks adds ``ranks`` after the summary (every rank's row, the imbalance,
     the peaks as bars); its verdict, ops and fused kernels detail one rank (the highest peak's,
-    or ``rank``), its runs, timelines and notes cover every rank.
+    or ``rank``), its runs, timelines and notes cover every rank. A report read from recordings
+    has :data:`RECORDED_SECTION_IDS` instead (and ``ranks`` for per-rank recordings).
     """
     if standalone:
         check_available()
     title = f"memprof: {report.target}"
     view = rank_view(report, rank)
     detail = view.report if view is not None else report
-    body = (
-        '<div class="memprof-report">'
-        f"<h1>{_e(title)}</h1>"
-        + _summary(report)
-        + (_ranks(view) if view is not None else "")
+    ranks = _ranks(view) if view is not None else ""
+    sections = (
+        recorded_sections(report, top, ranks=ranks)
+        if report.recorded
+        else _summary(report)
+        + ranks
         + _verdict(detail)
         + _runs(report)
         + _timeline(report)
@@ -567,8 +578,9 @@ def render_html(
         + _fused(detail)
         + _notes(report)
         + _torch_tables(report)
-        + f"<script>{_JS}{PEAK_JS}</script></div>"
     )
+    body = f'<div class="memprof-report"><h1>{_e(title)}</h1>{sections}<script>{_JS}{PEAK_JS}</script></div>'
+
     if not standalone:
         # Jupyter shows the fragment inside its own page: the style comes along.
         return f"<style>{_CSS}{PEAK_CSS}</style>{body}"
@@ -578,4 +590,243 @@ def render_html(
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}{PEAK_CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs read from recordings (memprof analyze): chrome traces and CUDA memory snapshots
+
+CHART_POINTS = 800
+"""A recorded run's chart draws at most this many points per line (each bucket's highest)."""
+CHART_PANELS = 24
+
+
+def _device_paragraphs(report: Report) -> str:
+    lines = [line for run in report.ok_runs() if (line := recorded.device_line(run))]
+    return "".join(f'<p class="device">{_e(line)}</p>' for line in lines)
+
+
+def _recorded_summary(report: Report) -> str:
+    assert report.source is not None
+    items: list[tuple[str, str]] = [("read", recorded.source_line(report))]
+    for file in report.source.files:
+        about = [file.kind]
+        if file.rank is not None:
+            about.append(f"rank {file.rank}")
+        if file.torch_version:
+            about.append(f"torch {file.torch_version}")
+        about.append("runs " + ", ".join(file.runs))
+        items.append((file.path, "; ".join(about)))
+    names = {run.device: run.device_name for run in report.ok_runs() if run.device_name}
+    items += [(device or "?", name) for device, name in names.items()]
+    items.append(("analysed", report.created or "?"))
+    rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items)
+    return f'<section id="summary"><dl class="env">{rows}</dl></section>'
+
+
+def _recorded_runs(report: Report) -> str:
+    columns = recorded.RECORDED_COLUMNS
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in ["run", *(h for h, _ in columns), "peak during"])
+    rows = []
+    for label, run in report.runs.items():
+        stack = " &gt; ".join(f"<code>{_e(s)}</code>" for s in run.peak_op_stack) or (
+            f"<code>{_e(run.peak_op)}</code>" if run.peak_op else "-"
+        )
+        cells = "".join(_size_cell(getattr(run, attr)) for _, attr in columns)
+        rows.append(f'<tr><th scope="row">{_e(label)}</th>{cells}<td class="name">{stack}</td></tr>')
+    return (
+        '<section id="runs"><h2>Runs</h2>'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        f"{_device_paragraphs(report)}"
+        '<p class="help">peak above start: the most live bytes above what was live when the recording '
+        "began; footprint: everything live at that moment (the allocator's Total Allocated; for a "
+        "snapshot, block sizes as max_memory_allocated counts them); live at start: allocated before "
+        "the recording began; reserved peak: the most the CUDA caching allocator held from the device; "
+        "allocated: all bytes allocated during the recording. A snapshot's peak and live at start are "
+        "requested bytes, as its trace records them.</p></section>"
+    )
+
+
+def _chart_runs(report: Report) -> list[RunResult]:
+    """The runs a recorded report draws: those with a timeline, GPUs only when there are any."""
+    runs = [r for r in report.ok_runs() if r.timeline.t_ns]
+    devices = [r for r in runs if r.device != "cpu"]
+    return (devices or runs)[:CHART_PANELS]
+
+
+def recorded_timeline_svg(runs: list[RunResult]) -> str:
+    """The allocated and reserved bytes of each run over time as inline SVG, one panel per run:
+    allocated (absolute, what was live at the start included), reserved where recorded, a
+    dashed line at live at start, the peak marked with the op (or site) at it."""
+    import io
+
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11.0, 0.6 + 2.3 * len(runs)), layout="constrained")
+    axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
+    for ax, run in zip(axes, runs, strict=True):
+        timeline = downsample_timeline(run.timeline, CHART_POINTS)
+        start = run.live_at_start_bytes or 0
+        allocated = [b + start for b in timeline.bytes]
+        top = max([*allocated, *timeline.reserved, 1])
+        unit, scale = _unit(top)
+        ms = [t / 1e6 for t in timeline.t_ns]
+        ys = [v / scale for v in allocated]
+        ax.step(ms, ys, where="post", color="#1f6fb4", linewidth=1.4, label="allocated")
+        ax.fill_between(ms, ys, step="post", color="#1f6fb4", alpha=0.15, linewidth=0)
+        if timeline.reserved:
+            reserved = [v / scale for v in timeline.reserved]
+            ax.step(ms, reserved, where="post", color="#d9661f", linewidth=1.2, label="reserved")
+        if start:
+            ax.axhline(start / scale, color="#777777", linewidth=0.9, linestyle="--", label="live at start")
+        peak_index = max(range(len(ys)), key=ys.__getitem__)
+        ax.plot(
+            [ms[peak_index]], [ys[peak_index]], marker="v", color="#b00020", markersize=8, linestyle="none"
+        )
+        label = f"peak {format_bytes(run.peak_bytes)} above start"
+        if run.peak_op:
+            label += (
+                f" at {recorded.peak_during(run)}" if run.mode == "snapshot" else f" during {run.peak_op}"
+            )
+        right_half = len(ms) > 1 and ms[peak_index] > (ms[-1] + ms[0]) / 2
+        ax.annotate(
+            label,
+            (ms[peak_index], ys[peak_index]),
+            xytext=(-8 if right_half else 8, -14),
+            textcoords="offset points",
+            ha="right" if right_half else "left",
+            va="top",
+            fontsize=9,
+            color="#b00020",
+            parse_math=False,
+        )
+        ax.set_ylim(0, top / scale * 1.12)
+        ax.set_ylabel(unit, parse_math=False)
+        ax.set_title(run.label, loc="left", fontsize=10, parse_math=False)
+        ax.legend(loc="best", fontsize=8, frameon=False)
+        ax.grid(True, color="#dddddd", linewidth=0.6)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[-1].set_xlabel("time since the recording's first memory event (ms)")
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memprof"}):
+        fig.savefig(
+            buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
+        )
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg") :].strip()
+
+
+def _recorded_timeline(report: Report) -> str:
+    import importlib.util
+
+    runs = _chart_runs(report)
+    if runs and importlib.util.find_spec("matplotlib") is None:
+        body = f'<p class="empty">The chart needs matplotlib: <code>{_e(INSTALL_HINT)}</code></p>'
+    elif not runs:
+        body = '<p class="empty">No run has a timeline (a snapshot without history or times).</p>'
+    else:
+        hidden = len([r for r in report.ok_runs() if r.timeline.t_ns]) - len(runs)
+        caption = (
+            "Allocated (blue, absolute: what was live at the start included) and reserved (orange) bytes "
+            "over time, one panel per run; the dashed line is live at start, ▼ the peak."
+        )
+        if hidden:
+            caption += f" {hidden} more run(s) not drawn (host memory, or beyond {CHART_PANELS} panels)."
+        label = "; ".join(recorded.peak_line(r) for r in runs)
+        body = (
+            f'<figure class="chart" id="timeline-chart" role="img" aria-label="{_e(label)}">'
+            f"{recorded_timeline_svg(runs)}<figcaption>{_e(caption)}</figcaption></figure>"
+        )
+    return f'<section id="timeline"><h2>Memory over time</h2>{body}</section>'
+
+
+def _what_if_table(run: RunResult) -> str:
+    rows = recorded.what_if_rows(run)
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in recorded.WHAT_IF_HEADERS)
+    body = "".join(
+        f"<tr><td><code>{_e(row[0])}</code></td>" + "".join(f'<td class="num">{_e(c)}</td>' for c in row[1:])
+        for row in rows
+    )
+    return (
+        f"<h4>{_e(recorded.what_if_title(run))}</h4>"
+        f'<table class="what-if"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
+
+
+def _snapshots(report: Report) -> str:
+    parts = []
+    for run in report.ok_runs():
+        if run.snapshot is None:
+            continue
+        facts = "".join(f"<li>{_e(line)}</li>" for line in recorded.snapshot_lines(run))
+        parts.append(f'<h3>{_e(run.label)}</h3><ul class="facts">{facts}</ul>{_what_if_table(run)}')
+    body = "".join(parts)
+    return f'<section id="snapshot"><h2>Snapshots</h2>{body}</section>'
+
+
+def _sites(report: Report) -> str:
+    parts = []
+    for run in report.ok_runs():
+        rows = recorded.site_rows(run, top=recorded.TOP_SITES * 2)
+        if not rows:
+            continue
+        largest = max(row.bytes for row in rows) or 1
+        body = "".join(
+            f'<tr>{_name_cell(row.site)}{_size_cell(row.bytes)}<td class="num">{_e(row.share)}</td>'
+            f'{_int_cell(row.count)}<td class="bar-cell"><span class="bar" '
+            f'style="width:{100 * row.bytes / largest:.1f}%"></span></td></tr>'
+            for row in rows
+        )
+        head = "".join(
+            _th(h, numeric) for h, numeric in (("site", False), ("bytes", True), ("of peak", True))
+        )
+        head += _th("blocks", True) + '<th scope="col"></th>'
+        parts.append(
+            f"<h3>{_e(recorded.sites_title(run, recorded.TOP_SITES * 2))}</h3>"
+            f'<div class="scroll"><table class="sites sortable"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
+    body = "".join(parts) or (
+        '<p class="empty">No allocation was live at a peak above the start (a snapshot without '
+        "history: torch.cuda.memory._record_memory_history records it).</p>"
+    )
+    return f'<section id="sites"><h2>Allocation sites at the peak</h2>{body}</section>'
+
+
+def _recorded_ops(report: Report, top: int | None) -> str:
+    parts = ['<section id="ops"><h2>Ops</h2>']
+    for table in op_tables(report, "peak", top, every_comparison=True):
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            parts += [f"<h3>{_e(table.diff.other)} vs {_e(table.diff.base)}</h3>", _diff_ops_table(table)]
+        elif table.rows:
+            parts += [f"<h3>{_e(table.run.label)}</h3>", _single_ops_table(table)]
+    parts.append(
+        '<p class="help">Ops of each device\'s memory events, matched by time (a snapshot has none: its '
+        "sites are above). Click a column header to sort (again to reverse). peak: the most live bytes "
+        "above the op's start while it ran (its children included); self: net bytes the op itself left "
+        "allocated (negative when it freed); allocated: all bytes it allocated.</p></section>"
+    )
+    return "".join(parts)
+
+
+def recorded_sections(report: Report, top: int | None = None, ranks: str = "") -> str:
+    """The sections of a report read from recordings: :data:`RECORDED_SECTION_IDS` (snapshot and
+    sites only when a snapshot is among them, ops only when a trace is); ``ranks``, the per-rank
+    section when the recordings carry ranks, follows the summary."""
+    runs = report.ok_runs()
+    lines = [recorded.peak_line(run) for run in runs] + [diff.verdict for diff in report.diffs]
+    verdict = "".join(f'<p class="verdict">{_e(line)}</p>' for line in lines)
+    snapshots = any(run.snapshot is not None for run in runs)
+    return (
+        _recorded_summary(report)
+        + ranks
+        + f'<section id="verdict">{verdict}</section>'
+        + _recorded_runs(report)
+        + _recorded_timeline(report)
+        + (_snapshots(report) + _sites(report) if snapshots else "")
+        + (_recorded_ops(report, top) if any(run.op_stats for run in runs) else "")
+        + _notes(report)
     )

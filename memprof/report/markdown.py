@@ -13,7 +13,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.report import recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
+from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
     AtPeakView,
     DiffTable,
@@ -32,7 +34,7 @@ from memprof.report.rows import (
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model import Report, RunResult
 
 TOP_OPS = 10
 
@@ -73,19 +75,19 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
 
 
 def _runs_table(report: Report) -> list[str]:
-    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
+    extra = memory_columns(report.runs.values())  # footprint, live at start, reserved: where known
     rows = []
     for label, run in report.runs.items():
         if run.failed:
             rows.append(
-                [escape_text(label), "failed", *([""] * footprint), "", "", "", "", escape_text(run.failed)]
+                [escape_text(label), "failed", *[""] * len(extra), "", "", "", "", escape_text(run.failed)]
             )
             continue
         rows.append(
             [
                 escape_text(label),
                 _size(run.peak_bytes),
-                *([_size(run.footprint_bytes)] if footprint else []),
+                *(_size(getattr(run, attr)) for _, attr in extra),
                 _size(run.allocated_bytes),
                 _size(run.net_bytes, signed=True),
                 format_ms(run.wall_ms),
@@ -93,8 +95,8 @@ def _runs_table(report: Report) -> list[str]:
                 code(run.peak_op) if run.peak_op else "-",
             ]
         )
-    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "wall/call", "compile"]
-    return _table([*headers, "peak during"], rows, "lrr" + "r" * footprint + "rrrl")
+    headers = ["run", "peak", *(header for header, _ in extra), "allocated", "net", "wall/call", "compile"]
+    return _table([*headers, "peak during"], rows, "l" + "r" * (len(headers) - 1) + "l")
 
 
 def _single_ops(table: RunTable) -> list[str]:
@@ -232,6 +234,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing).
     A report of several ranks starts with every rank's row and their imbalance, then details
     one rank's runs (the highest peak's, or ``rank``)."""
+    if report.recorded:
+        return render_recorded_markdown(report, top, rank=rank)
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
@@ -250,6 +254,7 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     for verdict in verdicts:
         lines += [f"**{escape_text(verdict)}**", ""]
     lines += [*_runs_table(report), ""]
+    lines += _device_lines(report)
     for at_peak in at_peak_views(report, "markdown"):
         lines += _at_peak(at_peak)
     for table in op_tables(report, "peak", top):
@@ -279,4 +284,84 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
     lines.append(f"<sub>{legend}.</sub>")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs read from recordings (memprof analyze): chrome traces and CUDA memory snapshots
+
+
+def _device_lines(report: Report) -> list[str]:
+    lines = [f"- {escape_text(line)}" for run in report.ok_runs() if (line := recorded.device_line(run))]
+    return [*lines, ""] if lines else []
+
+
+def _recorded_runs_table(report: Report) -> list[str]:
+    columns = recorded.RECORDED_COLUMNS
+    rows = [
+        [
+            escape_text(label),
+            *(_size(getattr(run, attr)) for _, attr in columns),
+            code(recorded.peak_during(run)) if run.peak_op else "-",
+        ]
+        for label, run in report.runs.items()
+    ]
+    headers = ["run", *(header for header, _ in columns), "peak during"]
+    return _table(headers, rows, "l" + "r" * len(columns) + "l")
+
+
+def _snapshot(run: RunResult) -> list[str]:
+    """A snapshot run's details, its sites at the peak, its what-if replays."""
+    lines = [f"### {escape_text(run.label)}: snapshot", ""]
+    lines += [f"- {escape_text(line)}" for line in recorded.snapshot_lines(run)]
+    lines.append("")
+    sites = recorded.site_rows(run)
+    if sites:
+        rows = [[code(row.site), _size(row.bytes), row.share, f"{row.count:,}"] for row in sites]
+        lines += [f"#### {escape_text(recorded.sites_title(run))}", ""]
+        lines += [*_table(["site", "bytes", "of peak", "blocks"], rows, "lrrr"), ""]
+    what_if = recorded.what_if_rows(run)
+    if what_if:
+        rows = [[code(row[0]), *(escape_text(cell) for cell in row[1:])] for row in what_if]
+        headers = list(recorded.WHAT_IF_HEADERS)
+        lines += [f"#### {escape_text(recorded.what_if_title(run))}", ""]
+        lines += [*_table(headers, rows, "l" + "r" * (len(headers) - 1)), ""]
+    return lines
+
+
+def render_recorded_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
+    """The Markdown summary of a report read from recordings: what was read, each run's peak in
+    bold, the runs, each run's share of its device, snapshot details, top ops, notes. Per-rank
+    recordings start with every rank's row and their imbalance, then detail one rank."""
+    lines = [f"## memprof: {escape_text(recorded.source_line(report))}", ""]
+    view = rank_view(report, rank)
+    if view is not None:
+        lines += _ranks(view)
+        report = view.report
+    lines += [f"**{escape_text(recorded.peak_line(run))}**  " for run in report.ok_runs()]
+    lines += [f"**{escape_text(diff.verdict)}**  " for diff in report.diffs]
+    lines += ["", *_recorded_runs_table(report), "", *_device_lines(report)]
+    for run in report.ok_runs():
+        if run.snapshot is not None:
+            lines += _snapshot(run)
+    for table in op_tables(report, "peak", top):
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            pair = f"{escape_text(table.diff.base)} vs {escape_text(table.diff.other)}"
+            lines += [f"### Top {top} ops by peak, {pair}", "", *_diff_ops(table), ""]
+        elif table.rows:
+            title = f"### Top {top} ops of {escape_text(table.run.label)} by peak"
+            lines += [title, "", *_single_ops(table), ""]
+    notes = [
+        f"- {escape_text(run.label)}: {escape_text(note)}"
+        for run in report.runs.values()
+        for note in run.notes
+    ]
+    if notes:
+        lines += ["### Notes", "", *notes, ""]
+    lines.append(
+        "<sub>peak above start: the most live bytes above what was live when the recording began; "
+        "footprint: everything live at that moment; reserved peak: the most the CUDA caching allocator "
+        "held; snapshots count requested bytes, their footprint and reserve block sizes; sizes are "
+        "1024-based.</sub>"
+    )
     return "\n".join(lines) + "\n"

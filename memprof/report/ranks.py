@@ -41,8 +41,8 @@ class RankView:
 
 
 def rank_view(report: Report, rank: int | None = None) -> RankView | None:
-    """The view of a report whose runs carry ranks (None for any other report, unless ``rank``
-    is asked for: then a :class:`UsageError` says there are none). ``rank`` not among the
+    """The view of a report whose runs carry two or more ranks (None for any other report,
+    unless ``rank`` is asked for: then a :class:`UsageError` says there are none). ``rank`` not among the
     report's ranks is a :class:`UsageError` (exit 2) listing them."""
     summary = report.ranks
     if summary is None:
@@ -52,6 +52,8 @@ def rank_view(report: Report, rank: int | None = None) -> RankView | None:
                 "or a folder of per-rank traces)"
             )
         return None
+    if rank is None and len(summary.ranks) < 2:
+        return None  # one rank (one trace of a job, a job of one): nothing to set beside it
     if rank is not None and rank not in summary.ranks:
         listed = ", ".join(str(r) for r in summary.ranks)
         raise UsageError(f"{param('rank', rank)}: the report's ranks are {listed}")

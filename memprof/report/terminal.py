@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
+from memprof.report import recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
+from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
     AtPeakView,
     DiffTable,
@@ -30,22 +32,21 @@ from memprof.units import format_bytes, format_ms, format_seconds
 if TYPE_CHECKING:
     from memprof.analysis.ops import OpStats
     from memprof.analysis.ranks import RankSummary
-    from memprof.model import Report
+    from memprof.model import Report, RunResult
 
 
 def runs_table(report: Report) -> str:
-    """One row per run; ``footprint`` (everything live at the peak) where a run knows it."""
-    footprint = any(run.footprint_bytes is not None for run in report.runs.values())
+    extra = memory_columns(report.runs.values())  # footprint, live at start, reserved: where known
     rows = []
     for label, run in report.runs.items():
         if run.failed:
-            rows.append([label, "failed", *([""] * footprint), "", "", "", "", "", run.failed])
+            rows.append([label, "failed", *[""] * len(extra), "", "", "", "", "", run.failed])
             continue
         rows.append(
             [
                 label,
                 format_bytes(run.peak_bytes),
-                *([_maybe_bytes(run.footprint_bytes)] if footprint else []),
+                *(format_bytes(getattr(run, attr)) for _, attr in extra),
                 format_bytes(run.allocated_bytes),
                 format_bytes(run.net_bytes, signed=True),
                 format_bytes(run.inputs_bytes),
@@ -54,13 +55,9 @@ def runs_table(report: Report) -> str:
                 run.peak_op or "-",
             ]
         )
-    headers = ["run", "peak", *(["footprint"] * footprint), "allocated", "net", "inputs", "wall/call"]
-    headers += ["compile", "peak during"]
+    headers = ["run", "peak", *(header for header, _ in extra)]
+    headers += ["allocated", "net", "inputs", "wall/call", "compile", "peak during"]
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
-
-
-def _maybe_bytes(value: int | None) -> str:
-    return "-" if value is None else format_bytes(value)
 
 
 def _size(stats: OpStats | None, column: str) -> str:
@@ -240,9 +237,11 @@ def _kernels_table(view: AtPeakView) -> str:
 
 
 def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None) -> str:
-    """The summary printed by ``memprof run`` and ``memprof compare``. A report of several
-    ranks starts with every rank's row and their imbalance, then details one rank's runs (the
-    highest peak's, or ``rank``)."""
+    """The summary printed by ``memprof run``, ``memprof compare`` and ``memprof analyze``. A
+    report of several ranks starts with every rank's row and their imbalance, then details one
+    rank's runs (the highest peak's, or ``rank``)."""
+    if report.recorded:
+        return render_recorded(report, sort=sort, top=top, rank=rank)
     env = report.environment
     lines = [f"memprof: {report.target} on {report.device} (torch {env.get('torch', '?')})", ""]
     everything, view = report, rank_view(report, rank)
@@ -250,6 +249,7 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
         lines += [*rank_lines(view), ""]
         report = view.report
     lines.append(runs_table(report))
+    lines += device_lines(report)
     for explained in at_peak_views(report, "terminal"):
         lines += ["", *at_peak_lines(explained)]
     for table in op_tables(report, sort, top):
@@ -272,3 +272,86 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs read from recordings (memprof analyze): chrome traces and CUDA memory snapshots
+
+
+def device_lines(report: Report) -> list[str]:
+    """Each run's memory against its device's (when known), after a blank line."""
+    lines = [line for run in report.ok_runs() if (line := recorded.device_line(run))]
+    return ["", *lines] if lines else []
+
+
+def recorded_runs_table(report: Report) -> str:
+    """One row per run: its peak above the recording's start, footprint, live at start, reserved
+    peak, allocated, and the op (or, for a snapshot, the allocation site) at the peak."""
+    columns = recorded.RECORDED_COLUMNS
+    rows = []
+    for label, run in report.runs.items():
+        sizes = [format_bytes(getattr(run, attr)) for _, attr in columns]
+        rows.append([label, *sizes, recorded.peak_during(run)])
+    headers = ["run", *(header for header, _ in columns), "peak during"]
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def snapshot_sections(run: RunResult) -> list[str]:
+    """A snapshot run's details: the reserve, trace, fragmentation, model check, out-of-memory
+    events; the sites live at the peak; the what-if replays."""
+    lines = ["", f"{run.label}, snapshot:"]
+    lines += [f"  {line}" for line in recorded.snapshot_lines(run)]
+    sites = recorded.site_rows(run)
+    if sites:
+        table = [[row.site, format_bytes(row.bytes), row.share, f"{row.count:,}"] for row in sites]
+        lines += ["", f"{recorded.sites_title(run)}:"]
+        lines.append(
+            tabulate(
+                table,
+                headers=["site", "bytes", "of peak", "blocks"],
+                tablefmt="simple",
+                disable_numparse=True,
+                colalign=("left", "right", "right", "right"),
+            )
+        )
+    what_if = recorded.what_if_rows(run)
+    if what_if:
+        lines += ["", f"{recorded.what_if_title(run)}:"]
+        lines.append(
+            tabulate(
+                what_if,
+                headers=list(recorded.WHAT_IF_HEADERS),
+                tablefmt="simple",
+                disable_numparse=True,
+                colalign=("left",) + ("right",) * (len(recorded.WHAT_IF_HEADERS) - 1),
+            )
+        )
+    return lines
+
+
+def render_recorded(report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None) -> str:
+    """The summary printed by ``memprof analyze``: what was read, the runs, each run's share of
+    its device, snapshot details, each run's top ops, notes. Per-rank recordings start with
+    every rank's row and their imbalance, then detail one rank (the highest peak's, or ``rank``)."""
+    lines = [f"memprof: {recorded.source_line(report)}", ""]
+    view = rank_view(report, rank)
+    if view is not None:
+        lines += [*rank_lines(view), ""]
+        report = view.report
+    lines.append(recorded_runs_table(report))
+    lines += device_lines(report)
+    for run in report.ok_runs():
+        if run.snapshot is not None:
+            lines += snapshot_sections(run)
+    for table in op_tables(report, sort, top):
+        if isinstance(table, DiffTable):  # recordings of one device, compared (before / after)
+            title = f"Top {top} ops by {sort} bytes, {table.diff.base} vs {table.diff.other}:"
+            lines += ["", title, _diff_ops(table)]
+        elif table.rows:
+            lines += ["", f"Top {top} ops of {table.run.label} by {sort} bytes:", _single_ops(table)]
+    if report.diffs:
+        lines += ["", *(diff.verdict for diff in report.diffs)]
+    lines.append("")
+    for run in report.runs.values():
+        lines += [f"note ({run.label}): {note}" for note in run.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"

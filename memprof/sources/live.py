@@ -576,11 +576,17 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
         )
     notes += measured.explaining_notes
     op_names = [op.name for op in analysis.ops]
+    device: dict[str, Any] = {"device": options.device}
+    if options.device.startswith("cuda"):
+        device.update(cuda_device(options.device))
+    # CUDA's counters give the footprint and live at start; an explained run's own numbers
+    # (cross-checked with those counters) take their place.
+    numbers: dict[str, Any] = {**counted_memory(measured.device_counters)}
     if explained is not None:
-        numbers = _explained_numbers(explained, measured, options)
+        numbers.update(_explained_numbers(explained, measured, options))
         notes += [note for note in explained.notes if note not in notes]
     else:
-        numbers = {"inputs_bytes": tensor_bytes((inputs.args, inputs.kwargs))}
+        numbers["inputs_bytes"] = tensor_bytes((inputs.args, inputs.kwargs))
     return RunResult.from_analysis(
         analysis,
         label=measured.label,
@@ -593,6 +599,7 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
         device_counters=measured.device_counters,
         torch_table=measured.table,
         notes=notes,
+        **device,
         **numbers,
     )
 
@@ -650,6 +657,24 @@ def _explained_numbers(explained: Attribution, measured: _Measured, options: Run
         t_ns=explained.live_t_ns, bytes=explained.live_bytes, by_category=by_category
     )
     return numbers
+
+
+def cuda_device(device: str) -> dict[str, Any]:
+    """The GPU's name and total memory, as torch reports them."""
+    properties = torch.cuda.get_device_properties(torch.device(device))
+    return {"device_name": properties.name, "device_total_bytes": int(properties.total_memory)}
+
+
+def counted_memory(counters: dict[str, int]) -> dict[str, int | None]:
+    """The device-wide numbers of a run that the device's own counters give (CUDA): everything
+    allocated at the highest point (``max_memory_allocated``, what was live before included),
+    what was allocated when profiling began, and the highest reserve. Without the counters (CPU)
+    they are not known: None."""
+    return {
+        "footprint_bytes": counters.get("max_memory_allocated_bytes"),
+        "live_at_start_bytes": counters.get("memory_allocated_start_bytes"),
+        "reserved_peak_bytes": counters.get("max_memory_reserved_bytes"),
+    }
 
 
 @functools.cache

@@ -169,7 +169,9 @@ def load_trace_json(path: str | Path) -> Any:
         try:
             data = gzip.decompress(data)
         except EOFError:
-            raise InputError(f"{name}: the gzip data is truncated; the file is incomplete") from None
+            raise InputError(
+                f"{name}: the gzip data is truncated; the file is incomplete, copy it again"
+            ) from None
         except (OSError, zlib.error) as error:
             raise InputError(f"{name}: not a readable gzip file ({error})") from None
     if not data.strip():
@@ -241,6 +243,11 @@ def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
     meta: dict[str, Any] = document if isinstance(document, dict) else {}
     events = meta.get("traceEvents") if isinstance(document, dict) else document
     if not isinstance(events, list):
+        if "schema_version" in meta and "runs" in meta:
+            raise InputError(
+                f"{name} is a memprof report, not a chrome trace; gate it with `memprof check`, or give "
+                "the trace it was made from"
+            )
         raise InputError(
             f"{name}: not a chrome trace (no traceEvents list); give a file written by "
             "prof.export_chrome_trace or tensorboard_trace_handler"

@@ -1,0 +1,83 @@
+"""``memprof analyze``: chrome traces and CUDA memory snapshots recorded elsewhere, read here
+(no GPU, no torch), reported and gated like ``memprof run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memprof.commands.options import GateOptions, OutputOptions, SaveBaseline
+from memprof.errors import UsageError
+
+
+def analyze(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH...",
+            help="Chrome traces (.json, .json.gz: prof.export_chrome_trace, tensorboard_trace_handler), "
+            "CUDA memory snapshots (torch.cuda.memory._dump_snapshot pickles), or folders of them (one "
+            "file per rank). The kind is read from the content.",
+        ),
+    ],
+    *,
+    expandable_segments: Annotated[
+        bool,
+        typer.Option(
+            "--expandable-segments",
+            help="What if: replay each snapshot's allocations with expandable_segments:True "
+            "(reserve, fragmentation, whether its out-of-memory would still happen).",
+        ),
+    ] = False,
+    max_split_size_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--max-split-size-mb",
+            min=1,
+            help="What if: replay each snapshot's allocations with this max_split_size_mb.",
+        ),
+    ] = None,
+    output: OutputOptions,
+    gate: GateOptions,
+    save_baseline: SaveBaseline = None,
+) -> None:
+    """Read GPU memory recorded anywhere: per device, the peak above the recording's start, the
+    whole footprint, live at start, reserved, the op at the peak and per-op numbers.
+
+    A folder of per-rank traces gives one run per rank and device (rank0/cuda:0, ...). Snapshots
+    also show segments, fragmentation, the allocation sites live at the peak, each out-of-memory
+    explained, and the caching-allocator model's check of every placement.
+
+    With --budget or --baseline it is a memory gate on each run's peak (above the start), so a CPU
+    runner can gate on a trace a GPU job saved: exit 1 when a check fails.
+
+    Example: memprof analyze rank0.pt.trace.json.gz --budget 20GB
+
+    Example: memprof analyze traces/ --markdown summary.md
+
+    Example: memprof analyze oom.pickle --expandable-segments
+    """
+    import memprof
+    from memprof.commands.common import report_gate, status_printer, write_outputs
+    from memprof.report.terminal import render_terminal
+
+    if output.table_path is not None:
+        raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
+    files = output.files(save_baseline)
+    config = gate.config()
+    report = memprof.analyze(
+        *paths,
+        expandable_segments=expandable_segments,
+        max_split_size_mb=max_split_size_mb,
+        status=status_printer(output.quiet),
+    )
+    if config.active:
+        config.budgets.check_labels(list(report.runs))
+    typer.echo(render_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank), nl=False)
+    write_outputs(report, files, rank=output.rank)
+    if config.active:
+        from memprof.gate import evaluate
+
+        report_gate(evaluate(report, config))

@@ -1,0 +1,434 @@
+"""Recordings made elsewhere -> a :class:`memprof.model.Report`: chrome traces and CUDA memory
+snapshots, as files or folders of them (one per rank), one run per device, rank and file.
+
+What :func:`memprof.analyze` and ``memprof analyze`` run. The kind of each file is read from
+its content; folders are read one file at a time, so memory stays bounded by the largest file.
+Run labels: the device (``cuda:0``) for one file; ``rank1/cuda:0`` for files that each carry a
+distinct rank (a folder of ranks); ``<file stem>/cuda:0`` otherwise. Importing this module does
+not import torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from memprof.analysis.allocator import AllocatorSettings
+from memprof.analysis.peaks import analyze
+from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_frames, site_of
+from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
+from memprof.analysis.timeline import Timeline
+from memprof.errors import InputError, UsageError, param
+from memprof.model import (
+    AllocatorModel,
+    Fragmentation,
+    OomEvent,
+    Report,
+    RunResult,
+    SnapshotSection,
+    SnapshotSite,
+    Source,
+    SourceFile,
+    WhatIf,
+)
+from memprof.records import SNAPSHOT_ACTIONS, SnapshotRecords
+from memprof.sources.snapshot import read_snapshot, snapshot_files
+from memprof.sources.trace import Trace, TraceDevice, input_kind, iter_trace_folder, read_trace, trace_files
+from memprof.units import format_bytes
+
+StatusFn = Callable[[str], None]
+
+TRACE, SNAPSHOT = "trace", "snapshot"
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_STEM_SUFFIXES = (".gz", ".json", ".pickle", ".pkl", ".trace", ".pt", ".snapshot")
+
+
+@dataclass
+class _File:
+    """One file read: what it says about itself and its runs, labelled by device for now."""
+
+    path: Path
+    kind: str
+    rank: int | None
+    runs: list[RunResult]
+    world_size: int | None = None
+    backend: str | None = None
+    torch_version: str | None = None
+
+
+def analyze_recordings(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    what_if_settings: AllocatorSettings | None = None,
+    status: StatusFn | None = None,
+) -> Report:
+    """Read every trace and snapshot of ``paths`` (files, or folders of them) into one report.
+
+    ``what_if_settings``: also replay each snapshot's allocations under these settings (and
+    under the default ones, to compare). Raises :class:`InputError` (exit 2) for a path that
+    is not a readable trace or snapshot, a folder with none, a recording with no memory
+    events; :class:`UsageError` for no paths, or what-if settings without a snapshot.
+    """
+    if not paths:
+        raise UsageError("give a chrome trace, a CUDA memory snapshot, or a folder of them")
+    given = [Path(p) for p in paths]
+    files = list(_read_all(given, what_if_settings, status))
+    if what_if_settings is not None and not any(f.kind == SNAPSHOT for f in files):
+        raise UsageError(
+            f"{param('expandable_segments', True)} and {param('max_split_size_mb')} replay a CUDA memory "
+            "snapshot's allocations; these paths hold only chrome traces"
+        )
+    # One file given: its runs are its devices. A folder's runs carry their rank even when it
+    # holds one file, so labels do not change with the number of ranks.
+    _label(files, single=len(files) == 1 and not given[0].is_dir())
+    runs = {run.label: run for f in files for run in f.runs}
+    devices = list(dict.fromkeys(run.device or "?" for run in runs.values()))
+    kinds = sorted({f.kind for f in files}, reverse=True)
+    source = Source(
+        kind="+".join(kinds),
+        paths=tuple(str(p) for p in given),
+        files=tuple(
+            SourceFile(
+                path=str(f.path),
+                kind=f.kind,
+                runs=tuple(run.label for run in f.runs),
+                rank=f.rank,
+                world_size=f.world_size,
+                distributed_backend=f.backend,
+                torch_version=f.torch_version,
+            )
+            for f in files
+        ),
+    )
+    return Report(
+        target=" ".join(p.name or str(p) for p in given),
+        device=", ".join(devices),
+        environment=_environment(files, runs.values()),
+        source=source,
+        runs=runs,
+    )
+
+
+def _environment(files: list[_File], runs: Iterable[RunResult]) -> dict[str, str]:
+    """What the recordings say about where they were made (only what they say)."""
+    env = {}
+    versions = list(dict.fromkeys(f.torch_version for f in files if f.torch_version))
+    if versions:
+        env["torch"] = ", ".join(versions)
+    names = list(dict.fromkeys(run.device_name for run in runs if run.device_name))
+    if names:
+        env["device_name"] = ", ".join(names)
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# Finding and reading the files
+
+
+def _read_all(
+    given: list[Path], settings: AllocatorSettings | None, status: StatusFn | None
+) -> Iterator[_File]:
+    """Each file of ``given`` read in turn (a folder: its traces, then its snapshots)."""
+    for path in given:
+        if path.is_dir():
+            yield from _read_folder(path, settings, status)
+        elif not path.exists():
+            raise InputError(f"{path}: no such file or folder")
+        else:
+            kind = input_kind(path)
+            if kind is None:
+                raise InputError(
+                    f"{path} is neither a chrome trace (JSON, plain or gzip) nor a CUDA memory snapshot "
+                    "(a pickle); give a file written by prof.export_chrome_trace or "
+                    "torch.cuda.memory._dump_snapshot"
+                )
+            match = _RANK_IN_NAME.search(path.name)
+            rank = int(match.group(1)) if match else None
+            _say(status, path)
+            if kind == TRACE:
+                yield _from_trace(read_trace(path, rank))
+            else:
+                yield _from_snapshot(path, read_snapshot(path), rank, settings)
+
+
+def _read_folder(
+    folder: Path, settings: AllocatorSettings | None, status: StatusFn | None
+) -> Iterator[_File]:
+    """A folder of per-rank recordings: ranks as :func:`iter_trace_folder` gives them for
+    traces; for snapshots a number in the name (``rank3``), else the position in name order."""
+    traces, snapshots = trace_files(folder), snapshot_files(folder)
+    if not traces and not snapshots:
+        raise InputError(
+            f"{folder}: no chrome trace (.json, .json.gz) or CUDA memory snapshot (pickle) in this "
+            "folder (subfolders are not searched); give the folder that holds them, or the files"
+        )
+    if status is not None:
+        status(f"reading {folder}: {len(traces)} chrome trace(s), {len(snapshots)} snapshot(s)")
+    if traces:
+        for trace in iter_trace_folder(folder):
+            yield _from_trace(trace)
+    for position, path in enumerate(snapshots):
+        match = _RANK_IN_NAME.search(path.name)
+        yield _from_snapshot(path, read_snapshot(path), int(match.group(1)) if match else position, settings)
+
+
+def _say(status: StatusFn | None, path: Path) -> None:
+    if status is not None:
+        status(f"reading {path} ({format_bytes(path.stat().st_size)})")
+
+
+# --------------------------------------------------------------------------------------------
+# Traces
+
+
+def _from_trace(trace: Trace) -> _File:
+    path = Path(trace.path)
+    if not trace.devices:
+        raise InputError(
+            f"{path}: no [memory] events in this trace; record it with "
+            "torch.profiler.profile(profile_memory=True)"
+        )
+    runs = [_trace_run(trace, device) for device in trace.devices]
+    return _File(
+        path=path,
+        kind=TRACE,
+        rank=trace.rank,
+        runs=runs,
+        world_size=trace.world_size,
+        backend=trace.distributed_backend,
+        torch_version=trace.torch_version,
+    )
+
+
+def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
+    """One device of a trace: the reader's numbers, the per-op table of the analysis. A trace
+    that memprof's own ``memprof.call`` ranges mark (exported from a memprof-style profile) has
+    its peak measured as ``memprof run`` does, above each call's start."""
+    analysis = analyze(device.raw)
+    numbers = analysis.numbers
+    peak, peak_op, stack = device.peak_bytes, device.peak_op, device.peak_op_stack
+    notes = [*trace.notes, *device.notes]
+    if device.raw.calls:
+        peak, peak_op, stack = numbers.peak_bytes, numbers.peak_op, numbers.peak_op_stack
+        notes.append("peak above the start of each memprof.call range, as memprof run measures it")
+    live_at_start = device.live_at_start_bytes
+    timeline = Timeline(
+        t_ns=tuple(device.timeline_t_ns.tolist()),
+        bytes=tuple((device.timeline_bytes - live_at_start).tolist()),
+        reserved=tuple(device.timeline_reserved.tolist()),
+    )
+    return RunResult(
+        label=device.device,
+        mode=TRACE,
+        rank=trace.rank,
+        device=device.device,
+        device_name=device.device_name,
+        device_total_bytes=device.device_total_bytes,
+        peak_bytes=peak,
+        footprint_bytes=device.footprint_bytes,
+        live_at_start_bytes=live_at_start,
+        # The host's allocator reserves nothing: its Total Reserved is always 0.
+        reserved_peak_bytes=device.reserved_peak_bytes if device.device != "cpu" else None,
+        allocated_bytes=numbers.allocated_bytes,
+        net_bytes=numbers.net_bytes,
+        peak_op=peak_op,
+        peak_op_stack=stack,
+        records=device.records,
+        op_stats=analysis.ops,
+        timeline=timeline,
+        notes=(*notes, *analysis.notes),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshots
+
+
+def _from_snapshot(
+    path: Path, records: SnapshotRecords, rank: int | None, settings: AllocatorSettings | None
+) -> _File:
+    devices = analyze_snapshot(records)
+    if not devices:
+        raise InputError(
+            f"{path}: this snapshot has no segments and no trace: nothing was allocated on a GPU"
+        )
+    runs = [_snapshot_run(records, device, rank, settings) for device in devices]
+    return _File(path=path, kind=SNAPSHOT, rank=rank, runs=runs)
+
+
+def _snapshot_run(
+    records: SnapshotRecords, device: SnapshotDevice, rank: int | None, settings: AllocatorSettings | None
+) -> RunResult:
+    """One device of a snapshot. Peak, live at start: requested bytes, as the trace records them;
+    footprint and reserved peak: block sizes of the allocator model's replay (what
+    ``max_memory_allocated``/``max_memory_reserved`` count). The op at the peak is the site of
+    the allocation that reached it, with its Python stack (outermost first)."""
+    trace = records.traces.get(device.device_index) or empty_trace()
+    notes = list(device.notes)
+    timeline = Timeline()
+    if len(trace) and (trace.time_us >= 0).all():
+        timeline = Timeline(
+            t_ns=tuple(device.timeline_t_ns.tolist()),
+            bytes=tuple((device.timeline_bytes - device.live_at_start_bytes).tolist()),
+            reserved=tuple(device.timeline_reserved.tolist()),
+        )
+    elif len(trace):
+        notes.append("this snapshot records no times: no timeline")
+    else:
+        notes.append("this snapshot has no trace (history was not recorded): the numbers are at dump time")
+    peak_op: str | None = None
+    stack: tuple[str, ...] = ()
+    if device.peak_index is not None:
+        stack_id = int(trace.stack[device.peak_index])
+        frames = records.stacks[stack_id] if stack_id >= 0 else ()
+        peak_op = site_of(frames)
+        stack = tuple(f"{f.filename}:{f.line} {f.name}" for f in reversed(python_frames(frames)))
+    return RunResult(
+        label=device.device,
+        mode=SNAPSHOT,
+        rank=rank,
+        device=device.device,
+        peak_bytes=device.peak_bytes,
+        footprint_bytes=device.footprint_bytes,
+        live_at_start_bytes=device.live_at_start_bytes,
+        reserved_peak_bytes=device.reserved_peak_bytes,
+        allocated_bytes=int(trace.size[trace.action == ALLOC].sum()),
+        net_bytes=device.requested_bytes - device.live_at_start_bytes,
+        peak_op=peak_op,
+        peak_op_stack=stack,
+        records=device.trace_events,
+        timeline=timeline,
+        notes=tuple(notes),
+        snapshot=_section(records, device, settings),
+        allocator_model=_model_check(device),
+    )
+
+
+def _section(
+    records: SnapshotRecords, device: SnapshotDevice, settings: AllocatorSettings | None
+) -> SnapshotSection:
+    frag = device.fragmentation
+    return SnapshotSection(
+        segments=device.segments,
+        small_segments=device.small_segments,
+        large_segments=device.large_segments,
+        expandable_segments=device.expandable_segments,
+        reserved_bytes=device.reserved_bytes,
+        allocated_bytes=device.allocated_bytes,
+        requested_bytes=device.requested_bytes,
+        trace_events=device.trace_events,
+        # In the order torch's trace names its actions (alloc, free_requested, free_completed, ...).
+        trace_actions={
+            a: device.trace_actions[a] for a in (*SNAPSHOT_ACTIONS, "other") if a in device.trace_actions
+        },
+        frees_without_alloc=device.frees_without_alloc,
+        peak_requested_bytes=device.peak_requested_bytes,
+        peak_time_us=device.peak_time_us,
+        capacity_bytes=device.capacity_bytes,
+        sites_at_peak=tuple(
+            SnapshotSite(site=s.site, bytes=s.bytes, count=s.count) for s in device.sites_at_peak
+        ),
+        fragmentation=Fragmentation(
+            cached_bytes=frag.cached_bytes,
+            largest_free_block_bytes=frag.largest_free_block_bytes,
+            largest_request_bytes=frag.largest_request_bytes,
+            unusable_bytes=frag.unusable_bytes,
+        ),
+        ooms=tuple(
+            OomEvent(
+                index=o.index,
+                time_us=o.time_us,
+                requested_bytes=o.requested_bytes,
+                free_on_device_bytes=o.free_on_device_bytes,
+                reserved_bytes=o.reserved_bytes,
+                allocated_bytes=o.allocated_bytes,
+                largest_free_block_bytes=o.largest_free_block_bytes,
+                cause=o.cause,
+            )
+            for o in device.ooms
+        ),
+        what_if=_what_if(records, device, settings) if settings is not None else (),
+    )
+
+
+def _what_if(
+    records: SnapshotRecords, device: SnapshotDevice, settings: AllocatorSettings
+) -> tuple[WhatIf, ...]:
+    """The allocations replayed from an empty allocator with default settings and with
+    ``settings``, each within the device's capacity when an out-of-memory recorded it."""
+    out = []
+    for chosen in (AllocatorSettings(), settings):
+        chosen = replace(chosen, capacity_bytes=device.capacity_bytes)
+        result = what_if(records, device.device_index, chosen)
+        out.append(
+            WhatIf(
+                settings=result.settings,
+                reserved_peak_bytes=result.reserved_peak_bytes,
+                allocated_peak_bytes=result.allocated_peak_bytes,
+                reserve_overhead_bytes=result.reserve_overhead_bytes,
+                segment_allocations=result.segment_allocations,
+                largest_free_block_bytes=result.largest_free_block_bytes,
+                capacity_bytes=device.capacity_bytes,
+                ooms=len(result.ooms),
+            )
+        )
+    return tuple(out)
+
+
+def _model_check(device: SnapshotDevice) -> AllocatorModel | None:
+    check = device.allocator_model
+    if check is None:
+        return None
+    return AllocatorModel(
+        placements_matched=check.placements_matched,
+        placements=check.placements,
+        segments_matched=check.segments_matched,
+        segments=check.segments,
+        segments_unexpected=check.segments_unexpected,
+        blocks_matched=check.blocks_matched,
+        blocks=check.blocks,
+        reserved_matched=check.reserved_matched,
+        allocated_matched=check.allocated_matched,
+        settings=check.settings,
+        settings_differ=check.settings_differ,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Labels
+
+
+def stem(path: Path) -> str:
+    """A file's name without the suffixes recordings carry: ``worker0.pt.trace.json.gz`` ->
+    ``worker0``, ``run.snapshot.pickle`` -> ``run``."""
+    name = path.name
+    while True:
+        for suffix in _STEM_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                break
+        else:
+            return name
+
+
+def _label(files: list[_File], single: bool) -> None:
+    """Give every run its label: the device for one file; ``rank<N>/<device>`` when every file
+    has a rank and no two runs share one with a device; else ``<file stem>/<device>`` (``#2``,
+    ``#3`` added to a stem seen before)."""
+    if single:
+        return
+    ranked = [(f.rank, run.label) for f in files for run in f.runs]
+    if all(f.rank is not None for f in files) and len(set(ranked)) == len(ranked):
+        for f in files:
+            f.runs[:] = [replace(run, label=f"rank{f.rank}/{run.label}") for run in f.runs]
+        return
+    seen: dict[str, int] = {}
+    for f in files:
+        name = stem(f.path)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name = f"{name}#{seen[name]}"
+        f.runs[:] = [replace(run, label=f"{name}/{run.label}") for run in f.runs]
