@@ -1001,7 +1001,13 @@ def with_device_counters(
     notes = list(explained.notes)
     at_peak = explained.at_peak
     calls = explained.calls
+    timeline = dict(explained.timeline_by_category)
     if unknown > 0:
+        if timeline:
+            # Live through the call: under every point of the stacked timeline.
+            timeline["other"] = tuple(
+                v + unknown for v in timeline.get("other", (0,) * len(explained.timeline_t_ns))
+            )
         by_category = dict(at_peak.by_category)
         by_category["other"] += unknown
         at_peak = replace(
@@ -1037,5 +1043,6 @@ def with_device_counters(
         live_at_start_bytes=explained.live_at_start_bytes + max(unknown, 0),
         at_peak=at_peak,
         calls=calls,
+        timeline_by_category=timeline,
         notes=tuple(notes),
     )

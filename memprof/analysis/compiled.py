@@ -26,37 +26,10 @@ import numpy as np
 import pandas as pd
 
 from memprof.analysis.nesting import _parents
-from memprof.names import normalize_name
+from memprof.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
 from memprof.records import RawProfile
 
-COMPILED_REGION = "[compiled region]"
-"""The one op row that stands for the wrapper ranges around compiled code."""
-
-WRAPPER_RANGES = frozenset(
-    {
-        "Torch-Compiled Region",
-        "## Call CompiledFxGraph ##",
-        "CompiledFunction",
-        "CompiledFunctionBackward",
-        "inductor_wrapper_call",
-    }
-)
-"""Ranges torch.compile puts around compiled code (names normalised): collapsed into
-:data:`COMPILED_REGION`."""
-
-BOOKKEEPING_RANGES = frozenset(
-    {"TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue"}
-)
-"""Short ranges of torch.compile's own bookkeeping: folded into the op around them."""
-
 _WRAPPER_CALL = "inductor_wrapper_call"
-
-
-def is_compiled_wrapper(name: str) -> bool:
-    """Whether ``name`` (any spelling) is one of torch.compile's wrapper or bookkeeping ranges,
-    or the row that stands for them."""
-    normalized = normalize_name(name)
-    return normalized in WRAPPER_RANGES or normalized in BOOKKEEPING_RANGES or name == COMPILED_REGION
 
 
 def compiled_view(raw: RawProfile) -> RawProfile:

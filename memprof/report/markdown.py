@@ -143,6 +143,10 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
+def _module_cell(text: str) -> str:
+    return code(text) if text != "-" else "-"
+
+
 def _at_peak(view: AtPeakView) -> list[str]:
     """An explained run's footprint and categories, its largest entries and its modules."""
     run = view.run
@@ -160,7 +164,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
         [
             _size(entry.bytes),
             escape_text(entry.category + (f" x{entry.count}" if entry.count > 1 else "")),
-            code(module_text(entry.module, entry.phase)),
+            _module_cell(module_text(entry.module, entry.phase)),
             (
                 f"{code(entry.source)} {code(entry.source_text)}"
                 if entry.source
@@ -183,7 +187,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
     if view.modules:
         modules = [
             [
-                code(module_text(m.module, m.phase if m.phase == "backward" else "")),
+                _module_cell(module_text(m.module, m.phase if m.phase == "backward" else "")),
                 str(m.calls),
                 _size(m.at_peak_bytes),
                 _size(m.peak_bytes),

@@ -360,6 +360,10 @@ def _explaining_call(
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
     with explaining.tracked(explaining.tracker(inputs, options, ops=True)) as tracker:
         if tracker is None:
+            # The call is still made: every rank of a distributed job makes as many calls
+            # (their collectives must meet), whether or not its tracking started.
+            with contextlib.suppress(Exception):
+                fn(*inputs.args, **inputs.kwargs)
             return measured.explained
         try:
             with _quiet_profiler_stderr(ignored), profile(activities=activities, profile_memory=True) as prof:
@@ -583,8 +587,9 @@ def _assemble(measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOpti
     # (cross-checked with those counters) take their place.
     numbers: dict[str, Any] = {**counted_memory(measured.device_counters)}
     if explained is not None:
-        numbers.update(_explained_numbers(explained, measured, options))
-        notes += [note for note in explained.notes if note not in notes]
+        explained_numbers, explained_notes = _explained_numbers(explained, measured, options)
+        numbers.update(explained_numbers)
+        notes += [note for note in explained_notes if note not in notes]
     else:
         numbers["inputs_bytes"] = tensor_bytes((inputs.args, inputs.kwargs))
     return RunResult.from_analysis(
@@ -620,10 +625,12 @@ def _reworded(note: str, explained: Attribution | None) -> str:
     )
 
 
-def _explained_numbers(explained: Attribution, measured: _Measured, options: RunOptions) -> dict[str, Any]:
+def _explained_numbers(
+    explained: Attribution, measured: _Measured, options: RunOptions
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The run's numbers from the tracked calls: peak, footprint, live at start, net, inputs,
     the op at the exact peak, the exact timeline; and, with ``explain``, what is live at the
-    peak, the modules, each call and the kernels."""
+    peak, the modules, each call and the kernels. With the explanation's notes."""
     first, last = explained.calls[0], explained.calls[-1]
     numbers: dict[str, Any] = {
         # What memprof found live when the first measured call started (before CUDA's counters
@@ -656,7 +663,7 @@ def _explained_numbers(explained: Attribution, measured: _Measured, options: Run
     numbers["timeline"] = Timeline(
         t_ns=explained.live_t_ns, bytes=explained.live_bytes, by_category=by_category
     )
-    return numbers
+    return numbers, explained.notes
 
 
 def cuda_device(device: str) -> dict[str, Any]:
