@@ -262,7 +262,9 @@ def test_device_counters_complete_the_footprint_with_what_memprof_did_not_find()
     ]
     assert [
         a - b
-        for a, b in zip(completed.timeline_by_category["other"], explained.timeline_by_category["other"])
+        for a, b in zip(
+            completed.timeline_by_category["other"], explained.timeline_by_category["other"], strict=True
+        )
     ] == [3072] * len(explained.timeline_t_ns)
     assert completed.notes == explained.notes
     # A high-water mark far above the footprint: something allocated where the profiler did not see.
