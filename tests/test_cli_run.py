@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from reconcile import assert_json_keeps
 from typer.testing import CliRunner
 
 from memprof.cli import app
@@ -67,6 +68,7 @@ def test_module_target_from_the_working_directory_without_pythonpath(runner, mak
     result = run_cli(runner, f"{module}:hold", "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "r.json").read_text())
+    assert_json_keeps(data)
     run = data["runs"]["eager"]
     # <func>_inputs gives (8,): 8 MiB + 1 MiB live at once.
     assert run["peak_bytes"] == 9 * MiB
@@ -79,6 +81,7 @@ def test_json_contract_keys(runner, make_module, tmp_path):
     path = tmp_path / "r.json"
     assert run_cli(runner, f"{module}:hold", "--json", str(path)).exit_code == 0
     data = json.loads(path.read_text())
+    assert_json_keeps(data)
     assert data["schema_version"] == 2
     assert data["target"] == f"{module}:hold"
     assert data["device"] == "cpu"
@@ -325,7 +328,9 @@ def test_compile_options_reach_torch_compile_and_calls_are_counted(
     assert result.exit_code == 0, result.output
     assert seen == {"backend": "aot_eager", "mode": "max-autotune-no-cudagraphs"}
     assert len(importlib.import_module(module).CALLS) == 2 + 3
-    run = json.loads(out.read_text())["runs"]["compile"]
+    data = json.loads(out.read_text())
+    assert_json_keeps(data)
+    run = data["runs"]["compile"]
     assert run["compile_seconds"] >= 0 and run["repeat"] == 3 and len(run["wall_ms_all"]) == 3
     assert run["peak_bytes"] == 1024
 
