@@ -143,8 +143,11 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
     return _table(["run", "fused kernel", "kernel peak", "aten ops it replaced"], table, "llrl")
 
 
-def _module_cell(text: str) -> str:
-    return code(text) if text != "-" else "-"
+def _module_cell(module: str, phase: str) -> str:
+    """``lm_head`` as code, then `` (backward)`` or ``(optimizer)`` as text; ``-`` for none."""
+    if not module:
+        return escape_text(module_text(module, phase))
+    return code(module) + (" (backward)" if phase == "backward" else "")
 
 
 def _at_peak(view: AtPeakView) -> list[str]:
@@ -164,7 +167,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
         [
             _size(entry.bytes),
             escape_text(entry.category + (f" x{entry.count}" if entry.count > 1 else "")),
-            _module_cell(module_text(entry.module, entry.phase)),
+            _module_cell(entry.module, entry.phase),
             (
                 f"{code(entry.source)} {code(entry.source_text)}"
                 if entry.source
@@ -187,7 +190,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
     if view.modules:
         modules = [
             [
-                _module_cell(module_text(m.module, m.phase if m.phase == "backward" else "")),
+                _module_cell(m.module, m.phase),
                 str(m.calls),
                 _size(m.at_peak_bytes),
                 _size(m.peak_bytes),

@@ -657,7 +657,8 @@ def _explained_numbers(
     if options.explain:
         by_category = CategoryTimeline(
             t_ns=explained.timeline_t_ns,
-            bytes={k: tuple(v) for k, v in explained.timeline_by_category.items()},
+            # Categories that hold nothing during the call are left out.
+            bytes={k: tuple(v) for k, v in explained.timeline_by_category.items() if any(v)},
         )
         numbers.update(at_peak=explained.at_peak, module_stats=explained.modules, kernels=explained.kernels)
     numbers["timeline"] = Timeline(
