@@ -18,7 +18,7 @@ import memprof
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
 from memprof.cli import app
-from memprof.model import Report, RunResult
+from memprof.model import Report, RunResult, load_report
 
 MiB = 1024 * 1024
 FLOAT = 4
@@ -381,3 +381,45 @@ def test_compiled_similarity_allocates_only_the_kernels_result(similarity_report
     kernel = next(op for op in run.op_stats if op.name == entry.op)
     assert (kernel.peak_bytes, kernel.allocated_bytes) == (2_000_000, 2_000_000)  # was 0 B
     assert run.peak_op == entry.op
+
+
+# ---- the golden reports are what a fresh run says ------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_fresh_gpt_step_is_explained_as_the_saved_report_says(gpt_run: RunResult) -> None:
+    """tests/data/gpt-explained.json (the golden terminal and Markdown outputs' source) holds
+    what a run makes today: the same entries, modules and calls, byte for byte."""
+    saved = load_report(DATA / "gpt-explained.json").runs["eager"]
+    assert gpt_run.at_peak == saved.at_peak
+    assert gpt_run.module_stats == saved.module_stats
+    assert gpt_run.call_numbers == saved.call_numbers
+    assert (gpt_run.peak_bytes, gpt_run.footprint_bytes, gpt_run.peak_op) == (
+        saved.peak_bytes,
+        saved.footprint_bytes,
+        saved.peak_op,
+    )
+
+
+def test_a_fresh_similarity_run_is_explained_as_the_saved_report_says(
+    similarity_cli: tuple[str, Path],
+) -> None:
+    _, out = similarity_cli
+    fresh = load_report(out / "memprof.json").runs["eager"]
+    saved = load_report(DATA / "similarity-explained.json").runs["eager"]
+    assert (fresh.at_peak, fresh.call_numbers, fresh.peak_op) == (
+        saved.at_peak,
+        saved.call_numbers,
+        saved.peak_op,
+    )
+
+
+@pytest.mark.slow
+def test_a_fresh_compiled_gpt_step_is_explained_as_the_saved_report_says(gpt_both: Report) -> None:
+    saved = load_report(DATA / "gpt-explained.json").runs["compile"]
+    fresh = gpt_both.runs["compile"]
+    assert (fresh.peak_bytes, fresh.footprint_bytes) == (saved.peak_bytes, saved.footprint_bytes)
+    assert fresh.at_peak is not None and saved.at_peak is not None
+    assert fresh.at_peak.entries[:10] == saved.at_peak.entries[:10]
+    assert fresh.at_peak.by_category == saved.at_peak.by_category

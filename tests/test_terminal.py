@@ -64,3 +64,16 @@ def test_top_n_shows_n_ops_and_fused_kernels_their_own_section(report):
         "aten::sum (490.2 MiB peak in eager)",
         "aten::unsqueeze (0 B peak in eager)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("data", "golden"),
+    [
+        ("similarity-explained.json", "terminal_similarity_explained.txt"),
+        ("gpt-explained.json", "terminal_gpt_explained.txt"),
+    ],
+)
+def test_explained_runs(data: str, golden: str, update_golden: bool) -> None:
+    """Real explained reports (``memprof run memprof.examples.<similarity|gpt>:... --compare-compile
+    --json tests/data/<name>-explained.json``, from the repository's root)."""
+    check_golden(golden, render_terminal(load_report(DATA / data)), update_golden)

@@ -146,7 +146,8 @@ def _fused(rows: tuple[FusedRow, ...]) -> list[str]:
 def _module_cell(module: str, phase: str) -> str:
     """``lm_head`` as code, then `` (backward)`` or ``(optimizer)`` as text; ``-`` for none."""
     if not module:
-        return escape_text(module_text(module, phase))
+        text = module_text(module, phase)
+        return "-" if text == "-" else escape_text(text)
     return code(module) + (" (backward)" if phase == "backward" else "")
 
 
