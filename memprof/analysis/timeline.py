@@ -40,8 +40,10 @@ class Timeline:
     (explained runs) the peak call's live bytes by category."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
-    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
-    reserved: tuple[int, ...] = fields.items(fields.SIZE, omit=lambda timeline: not timeline.reserved)
+    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
+    reserved: tuple[int, ...] = fields.items(
+        fields.SIZE, same_length_as="t_ns", omit=lambda timeline: not timeline.reserved
+    )
     by_category: CategoryTimeline | None = fields.optional(CategoryTimeline)
 
     def __len__(self) -> int:

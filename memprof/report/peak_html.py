@@ -24,6 +24,7 @@ from memprof.report.rows import (
     icicle,
     module_text,
 )
+from memprof.text import visible
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ _W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 1100, 260, 84, 16, 12, 36
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Escaped for HTML, with invisible and control characters shown (:func:`memprof.text.visible`)."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _tip(text: str) -> str:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tabulate import tabulate
-
 from memprof.analysis.diff import op_note
 from memprof.report import recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
@@ -27,6 +25,7 @@ from memprof.report.rows import (
     replaced_text,
     shorten_middle,
 )
+from memprof.text import tabulate, visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -271,7 +270,7 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     for run in everything.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,4 +353,4 @@ def render_recorded(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     lines.append("")
     for run in report.runs.values():
         lines += [f"note ({run.label}): {note}" for note in run.notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return visible("\n".join(lines).rstrip("\n")) + "\n"

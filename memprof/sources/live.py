@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import platform
 import statistics
@@ -35,13 +36,13 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from memprof.analysis.attribution import Attribution, attribute, combine, with_device_counters
 from memprof.analysis.peaks import analyze, responsible_op, stack_at
 from memprof.analysis.timeline import CategoryTimeline, Timeline
-from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param
+from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.options import RunOptions
-from memprof.sources.target import Inputs
+from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.sources.tracking import CompileTracking, Tracker
 from memprof.units import format_bytes
 
@@ -261,8 +262,10 @@ def run_target(
     if options.warmup < 0:
         raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
     explaining = _Explaining(func, module)
+    import_path = list(sys.path)
     with _compile_config(options), explaining.compiling(options):
         warm = _warm_up(func, inputs, options, name, status)
+        restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
         measured = _profile_calls(
             warm.fn,
             inputs,
@@ -272,8 +275,10 @@ def run_target(
             status=status,
             explaining=explaining,
         )
+        restore_import_path(import_path)
     if measured.explained is not None and options.explain and options.mode == "eager":
         measured.explained = _explaining_call(warm.fn, inputs, options, explaining, measured)
+        restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options)
 
 
@@ -358,12 +363,17 @@ def _explaining_call(
     cuda = options.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
+    gc.collect()  # as before the measured calls
     with explaining.tracked(explaining.tracker(inputs, options, ops=True)) as tracker:
         if tracker is None:
             # The call is still made: every rank of a distributed job makes as many calls
             # (their collectives must meet), whether or not its tracking started.
-            with contextlib.suppress(Exception):
+            try:
                 fn(*inputs.args, **inputs.kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # sys.exit() included: the measured calls are what counts
+                pass
             return measured.explained
         try:
             with _quiet_profiler_stderr(ignored), profile(activities=activities, profile_memory=True) as prof:
@@ -371,7 +381,9 @@ def _explaining_call(
                     # Its result is dropped at once, inside the profile: only the peak matters here.
                     fn(*inputs.args, **inputs.kwargs)
                     _sync(options.device)
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # sys.exit() included
             explaining.notes.append(
                 f"the explaining call raised {_first_line(error)}: only program state (parameters, "
                 "gradients, optimizer state, inputs) is explained"
@@ -423,15 +435,16 @@ def _warm_up(
             with _ticker(status if what else None, what or ""):
                 result = warm.fn(*inputs.args, **inputs.kwargs)
                 _sync(options.device)
-        except MemprofError:
+        except (MemprofError, KeyboardInterrupt):
             raise
-        except Exception as error:
+        except BaseException as error:  # sys.exit() included: the user's code failing
             if compiling:
                 raise _warm_up_error(error, name) from None
             # Eager: go straight to the profiled call, which fails the same way and so tells
             # how much memory was reached and where (what an out-of-memory user needs).
-            warm.notes.append(f"warm-up call {index + 1} raised {_first_line(error)}")
+            warm.notes.append(f"warm-up call {index + 1} {what_it_did(error)}")
             break
+        _check_ran(result, name)
         del result
         if what:
             warm.compile_seconds = time.perf_counter() - start
@@ -447,7 +460,7 @@ def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
         )
     return UserCodeError(
-        f"{name} raised {_first_line(error)} (first compiled call)",
+        f"{name} {what_it_did(error)} (first compiled call)",
         user_traceback=format_user_traceback(error),
     )
 
@@ -505,6 +518,9 @@ def _profile_calls(
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
     _warm_profiler(activities)
+    # Garbage made before (by the inputs factory, the warm-up, earlier runs in this process) is
+    # collected now, not by a collection during a measured call, where its frees would count.
+    gc.collect()
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None
@@ -523,9 +539,12 @@ def _profile_calls(
                     result = fn(*inputs.args, **inputs.kwargs)
                     _sync(options.device)
                     walls.append((time.perf_counter() - start) * 1e3)
-            except Exception as error:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # sys.exit() included: the user's code failing
                 failure = error
                 break
+    _check_ran(result, name)
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
         counters.update(_cuda_counters_after(options.device))
@@ -731,6 +750,16 @@ def _failure_error(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
         )
     return UserCodeError(
-        f"{name} raised {_first_line(error)} (peak before the failure: {format_bytes(peak)}{where})",
+        f"{name} {what_it_did(error)} (peak before the failure: {format_bytes(peak)}{where})",
         user_traceback=format_user_traceback(error),
     )
+
+
+def _check_ran(result: Any, name: str) -> None:
+    """A call that returned a generator or coroutine ran none of its body: nothing to measure."""
+    kind = unrun_result(result)
+    if kind is not None:
+        raise UsageError(
+            f"{name} returned a {kind}, so its body never ran and nothing was measured; profile a "
+            f"function that consumes it (list(...) for a generator, asyncio.run(...) for a coroutine)"
+        )
