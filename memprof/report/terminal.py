@@ -3,6 +3,7 @@ notes."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from memprof.analysis.diff import op_note
@@ -163,11 +164,13 @@ def at_peak_lines(view: AtPeakView) -> list[str]:
     assert run.at_peak is not None
     lines = [
         f"At the peak of {run.label}: {footprint_text(run)}",
-        f"by category: {categories_text(run.at_peak.by_category)}",
+        *textwrap.wrap(
+            f"by category: {categories_text(run.at_peak.by_category)}", 100, subsequent_indent="  "
+        ),
     ]
     calls = calls_text(run)
     if calls:
-        lines.append(calls)
+        lines += textwrap.wrap(calls, 100, subsequent_indent="  ")
     rows = [
         [
             format_bytes(entry.bytes),
