@@ -129,9 +129,10 @@ def bench_run(rounds: int) -> list[tuple[str, float, float, float, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare.py"
         bare.write_text(BARE_SCRIPT)
-        for warmup in (1, 0):
+        # Explained (the default: one more, instrumented call), then the numbers alone.
+        for warmup, extra in ((1, []), (0, []), (1, ["--no-explain"])):
             memprof_cmd = [PY, "-m", "memprof", "run", "memprof.examples.similarity:similarity", "-q"]
-            memprof_cmd += ["--device", "cpu", "--warmup", str(warmup)]
+            memprof_cmd += ["--device", "cpu", "--warmup", str(warmup), *extra]
             bare_cmd = [PY, str(bare), str(warmup)]
             wall(bare_cmd)  # warm the file cache for both
             wall(memprof_cmd)
@@ -141,7 +142,7 @@ def bench_run(rounds: int) -> list[tuple[str, float, float, float, float]]:
                 theirs.append(timed(bare_cmd))
             rows.append(
                 (
-                    f"warm-up calls: {warmup}",
+                    f"warm-up calls: {warmup}{', ' + ' '.join(extra) if extra else ''}",
                     statistics.median(a[0] for a in ours),
                     statistics.median(b[0] for b in theirs),
                     statistics.median(a[0] / b[0] for a, b in zip(ours, theirs, strict=True)),

@@ -98,8 +98,10 @@ def category_chart(run: RunResult, index: int) -> str:
     t, series = _reduced(timeline, names)
     totals = [sum(values[i] for values in series) for i in range(len(t))]
     top = max(max(totals), 1)
-    span = max(t[-1] - t[0], 1)
+    # The last point holds a little longer than its moment: a peak at the very end shows.
+    span = max(t[-1] - t[0], 1) * 1.02
     width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+    end = f"{_LEFT + width:.1f}"
 
     def x(value: int) -> str:
         return f"{_LEFT + (value - t[0]) / span * width:.1f}"
@@ -114,7 +116,7 @@ def category_chart(run: RunResult, index: int) -> str:
         above = [b + v for b, v in zip(below, values, strict=True)]
         outline = [f"M{x(t[0])} {y(above[0])}"]
         outline += [f"H{x(t[k])}V{y(above[k])}" for k in range(1, len(t))]
-        outline.append(f"V{y(below[-1])}")
+        outline.append(f"H{end}V{y(below[-1])}H{x(t[-1])}")
         outline += [f"V{y(below[k - 1])}H{x(t[k - 1])}" for k in range(len(t) - 1, 0, -1)]
         tip = f"{name}: {_sized(at_peak.get(name, 0))} at the peak"
         paths.append(
@@ -123,7 +125,7 @@ def category_chart(run: RunResult, index: int) -> str:
         )
         below = above
     peak = max(range(len(t)), key=totals.__getitem__)
-    axes = _axes(top, t[-1] - t[0], x(t[peak]), y(totals[peak]), totals[peak])
+    axes = _axes(top, int(span), x(t[peak]), y(totals[peak]), totals[peak])
     label = f"{run.label}: live bytes by category; peak {format_bytes(totals[peak])}"
     return (
         f'<figure class="chart category-chart" id="category-chart-{index}" role="img" '
@@ -138,6 +140,10 @@ def _axes(top: int, duration_ns: int, peak_x: str, peak_y: str, peak_bytes: int)
     """The y axis (four sizes), the time axis (start and end) and the peak's marker."""
     parts = []
     height = _H - _TOP - _BOTTOM
+    # The label stays inside the plot: to the left of a peak near the right edge.
+    anchor = (
+        "end" if float(peak_x) > _W - _RIGHT - 60 else ("start" if float(peak_x) < _LEFT + 60 else "middle")
+    )
     for step in range(5):
         value = top * step // 4
         level = _TOP + height - step / 4 * height
@@ -156,7 +162,7 @@ def _axes(top: int, duration_ns: int, peak_x: str, peak_y: str, peak_bytes: int)
         f'<line class="peak-marker" x1="{peak_x}" x2="{peak_x}" y1="{_TOP}" y2="{bottom}" '
         'stroke="#b00020" stroke-dasharray="4 3"/>'
         f'<text x="{peak_x}" y="{max(float(peak_y) - 4, _TOP + 10):.1f}" font-size="11" fill="#b00020" '
-        f'text-anchor="middle">peak {_e(format_bytes(peak_bytes))}</text>'
+        f'text-anchor="{anchor}">peak {_e(format_bytes(peak_bytes))}</text>'
     )
     return "".join(parts)
 
