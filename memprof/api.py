@@ -72,7 +72,8 @@ def compare(
     ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
     table of each run), ``time_budget`` (seconds of calls timed without the profiler for the
     wall time, default 0.2; 0: the profiled calls' times), ``verbose`` (let torch's own
-    warnings and log messages through).
+    warnings and log messages through), ``explain`` (default True: explain each peak, see
+    :func:`profile`).
 
     When a target's code fails, the others are still profiled; then the first failure is
     raised (:class:`memprof.errors.UserCodeError`) with ``error.report`` holding every run,
@@ -100,6 +101,7 @@ def profile(
     backend: str = "inductor",
     time_budget: float = 0.2,
     verbose: bool = False,
+    explain: bool = True,
     **kwargs: Any,
 ) -> Report:
     """Profile ``fn(*args, **kwargs)`` and return a :class:`memprof.Report`.
@@ -110,8 +112,12 @@ def profile(
     the profiler for the wall time (at least 5 calls; 0 times the profiled calls instead).
     ``verbose`` lets torch's own warnings and log messages through (hidden by default; each
     run's ``torch_messages`` lists them). ``report.runs["eager"].ops`` is a DataFrame of
-    per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak. Raises
-    :class:`memprof.errors.UserCodeError` if ``fn`` raises.
+    per-op numbers; ``report.runs["eager"].peak_bytes`` the exact peak (above what was live
+    when the call started; ``footprint_bytes`` counts that too). ``explain`` (default True)
+    explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
+    at it by category, module and source line, ``run.modules`` per module; it makes one more,
+    instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
+    Raises :class:`memprof.errors.UserCodeError` if ``fn`` raises.
 
     >>> import torch, memprof
     >>> report = memprof.profile(torch.ones, 1024, 1024)
@@ -129,6 +135,7 @@ def profile(
         backend=backend,
         time_budget=time_budget,
         verbose=verbose,
+        explain=explain,
     )
 
 
@@ -248,7 +255,13 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
         run_options = replace(options, device=device, mode=variant.mode)
         try:
             runs[variant.label] = run_target(
-                target.func, inputs, run_options, label=variant.label, name=target.attr_path, status=status
+                target.func,
+                inputs,
+                run_options,
+                label=variant.label,
+                name=target.attr_path,
+                status=status,
+                module=target.module,
             )
         except UserCodeError as error:
             if len(variants) == 1:

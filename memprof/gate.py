@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memprof.errors import InputError, UsageError, param, param_if_any
-from memprof.names import normalize_name
+from memprof.names import COMPILED_REGION, is_compiled_wrapper, normalize_name
 from memprof.units import format_bytes, parse_size
 
 if TYPE_CHECKING:
@@ -287,10 +287,32 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
         _compare(result, f"{label} peak", run.peak_bytes, base.peak_bytes, tolerance)
         if config.per_op:
             base_ops = _op_peaks(base)
+            if _kernels_uncounted(base) != _kernels_uncounted(run):
+                # Its kernels' rows (0 B) and the rows around them are not comparable with rows
+                # that own their buffers; the run's peak is still compared.
+                older, fix = (
+                    ("baseline", "save a new baseline")
+                    if _kernels_uncounted(base)
+                    else ("report", "profile again")
+                )
+                result.warnings.append(
+                    f"the {older}'s run {label!r} was saved before memprof gave compiled kernels the "
+                    f"buffers they produce: its ops are not compared one by one; {fix} to compare them"
+                )
+                continue
             for name, peak in _op_peaks(run).items():
                 # An op the baseline lacks has nothing to compare with; the run's peak covers it.
                 if name in base_ops:
                     _compare(result, f"{label} op {name} peak", peak, base_ops[name], tolerance)
+
+
+def _kernels_uncounted(run: RunResult) -> bool:
+    """Whether ``run`` (saved by an older memprof) counted its kernels' buffers on the wrapper:
+    its op rows hold torch.compile's wrapper ranges one by one, not the one row memprof now
+    makes of them. Such a kernel row's peak (0 B) is not comparable with one that owns its
+    buffers."""
+    names = {op.name for op in run.op_stats}
+    return COMPILED_REGION not in names and any(is_compiled_wrapper(name) for name in names)
 
 
 def _op_peaks(run: RunResult) -> dict[str, int]:

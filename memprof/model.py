@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memprof import __version__, fields, schema
+from memprof.analysis.explanation import AtPeak, CallNumbers, KernelStats, ModuleStats, modules_frame
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
 from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError, brief
@@ -211,6 +212,13 @@ class RunResult:
     the peak, what was live before included), ``live_at_start_bytes``, ``reserved_peak_bytes``
     (CUDA's caching allocator); ``snapshot`` and ``allocator_model`` (runs read from a CUDA
     memory snapshot).
+
+    Explained runs (the default for live runs; README, "What is live at the peak") have
+    ``footprint_bytes`` and ``live_at_start_bytes`` (``peak_bytes`` is their difference),
+    ``at_peak`` (what is live at the peak; ``at_peak.frame`` as a DataFrame), ``module_stats``
+    (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the
+    one explained) and, compiled, ``kernels``; empty elsewhere and left out of the JSON, so
+    reports written before them still load.
     """
 
     label: str = fields.text(required=True)
@@ -243,6 +251,16 @@ class RunResult:
     fused_kernels: dict[str, tuple[str, ...]] | None = fields.mapping(
         fields.list_of(fields.TEXT), default=None, nullable=True, omit=lambda run: run.fused_kernels is None
     )
+    at_peak: AtPeak | None = fields.optional(AtPeak)
+    module_stats: tuple[ModuleStats, ...] = fields.items(
+        ModuleStats, key="modules", omit=lambda run: not run.module_stats
+    )
+    call_numbers: tuple[CallNumbers, ...] = fields.items(
+        CallNumbers, key="calls", omit=lambda run: not run.call_numbers
+    )
+    peak_call: int | None = fields.maybe_count()
+    kernels: tuple[KernelStats, ...] = fields.items(KernelStats, omit=lambda run: not run.kernels)
+
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
     allocator_model: AllocatorModel | None = fields.optional(AllocatorModel)
@@ -254,7 +272,7 @@ class RunResult:
         # Ops are kept largest peak first (how every report lists them; ties keep their order),
         # and sequences as tuples, whatever the caller passed.
         object.__setattr__(self, "op_stats", sort_ops(self.op_stats, "peak"))
-        for name in ("wall_ms_all", "peak_op_stack", "notes"):
+        for name in ("wall_ms_all", "peak_op_stack", "notes", "module_stats", "call_numbers", "kernels"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @staticmethod
@@ -271,8 +289,9 @@ class RunResult:
         names = {f.name for f in dataclass_fields(cls)}
         numbers = analysis.numbers
         values = {f.name: getattr(numbers, f.name) for f in dataclass_fields(numbers) if f.name in names}
+        values.update(op_stats=analysis.ops, timeline=analysis.timeline)
         notes = (*run.pop("notes", ()), *analysis.notes)
-        return cls(op_stats=analysis.ops, timeline=analysis.timeline, notes=notes, **values, **run)
+        return cls(**{**values, **run, "notes": notes})
 
     @property
     def failed(self) -> str | None:
@@ -311,6 +330,13 @@ class RunResult:
         ``allocated_bytes``, ``peak_bytes`` (integer bytes), ``self_us``, ``total_us`` (CPU
         time, microseconds, profiler on). Built on first use."""
         return ops_frame(self.op_stats)
+
+    @cached_property
+    def modules(self) -> pd.DataFrame:
+        """The module table of an explained run, one row per module and phase: ``module``,
+        ``phase`` (forward, backward), ``calls``, ``peak_bytes``, ``allocated_bytes``,
+        ``at_peak_bytes`` (integer bytes; submodules included). Empty when not explained."""
+        return modules_frame(self.module_stats)
 
     def ops_sorted(self, by: str = "peak") -> pd.DataFrame:
         """Ops sorted by ``peak``, ``self`` (its magnitude), ``allocated`` or ``total`` bytes,
@@ -421,6 +447,22 @@ class Report:
             return pd.DataFrame(columns=["run", *OP_COLUMNS])
         frame = pd.concat(frames, ignore_index=True)
         return frame[["run", *OP_COLUMNS]]
+
+    def at_peak_long(self) -> pd.DataFrame:
+        """What is live at the peak of each explained run, one row per entry (then per
+        unattributed line): ``run`` then the columns of ``AtPeak.frame`` (the at-peak CSV)."""
+        import pandas as pd
+
+        from memprof.analysis.explanation import AT_PEAK_COLUMNS
+
+        frames = [
+            run.at_peak.frame.assign(run=label)
+            for label, run in self.runs.items()
+            if not run.failed and run.at_peak is not None
+        ]
+        if not frames:
+            return pd.DataFrame(columns=["run", *AT_PEAK_COLUMNS])
+        return pd.concat(frames, ignore_index=True)[["run", *AT_PEAK_COLUMNS]]
 
     def _repr_html_(self) -> str:
         from memprof.report.notebook import notebook_html

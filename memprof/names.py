@@ -21,6 +21,33 @@ _FUSED_RE = re.compile(r"^(?:cpp|triton_[a-z]+|cpu|halide)_fused_(?P<ops>.+?)(?:
 
 MEMORY_ROW = "[memory]"
 
+COMPILED_REGION = "[compiled region]"
+"""The one op row that stands for the wrapper ranges around compiled code."""
+
+WRAPPER_RANGES = frozenset(
+    {
+        "Torch-Compiled Region",
+        "## Call CompiledFxGraph ##",
+        "CompiledFunction",
+        "CompiledFunctionBackward",
+        "inductor_wrapper_call",
+    }
+)
+"""Ranges torch.compile puts around compiled code (names normalised): collapsed into
+:data:`COMPILED_REGION`."""
+
+BOOKKEEPING_RANGES = frozenset(
+    {"TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue"}
+)
+"""Short ranges of torch.compile's own bookkeeping: folded into the op around them."""
+
+
+def is_compiled_wrapper(name: str) -> bool:
+    """Whether ``name`` (any spelling) is one of torch.compile's wrapper or bookkeeping ranges,
+    or the row that stands for them."""
+    normalized = normalize_name(name)
+    return normalized in WRAPPER_RANGES or normalized in BOOKKEEPING_RANGES or name == COMPILED_REGION
+
 
 def normalize_name(name: str) -> str:
     """Remove the parts of an op name that change between runs of the same code.

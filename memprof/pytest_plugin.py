@@ -175,6 +175,9 @@ def _marker_options(node: pytest.Item) -> tuple[int | None, str]:
     pytest.fail(f"@pytest.mark.memprof: peak: {message}", pytrace=False)
 
 
+_TOP_AT_PEAK = 3
+
+
 def _top_ops(report: Report) -> list[str]:
     from memprof.report.rows import run_rows
     from memprof.units import format_bytes
@@ -187,13 +190,22 @@ def _top_ops(report: Report) -> list[str]:
             f"{op.name} {format_bytes(op.peak_bytes)}" for op in run_rows(run, "peak", _TOP_OPS)
         )
         lines.append(f"top ops of {label} by peak: {listed or '(none)'}")
+        if run.at_peak is not None:
+            # What the call made that is live at its peak, where: the first thing to look at.
+            made = [e for e in run.at_peak.entries if not e.before_call][:_TOP_AT_PEAK]
+            largest = ", ".join(
+                f"{format_bytes(e.bytes)} {e.category} at {e.source or 'no line'}"
+                + (f" ({e.op})" if e.op else "")
+                for e in made
+            )
+            lines.append(f"largest at the peak of {label}: {largest or '(nothing made by the call)'}")
     return lines
 
 
 # Messages inside the fixture name memprof.profile's keywords as the fixture takes them; the
 # gate's other knobs (strict_env, ...) do not exist here, so hints about them are left out.
 _PROFILE_PARAMETERS = frozenset(
-    {"mode", "device", "warmup", "repeat", "compile_mode", "backend", "time_budget", "verbose"}
+    {"mode", "device", "warmup", "repeat", "compile_mode", "backend", "time_budget", "verbose", "explain"}
 )
 
 

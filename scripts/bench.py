@@ -11,7 +11,12 @@
     each measurement in a fresh process, with the peak RSS it added.
 (c) table parsing rows per second (``memprof.table.read_table``), when that module exists.
 (d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
-(e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``.
+(e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``, and of an
+    explained compiled run (Inductor's graph caches off for its provenance).
+(f) explaining the peak: ``memprof run`` of a GPT training step with ~100k profiler events,
+    explained (the default) and with ``--no-explain``, against a bare script that profiles the
+    same step and prints ``key_averages().table()``; whole processes, alternately, one torch
+    thread each (``scripts/bench_explain.py`` splits the explained run into its phases).
 """
 
 from __future__ import annotations
@@ -124,9 +129,10 @@ def bench_run(rounds: int) -> list[tuple[str, float, float, float, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare.py"
         bare.write_text(BARE_SCRIPT)
-        for warmup in (1, 0):
+        # Explained (the default: one more, instrumented call), then the numbers alone.
+        for warmup, extra in ((1, []), (0, []), (1, ["--no-explain"])):
             memprof_cmd = [PY, "-m", "memprof", "run", "memprof.examples.similarity:similarity", "-q"]
-            memprof_cmd += ["--device", "cpu", "--warmup", str(warmup)]
+            memprof_cmd += ["--device", "cpu", "--warmup", str(warmup), *extra]
             bare_cmd = [PY, str(bare), str(warmup)]
             wall(bare_cmd)  # warm the file cache for both
             wall(memprof_cmd)
@@ -136,7 +142,7 @@ def bench_run(rounds: int) -> list[tuple[str, float, float, float, float]]:
                 theirs.append(timed(bare_cmd))
             rows.append(
                 (
-                    f"warm-up calls: {warmup}",
+                    f"warm-up calls: {warmup}{', ' + ' '.join(extra) if extra else ''}",
                     statistics.median(a[0] for a in ours),
                     statistics.median(b[0] for b in theirs),
                     statistics.median(a[0] / b[0] for a, b in zip(ours, theirs, strict=True)),
@@ -274,13 +280,85 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
 # ---- (e) compile cache -----------------------------------------------------------------------
 
 
-def compile_seconds(fresh: bool) -> float:
+def compile_seconds(fresh: bool, explain: bool = False) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
         cmd = [PY, "-m", "memprof", "run", "memprof.examples.similarity:similarity", "-q", "--device", "cpu"]
         cmd += ["--mode", "compile", "--json", str(out)] + (["--fresh-compile"] if fresh else [])
+        cmd += [] if explain else ["--no-explain"]
         subprocess.run(cmd, env=env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return float(json.loads(out.read_text())["runs"]["compile"]["compile_seconds"])
+
+
+# ---- (f) explaining the peak on a training step ----------------------------------------------
+
+GPT_MODULE = textwrap.dedent(
+    """
+    import torch
+    from memprof.examples import gpt
+
+    torch.set_num_threads(1)
+    CONFIG = gpt.GPTConfig(n_layer=80, n_embd=64, batch=4, vocab_size=4096, context=64)
+    train_step = gpt.train_step
+
+
+    def make():
+        return gpt.train_step_inputs(config=CONFIG)
+    """
+)
+
+GPT_BARE = textwrap.dedent(
+    """
+    import sys
+    from torch.profiler import ProfilerActivity, profile
+    from bench_gpt import make, train_step
+
+    inputs = make()
+    train_step(*inputs)  # the warm-up step, as memprof run --warmup 1
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train_step(*inputs)
+    print(prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=15))
+    print(len(prof.profiler.kineto_results.events()), file=sys.stderr)
+    """
+)
+
+
+def bench_explain(rounds: int) -> list[tuple[str, float, float]]:
+    """(variant, median wall, median CPU) of whole processes, measured alternately."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "bench_gpt.py").write_text(GPT_MODULE)
+        (Path(tmp) / "bare.py").write_text(GPT_BARE)
+        run = [PY, "-m", "memprof", "run", "bench_gpt:train_step", "--inputs", "bench_gpt:make", "-q"]
+        run += ["--device", "cpu"]
+        commands = {
+            "bare profiler script + key_averages().table()": [PY, str(Path(tmp) / "bare.py")],
+            "memprof run --no-explain": [*run, "--no-explain"],
+            "memprof run (explained)": run,
+        }
+        environment = {
+            **env(),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": f"{tmp}{os.pathsep}{env()['PYTHONPATH']}",
+        }
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, cmd in commands.items():
+                times[name].append(_timed_in(cmd, environment, tmp))
+    return [
+        (name, statistics.median(t[0] for t in runs), statistics.median(t[1] for t in runs))
+        for name, runs in times.items()
+    ]
+
+
+def _timed_in(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(
+        cmd, env=environment, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -291,7 +369,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcde", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdef", help="sections to run, e.g. 'bd'")
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -322,10 +400,21 @@ def main() -> None:
     if "e" in args.only and not args.quick:
         cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
         fresh = compile_seconds(fresh=True)
+        explained = compile_seconds(fresh=False, explain=True)
         print(
-            f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache, "
-            f"{fresh:.1f} s with --fresh-compile\n"
+            f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache "
+            f"(--no-explain), {fresh:.1f} s with --fresh-compile, {explained:.1f} s explained "
+            "(the default: Inductor's graph caches off for its provenance)\n"
         )
+    if "f" in args.only:
+        rows = bench_explain(max(args.rounds // 2, 1) if args.quick else args.rounds)
+        bare_wall, bare_cpu = rows[0][1], rows[0][2]
+        print("(f) explaining a GPT training step (80 blocks, ~100k profiler events), whole processes\n")
+        print("| variant | wall | CPU | wall / bare | CPU / bare |\n|---|---:|---:|---:|---:|")
+        for name, wall_s, cpu_s in rows:
+            ratios = f"{wall_s / bare_wall:.2f} | {cpu_s / bare_cpu:.2f}"
+            print(f"| {name} | {wall_s:.2f} s | {cpu_s:.2f} s | {ratios} |")
+        print()
 
 
 if __name__ == "__main__":

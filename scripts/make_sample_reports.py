@@ -4,6 +4,7 @@ Profiles ``memprof.examples.similarity:similarity`` eager and compiled (a torch.
 12 s cold, 2 s with Inductor's cache warm) and writes every format memprof has:
 
     sample_reports/similarity.json  similarity.csv  similarity.md  similarity.html
+    sample_reports/similarity-at-peak.csv       (what is live at each run's peak)
     sample_reports/similarity-torch-table.txt   (torch.profiler's own table of each run)
 
 Usage: PYTHONPATH=. python scripts/make_sample_reports.py [--out DIR]
@@ -43,6 +44,7 @@ def write_reports(report: Report, out_dir: Path) -> dict[str, Path]:
     paths = {
         "json": out_dir / f"{STEM}.json",
         "csv": out_dir / f"{STEM}.csv",
+        "at_peak_csv": out_dir / f"{STEM}-at-peak.csv",
         "markdown": out_dir / f"{STEM}.md",
         "html": out_dir / f"{STEM}.html",
         "table": out_dir / f"{STEM}-torch-table.txt",

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from memprof.analysis.explanation import AtPeak, AtPeakEntry, CallNumbers, ModuleStats
 from memprof.analysis.ops import OpStats
-from memprof.analysis.timeline import Timeline
+from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.model import Report, RunResult
 
 _counter = itertools.count()
@@ -179,6 +180,72 @@ def make_single_report() -> Report:
         environment={"torch": "2.13.0+cpu"},
         created="2026-01-02T03:04:05+00:00",
     )
+
+
+def make_explained_report() -> Report:
+    """One explained eager run with exactly known numbers: 4 MiB live at the start (a 2 MiB
+    parameter and 2 MiB of optimizer state), then a 4 MiB activation of ``net.fc1`` and a 2 MiB
+    temporary made in backward by a module with a hostile name: footprint 10 MiB, peak 6 MiB."""
+    entries = (
+        AtPeakEntry(4 * MIB, 1, "activation", "net.fc1", "forward", "model.py:12", "h = self.fc1(x)",
+                    "aten::addmm", "(1024, 1024)", "float32", False),
+        AtPeakEntry(2 * MIB, 1, "temporary", SCRIPT_LABEL, "backward", "model.py:20",
+                    f"y = f('{SCRIPT_LABEL}')", "aten::mm", "(512, 1024)", "float32", False),
+        AtPeakEntry(2 * MIB, 2, "optimizer_state", "net.fc1", "", "", "", "", "(512, 512)", "float32", True),
+        AtPeakEntry(2 * MIB, 1, "parameter", "net.fc1", "", "", "", "", "(512, 1024)", "float32", True),
+    )  # fmt: skip
+    by_category = {"parameter": 2 * MIB, "gradient": 0, "optimizer_state": 2 * MIB, "input": 0}
+    by_category.update(activation=4 * MIB, temporary=2 * MIB, workspace=0, other=0)
+    at_peak = AtPeak(by_category, entries, (), footprint_bytes=10 * MIB, peak_bytes=6 * MIB)
+    t_ns = (0, 1_000_000, 2_000_000, 3_000_000)
+    series = dict.fromkeys(by_category, (0, 0, 0, 0))
+    series.update(
+        parameter=(2 * MIB,) * 4,
+        optimizer_state=(2 * MIB,) * 4,
+        activation=(0, 4 * MIB, 4 * MIB, 0),
+        temporary=(0, 0, 2 * MIB, 0),
+    )
+    run = _run(
+        "eager",
+        "eager",
+        6 * MIB,
+        6 * MIB,
+        0,
+        op_stats(
+            [
+                ("aten::addmm", 1, 4 * MIB, 4 * MIB, 4 * MIB, 4 * MIB),
+                ("aten::mm", 1, 2 * MIB, 2 * MIB, 2 * MIB, 2 * MIB),
+            ]
+        ),
+        footprint_bytes=10 * MIB,
+        live_at_start_bytes=4 * MIB,
+        peak_op="aten::mm",
+        at_peak=at_peak,
+        module_stats=(
+            ModuleStats("net", "forward", 1, 4 * MIB, 4 * MIB, 4 * MIB),
+            ModuleStats("net.fc1", "forward", 1, 4 * MIB, 4 * MIB, 4 * MIB),
+            ModuleStats(SCRIPT_LABEL, "backward", 1, 2 * MIB, 2 * MIB, 2 * MIB),
+        ),
+        call_numbers=(CallNumbers(1, 4 * MIB, 10 * MIB, 6 * MIB, 4 * MIB, None),),
+        peak_call=1,
+        timeline=Timeline(
+            t_ns=t_ns,
+            bytes=(0, 4 * MIB, 6 * MIB, 0),
+            by_category=CategoryTimeline(t_ns=t_ns, bytes=series),
+        ),
+    )
+    return Report(
+        target="tests/model.py:step",
+        device="cpu",
+        runs={"eager": run},
+        environment={"torch": "2.13.0+cpu"},
+        created="2026-01-02T03:04:05+00:00",
+    )
+
+
+@pytest.fixture
+def explained_report() -> Report:
+    return make_explained_report()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ and saved tensors tracked."""
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -31,6 +32,7 @@ def _profiled(
 ) -> tuple[RawProfile, Any]:
     """Profile ``calls`` calls, each in a CALL_MARKER range, inside ``tracker`` when given."""
     result: Any = None
+    gc.collect()  # as memprof run does: garbage of earlier tests is not freed inside the calls
     with tracker if tracker is not None else contextlib.nullcontext():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             for _ in range(calls):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reconcile import assert_reconciled
 
 import memprof
 from memprof.errors import UsageError, UserCodeError
@@ -30,6 +31,7 @@ def test_compare_callables_with_their_own_inputs_and_labels() -> None:
         memprof.Variant(alloc, inputs=memprof.Inputs(kwargs={"n": 4 * KiB}), label="big"),
         device="cpu",
     )
+    assert_reconciled(report)
     assert list(report.runs) == ["small", "big"]
     assert (report.runs["small"].peak_bytes, report.runs["big"].peak_bytes) == (KiB, 4 * KiB)
     assert report.diff is not None and report.diff.peak_bytes_delta == 3 * KiB
@@ -39,6 +41,7 @@ def test_compare_callables_with_their_own_inputs_and_labels() -> None:
 def test_compare_default_labels_and_the_targets_own_inputs_factory() -> None:
     # No inputs given: each target's <function>_inputs (here alloc_inputs: 2 KiB).
     report = memprof.compare(alloc, alloc, inputs=None, device="cpu")
+    assert_reconciled(report)
     assert list(report.runs) == ["alloc", "alloc#2"]
     assert report.runs["alloc#2"].peak_bytes == 2 * KiB
 
@@ -54,6 +57,7 @@ def test_a_failing_variant_raises_after_the_others_ran_with_the_report() -> None
     with pytest.raises(UserCodeError, match="broken raised ValueError: broken on purpose") as caught:
         memprof.compare(alloc, broken, device="cpu")
     report = caught.value.report
+    assert_reconciled(report)
     assert report.runs["alloc"].peak_bytes == 2 * KiB
     assert report.runs["broken"].status == "failed" and "broken on purpose" in report.runs["broken"].failed
     assert report.diffs == ()

@@ -256,6 +256,16 @@ def test_device_counters_complete_the_footprint_with_what_memprof_did_not_find()
     assert completed.at_peak.by_category["other"] == 3072
     assert sum(completed.at_peak.by_category.values()) == completed.at_peak.footprint_bytes == 4608
     assert [(u.bytes, u.before_call) for u in completed.at_peak.unattributed] == [(3072, True)]
+    # Live through every call: each call's numbers and the stacked timeline count it too.
+    assert [(c.live_at_start_bytes, c.footprint_bytes, c.peak_bytes) for c in completed.calls] == [
+        (4096, 4608, 512)
+    ]
+    assert [
+        a - b
+        for a, b in zip(
+            completed.timeline_by_category["other"], explained.timeline_by_category["other"], strict=True
+        )
+    ] == [3072] * len(explained.timeline_t_ns)
     assert completed.notes == explained.notes
     # A high-water mark far above the footprint: something allocated where the profiler did not see.
     assert any("max_memory_allocated" in n for n in with_device_counters(explained, 4096, 8 << 20).notes)

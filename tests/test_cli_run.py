@@ -6,6 +6,7 @@ import json
 import statistics
 
 import pytest
+from reconcile import assert_json_keeps
 from typer.testing import CliRunner
 
 from memprof.cli import app
@@ -68,6 +69,7 @@ def test_module_target_from_the_working_directory_without_pythonpath(runner, mak
     result = run_cli(runner, f"{module}:hold", "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "r.json").read_text())
+    assert_json_keeps(data)
     run = data["runs"]["eager"]
     # <func>_inputs gives (8,): 8 MiB + 1 MiB live at once.
     assert run["peak_bytes"] == 9 * MiB
@@ -80,6 +82,7 @@ def test_json_contract_keys(runner, make_module, tmp_path):
     path = tmp_path / "r.json"
     assert run_cli(runner, f"{module}:hold", "--json", str(path)).exit_code == 0
     data = json.loads(path.read_text())
+    assert_json_keeps(data)
     assert data["schema_version"] == 2
     assert data["target"] == f"{module}:hold"
     assert data["device"] == "cpu"
@@ -361,19 +364,25 @@ def test_compile_options_reach_torch_compile_and_calls_are_counted(
     assert result.exit_code == 0, result.output
     assert seen == {"backend": "aot_eager", "mode": "max-autotune-no-cudagraphs"}
     assert len(importlib.import_module(module).CALLS) == 2 + 3
-    run = json.loads(out.read_text())["runs"]["compile"]
+    data = json.loads(out.read_text())
+    assert_json_keeps(data)
+    run = data["runs"]["compile"]
     assert run["compile_seconds"] >= 0 and run["repeat"] == 3 and len(run["wall_ms_all"]) == 3
     assert run["wall_timing"] == "profiled"  # --time-budget 0: the profiled calls' times
     assert run["peak_bytes"] == 1024
 
 
-def test_eager_warmup_zero_calls_only_the_profiled_ones(runner, make_module):
+def test_eager_warmup_zero_calls_only_the_profiled_ones_and_explaining_adds_one(runner, make_module):
     import importlib
 
     module = make_module(COUNTED)
-    result = run_cli(runner, f"{module}:counted", "--warmup", "0", "--repeat", "2", "--time-budget", "0")
-    assert result.exit_code == 0
-    assert len(importlib.import_module(module).CALLS) == 2
+    args = ["--warmup", "0", "--repeat", "2", "--time-budget", "0"]
+    assert run_cli(runner, f"{module}:counted", *args, "--no-explain").exit_code == 0
+    calls = importlib.import_module(module).CALLS
+    assert len(calls) == 2
+    # Explaining the peak (the default) profiles one more, instrumented call after the measured ones.
+    assert run_cli(runner, f"{module}:counted", *args).exit_code == 0
+    assert len(calls) == 2 + 3
 
 
 def test_wall_time_comes_from_calls_timed_without_the_profiler(runner, make_module, tmp_path):
@@ -387,9 +396,10 @@ def test_wall_time_comes_from_calls_timed_without_the_profiler(runner, make_modu
     assert result.exit_code == 0, result.output
     run = json.loads(out.read_text())["runs"]["eager"]
     timed = len(run["wall_ms_all"])
-    # 1 warm-up call, then the timed calls (5 at least, and 0.05 s of them), then 2 profiled.
+    # 1 warm-up call, then the timed calls (5 at least, and 0.05 s of them), then 2 profiled and
+    # the one that explains the peak.
     assert run["wall_timing"] == "timed" and 5 <= timed <= 1000
-    assert len(importlib.import_module(module).CALLS) == 1 + timed + 2
+    assert len(importlib.import_module(module).CALLS) == 1 + timed + 2 + 1
     assert sum(run["wall_ms_all"]) >= 50 or timed == 1000
     assert run["wall_ms"] == pytest.approx(statistics.median(run["wall_ms_all"]), abs=1e-5)
 

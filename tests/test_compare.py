@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from reconcile import assert_json_keeps
 from typer.testing import CliRunner
 
 from memprof.api import default_labels
@@ -67,6 +68,7 @@ def test_per_target_inputs_labels_and_json(targets: str, tmp_path: Path) -> None
     )
     assert code == 0
     report = json.loads(out.read_text())
+    assert_json_keeps(report)
     assert list(report["runs"]) == ["small", "big"]
     assert report["runs"]["small"]["peak_bytes"] == 4096
     assert report["runs"]["big"]["peak_bytes"] == 16384
@@ -114,6 +116,7 @@ def test_three_targets_each_diffed_against_the_first(targets: str, tmp_path: Pat
     )
     assert code == 0
     report = json.loads(out.read_text())
+    assert_json_keeps(report)
     assert list(report["runs"]) == ["s", "b", "h"]
     assert report["diff"]["other"] == "b"
     assert {k: v["peak_bytes_delta"] for k, v in report["diffs"].items()} == {"b": 12288, "h": 28672}
@@ -183,6 +186,7 @@ def test_run_goes_through_the_same_path(targets: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", f"{targets}:alloc", "-q", "--json", str(out)])
     assert result.exit_code == 0
     report = json.loads(out.read_text())
+    assert_json_keeps(report)
     assert list(report["runs"]) == ["eager"]
     assert report["runs"]["eager"]["peak_bytes"] == 4096
 

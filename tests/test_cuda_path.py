@@ -125,7 +125,7 @@ def test_a_cuda_run_knows_its_footprint_live_at_start_and_reserve_from_the_count
     )
 
 
-def test_a_live_cpu_run_says_its_device_and_knows_no_device_wide_numbers():
+def test_a_live_cpu_run_says_its_device_and_knows_its_footprint_but_no_device_totals():
     import torch
 
     import memprof
@@ -133,11 +133,67 @@ def test_a_live_cpu_run_says_its_device_and_knows_no_device_wide_numbers():
     report = memprof.profile(torch.ones, 1024, 1024, device="cpu")
     run = report.runs["eager"]
     assert (run.device, run.peak_bytes) == ("cpu", 4 * MiB)
-    assert (
-        run.footprint_bytes,
-        run.live_at_start_bytes,
-        run.reserved_peak_bytes,
-        run.device_total_bytes,
-    ) == (None,) * 4
+    # The footprint and live bytes at the start come from tracking the call (no arguments: 0 B
+    # live); the CPU has no caching allocator nor a memory total torch reports.
+    assert (run.footprint_bytes, run.live_at_start_bytes) == (4 * MiB, 0)
+    assert (run.reserved_peak_bytes, run.device_total_bytes) == (None, None)
+    untracked = memprof.profile(torch.ones, 1024, 1024, device="cpu", explain=False).runs["eager"]
+    assert (untracked.footprint_bytes, untracked.live_at_start_bytes) == (4 * MiB, 0)
+    assert untracked.at_peak is None
     assert report.source is not None and report.source.kind == "live" and not report.recorded
     assert report.to_dict()["source"] == {"kind": "live", "paths": [], "files": []}
+
+
+def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counters(monkeypatch):
+    """A CUDA run's explanation meets the caching allocator's own counters: what
+    ``torch.cuda.memory_allocated()`` counted at the start that memprof did not find is an
+    unattributed line live through the call, and the footprint is cross-checked with
+    ``max_memory_allocated()``. Recorded events, as a GPU run gives them (no GPU here)."""
+    from reconcile import assert_explained
+    from test_attribution import make_facts, raw_of, storage
+
+    from memprof.analysis.attribution import DEVICE_BEFORE, attribute
+    from memprof.sources import live
+    from memprof.sources.live import _assemble, _Measured, _Warm
+    from memprof.sources.options import RunOptions
+    from memprof.sources.target import Inputs
+
+    # A 1024 B parameter found live at the start; a 512 B tensor made during the call.
+    facts = make_facts(
+        records=[(10, 512, 0x10)],
+        storages=[storage(0x30, 1024, "parameter")],
+        ops=[(8, 12, "aten::empty")],
+        outputs=[(0x10, 0)],
+        device="cuda:0",
+    )
+    raw = raw_of(facts, [(5, 40)])
+    explained = attribute(raw, facts)
+    # The allocator counted 4096 B at the start (3072 B memprof did not find), 4608 B at most.
+    counters = {
+        "memory_allocated_start_bytes": 4096,
+        "max_memory_allocated_bytes": 4608,
+        "max_memory_reserved_bytes": 2 * MiB,
+    }
+    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained)
+    monkeypatch.setattr(
+        live, "cuda_device", lambda device: {"device_name": "GPU", "device_total_bytes": 8 * MiB}
+    )
+    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"))
+    assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (512, 4608, 4096)
+    assert (run.reserved_peak_bytes, run.device_total_bytes) == (2 * MiB, 8 * MiB)
+    assert run.inputs_bytes == 1024  # what memprof found live at the start
+    assert run.at_peak is not None
+    assert [(u.bytes, u.reason, u.before_call) for u in run.at_peak.unattributed] == [
+        (3072, DEVICE_BEFORE, True)
+    ]
+    assert [(c.live_at_start_bytes, c.footprint_bytes) for c in run.call_numbers] == [(4096, 4608)]
+    assert_explained(run)
+    assert not any("max_memory_allocated" in note for note in run.notes)
+    # A high-water mark far above the footprint: allocated where the profiler does not record.
+    counters["max_memory_allocated_bytes"] = 8 * MiB
+    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained)
+    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"))
+    assert run.footprint_bytes == 4608
+    assert any(
+        "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from reconcile import assert_reconciled
 from typer.testing import CliRunner
 
 import memprof
@@ -28,6 +29,7 @@ def compare(module: str, *funcs: str, repeat: int = 1) -> Report:
         *(f"memprof.examples.{module}:{f}" for f in funcs), device="cpu", warmup=1, repeat=repeat
     )
     assert list(report.runs) == list(funcs)
+    assert_reconciled(report)
     return report
 
 

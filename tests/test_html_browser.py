@@ -176,6 +176,14 @@ class DevTools:
             params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
 
+    def hover(self, selector: str) -> None:
+        """The mouse moved to the centre of the element, as a user's pointer."""
+        box = self.evaluate(
+            f"(() => {{ const el = document.querySelector({json.dumps(selector)}); el.scrollIntoView();"
+            " const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
+
     def open(self, path: Path) -> None:
         self.events.clear()
         self.call("Page.navigate", url=path.resolve().as_uri())
@@ -657,3 +665,41 @@ def test_a_trace_report_opens_offline_draws_allocated_and_reserved_and_sorts(
     shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
     assert len(png_colours(shot)) > 1
     assert browser.outgoing_requests() == [] and browser.console_errors() == []
+
+
+def test_the_peak_explained_draws_its_chart_lists_its_entries_and_shows_sizes_on_hover(
+    browser: DevTools, explained_report: Report, tmp_path: Path
+) -> None:
+    page = tmp_path / "explained.html"
+    page.write_text(render_html(explained_report), encoding="utf-8")
+    browser.open(page)
+    assert browser.outgoing_requests() == [] and browser.console_errors() == []
+    # The timeline stacked by category: one filled area per category, each drawn.
+    areas = browser.evaluate(
+        """[...document.querySelectorAll('#at-peak figure.category-chart path.category')].map(p => {
+             const b = p.getBBox(); return [p.dataset.category, b.width > 0 && b.height > 0]; })"""
+    )
+    assert areas == [[name, True] for name in ("parameter", "optimizer_state", "activation", "temporary")]
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#at-peak table.at-peak-entries tbody tr')]"
+        ".map(r => r.cells[0].textContent)"
+    )
+    assert rows == ["4.0 MiB", "2.0 MiB", "2.0 MiB", "2.0 MiB"]
+    # Hovering a box of the icicle shows its size; hovering an area of the chart, its bytes.
+    leaf = "#at-peak .icicle .bar[data-tip^='model.py:12']"
+    assert browser.evaluate(f"document.querySelector({json.dumps(leaf)}).getBoundingClientRect().width") > 100
+    browser.hover(leaf)
+    tip = browser.evaluate(
+        "(() => { const t = document.querySelector('.memprof-report .tooltip');"
+        " return [t.textContent, getComputedStyle(t).display]; })()"
+    )
+    assert tip == ["model.py:12: 4.0 MiB (4,194,304 B)", "block"]
+    browser.hover("#at-peak path.category[data-category='parameter']")
+    assert browser.evaluate("document.querySelector('.memprof-report .tooltip').textContent") == (
+        "parameter: 2.0 MiB (2,097,152 B) at the peak"
+    )
+    # With the script running, its tooltip replaces the browser's own.
+    assert browser.evaluate("document.querySelectorAll('#at-peak [data-tip][title]').length") == 0
+    shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
+    assert len(png_colours(shot)) > 1
+    assert browser.console_errors() == []

@@ -106,6 +106,7 @@ def test_bad_peak(memprof_profile):
         [
             "eager peak 25.0 MiB exceeds budget 20.0 MiB by 25.0%",
             "top ops of eager by peak: aten::empty 25.0 MiB",
+            "largest at the peak of eager: 25.0 MiB temporary at test_mem.py:6 (aten::empty)",
             "memprof gate: FAILED, 1 violation (budget 1)",
         ]
     )

@@ -78,3 +78,15 @@ def test_readme_analyze_example_prints_what_readme_shows(command, expected, monk
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, result.output
     assert result.stdout == expected
+
+
+def test_readme_shows_the_gpt_steps_peak_as_memprof_prints_it() -> None:
+    """README's "What is live at the peak" shows the eager GPT step's section of the golden
+    terminal output (itself checked against a fresh run by tests/test_explain_run.py)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## What is live at the peak") :]
+    block = re.search(r"```\n(.*?)```", section, re.S)
+    assert block is not None
+    golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained.txt").read_text()
+    eager = golden[golden.index("At the peak of eager") : golden.index("At the peak of compile")]
+    assert block.group(1).strip() == eager.strip()

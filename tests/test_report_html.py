@@ -28,7 +28,8 @@ def section(page: str, section_id: str) -> str:
 def test_standalone_page_has_every_section_and_forbids_other_sources(compare_report: Report) -> None:
     page = render_html(compare_report)
     assert page.startswith("<!DOCTYPE html>\n")
-    assert re.findall(r'<section id="([^"]+)">', page) == list(SECTION_IDS)
+    # Every section but at-peak: these runs were not explained (an explained run's page below).
+    assert re.findall(r'<section id="([^"]+)">', page) == [s for s in SECTION_IDS if s != "at-peak"]
     assert "default-src 'none'" in page  # the page's CSP: nothing but itself may load
     assert "<title>memprof: tests.workload:sub_abs</title>" in page
 
@@ -161,7 +162,7 @@ def test_jupyter_fragment_brings_its_own_colours(compare_report: Report) -> None
     assert fragment.startswith("<style>\n.memprof-report{--mp-bg:#ffffff;--mp-fg:#1b1b1b;")
     # The root paints its own background and text, whatever the notebook's theme.
     assert "background:var(--mp-bg);color:var(--mp-fg)" in fragment
-    assert re.findall(r'<section id="([^"]+)">', fragment) == list(SECTION_IDS)
+    assert re.findall(r'<section id="([^"]+)">', fragment) == [s for s in SECTION_IDS if s != "at-peak"]
 
 
 def test_rendering_is_repeatable(compare_report: Report) -> None:
@@ -210,3 +211,57 @@ def test_the_page_needs_no_plotting_library(compare_report: Report, monkeypatch:
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a missing package looks like
     assert '<svg class="mp-svg"' in render_html(compare_report)
+
+
+# ---- what is live at the peak --------------------------------------------------------------------
+
+
+def test_at_peak_section_lists_every_entry_with_exact_bytes(explained_report: Report) -> None:
+    page = render_html(explained_report)
+    assert re.findall(r'<section id="([^"]+)">', page) == [*SECTION_IDS[:5], "ops"]
+    body = section(page, "at-peak")
+    assert "footprint 10.0 MiB = 4.0 MiB live at the start + 6.0 MiB peak above it" in body
+    table = re.search(r'<table class="at-peak-entries sortable">(.*?)</table>', body, re.S)
+    assert table
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1).split("<tbody>")[1], re.S)
+    assert [re.search(r'data-sort="(\d+)"', row).group(1) for row in rows] == [  # type: ignore[union-attr]
+        str(4 * MIB),
+        str(2 * MIB),
+        str(2 * MIB),
+        str(2 * MIB),
+    ]
+    assert "<code>model.py:12</code>" in rows[0] and "<code>aten::addmm</code>" in rows[0]
+    assert f"<code>{ESCAPED_SCRIPT} (backward)</code>" in rows[1]  # the module, escaped
+    assert SCRIPT_LABEL not in page
+
+
+def test_the_timeline_stacked_by_category_draws_each_category_and_the_peak(explained_report: Report) -> None:
+    body = section(render_html(explained_report), "at-peak")
+    chart = re.search(r'<figure class="chart category-chart".*?</figure>', body, re.S)
+    assert chart
+    categories = re.findall(r'<path class="category" data-category="([a-z_]+)"', chart.group(0))
+    assert categories == ["parameter", "optimizer_state", "activation", "temporary"]  # stacked bottom up
+    assert 'data-tip="activation: 4.0 MiB (4,194,304 B) at the peak"' in chart.group(0)
+    assert ">peak 10.0 MiB</text>" in chart.group(0)
+    assert '<svg class="mp-stacked"' in chart.group(0)  # on the timeline chart's axes, no plotting library
+
+
+def test_the_icicle_nests_modules_and_lines_with_their_sizes(explained_report: Report) -> None:
+    body = section(render_html(explained_report), "at-peak")
+    icicle = re.search(r'<div class="icicle".*?</div><p class="help">', body, re.S)
+    assert icicle
+    bars = re.findall(r'data-bytes="(\d+)" data-tip="([^"]*)"', icicle.group(0))
+    tips = {tip: int(nbytes) for nbytes, tip in bars}
+    assert tips["eager: 10.0 MiB (10,485,760 B)"] == 10 * MIB  # the footprint
+    assert tips["net: 8.0 MiB (8,388,608 B)"] == 8 * MIB  # net.fc1's entries under net
+    assert tips["net.fc1: 8.0 MiB (8,388,608 B)"] == 8 * MIB
+    assert tips["model.py:12: 4.0 MiB (4,194,304 B)"] == 4 * MIB
+    assert tips["model.py:20 (backward): 2.0 MiB (2,097,152 B)"] == 2 * MIB
+    assert "optimizer_state (before the call): 2.0 MiB (2,097,152 B)" in tips
+    # Each box as wide as its bytes: net is 80% of the footprint, the hostile module 20%.
+    assert 'style="width:80.0000%"' in icicle.group(0) and 'style="width:20.0000%"' in icicle.group(0)
+
+
+def test_runs_not_explained_have_no_at_peak_section(compare_report: Report) -> None:
+    assert all(run.at_peak is None for run in compare_report.runs.values())
+    assert '<section id="at-peak">' not in render_html(compare_report)

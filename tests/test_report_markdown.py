@@ -122,3 +122,12 @@ def test_escape_text_neutralises_markup() -> None:
     )
     assert escape_text("# not a heading") == "\\# not a heading"
     assert escape_text("a & b") == "a &amp; b"
+
+
+@pytest.mark.parametrize(
+    ("data", "golden"),
+    [("similarity-explained.json", "similarity-explained.md"), ("gpt-explained.json", "gpt-explained.md")],
+)
+def test_markdown_of_explained_runs_matches_golden(data: str, golden: str, update_golden: bool) -> None:
+    """Real explained reports: see tests/test_terminal.py::test_explained_runs."""
+    check_golden(golden, render_markdown(load_report(DATA / data)), update_golden)

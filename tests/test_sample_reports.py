@@ -68,6 +68,12 @@ def test_sample_reports_are_current(similarity_report: Report, tmp_path: Path) -
             assert new["runs"][label][key] == old["runs"][label][key], f"{label}.{key}: {HINT}"
         assert ops_bytes(new["runs"][label]) == ops_bytes(old["runs"][label]), f"{label} ops: {HINT}"
     assert new["diff"]["verdict"] == old["diff"]["verdict"], HINT
+    for label in new["runs"]:
+        # What is live at each peak: the same entries, byte for byte.
+        assert new["runs"][label]["at_peak"] == old["runs"][label]["at_peak"], f"{label}.at_peak: {HINT}"
+    assert written["at_peak_csv"].read_text(encoding="utf-8") == (
+        SAMPLES / "similarity-at-peak.csv"
+    ).read_text(encoding="utf-8"), HINT
 
     def csv_rows(text: str) -> list[tuple[str, ...]]:
         return sorted(

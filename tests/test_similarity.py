@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from reconcile import assert_reconciled
 
 pytestmark = pytest.mark.slow
 
 
 def test_eager_peak_is_exact(similarity_report):
+    assert_reconciled(similarity_report)
     eager = similarity_report.runs["eager"]
     # Live during aten::sum: xy = x[:, :, None] - y[:, None, :] (256*500*500 float32 = 256,000,000 B,
     # held by the local), the 64,000,000 B bool mask, sum's 512,000,000 B int64 copy of it and its

@@ -218,3 +218,16 @@ def test_the_command_line_honours_columns(width: int) -> None:
     assert [row.split()[0] for row in table[2:5]] == ["aten::sum", "aten::to", "aten::sub"]
     assert " not shown: " in table[5]
     assert lines[-1] == "eager: peak 795.4 MiB above the call's start during aten::sum"
+
+
+@pytest.mark.parametrize(
+    ("data", "golden"),
+    [
+        ("similarity-explained.json", "terminal_similarity_explained.txt"),
+        ("gpt-explained.json", "terminal_gpt_explained.txt"),
+    ],
+)
+def test_explained_runs(data: str, golden: str, update_golden: bool) -> None:
+    """Real explained reports (``memprof run memprof.examples.<similarity|gpt>:... --compare-compile
+    --json tests/data/<name>-explained.json``, from the repository's root)."""
+    check_golden(golden, render_terminal(load_report(DATA / data)), update_golden)

@@ -30,19 +30,32 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from memprof.analysis.explanation import (
+    CATEGORIES,
+    AtPeak,
+    AtPeakEntry,
+    CallNumbers,
+    KernelStats,
+    ModuleStats,
+    Unattributed,
+)
+from memprof.analysis.timeline import downsample
 from memprof.records import PHASES, Allocations, RawProfile, TrackedFacts, TrackedOps
 
-CATEGORIES = (
-    "parameter",
-    "gradient",
-    "optimizer_state",
-    "input",
-    "activation",
-    "temporary",
-    "workspace",
-    "other",
-)
-"""The categories of live bytes, in the order reports show them."""
+__all__ = [
+    "CATEGORIES",
+    "AtPeak",
+    "AtPeakEntry",
+    "Attribution",
+    "CallNumbers",
+    "KernelStats",
+    "ModuleStats",
+    "Unattributed",
+    "attribute",
+    "combine",
+    "with_device_counters",
+]
+
 
 # Kind bits of a lifetime, from the tracker's observations.
 _PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT, _STATE_OTHER, _SAVED = 1, 2, 4, 8, 16, 32
@@ -66,99 +79,10 @@ _NEVER = np.iinfo(np.int64).max
 _BEFORE = np.iinfo(np.int64).min // 2
 
 OUTSIDE_OPS = "allocated after the last op the tracker saw"
-NOT_TRACKED = "made during the call; ops were not tracked (attribution off)"
+NOT_TRACKED = "made during the call; its ops were not tracked (eager and Inductor code are)"
 UNKNOWN_BEFORE = (
     "made before the call and not reachable from its arguments, model or optimizer; freed during it"
 )
-
-
-@dataclass(frozen=True)
-class AtPeakEntry:
-    """Storages live at the peak that share category, module, phase, source, op, shape, dtype
-    and ``before_call``: ``count`` of them, ``bytes`` in all."""
-
-    bytes: int
-    count: int
-    category: str
-    module: str
-    phase: str
-    source: str
-    source_text: str
-    op: str
-    shape: str
-    dtype: str
-    before_call: bool
-
-
-@dataclass(frozen=True)
-class Unattributed:
-    """Bytes live at the peak that memprof cannot attribute, and why. They are counted in
-    ``by_category["other"]``."""
-
-    bytes: int
-    count: int
-    reason: str
-    before_call: bool
-
-
-@dataclass(frozen=True)
-class AtPeak:
-    """Everything live at the peak moment: ``sum(by_category.values())`` equals
-    ``footprint_bytes``, and so does the sum of ``entries`` and ``unattributed``. Those are the
-    run's footprint and peak when the attribution pass reproduced the measured run (a note says
-    when it did not)."""
-
-    by_category: Mapping[str, int]
-    entries: tuple[AtPeakEntry, ...]
-    unattributed: tuple[Unattributed, ...]
-    footprint_bytes: int = 0
-    peak_bytes: int = 0
-    freed_before_peak_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class ModuleStats:
-    """One module, forward or backward, during the peak call. Bytes include its submodules'.
-
-    ``peak_bytes``: highest live bytes inside it above live at its start (highest over its
-    calls; in backward, over the span from its first to its last backward op). ``allocated_bytes``:
-    bytes allocated (forward: inside its calls; backward: by the backward ops of its autograd
-    nodes). ``at_peak_bytes``: bytes live at the run's peak that it created."""
-
-    module: str
-    phase: str
-    calls: int
-    peak_bytes: int
-    allocated_bytes: int
-    at_peak_bytes: int
-
-
-@dataclass(frozen=True)
-class KernelStats:
-    """A kernel of compiled code during the peak call: ``allocated_bytes`` of the buffers it
-    produces (Inductor's wrapper allocates each buffer just before the kernel that writes it),
-    ``at_peak_bytes`` of those live at the peak, and the eager aten ops it replaces."""
-
-    name: str
-    phase: str
-    calls: int
-    allocated_bytes: int
-    at_peak_bytes: int
-    replaces: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CallNumbers:
-    """One measured call: live bytes at its start, at its highest point (footprint) and at its
-    end (its result included), the peak above the start, and how much live bytes grew until the
-    next call started (None for the last call)."""
-
-    call: int
-    live_at_start_bytes: int
-    footprint_bytes: int
-    peak_bytes: int
-    live_at_end_bytes: int
-    growth_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -189,6 +113,13 @@ class Attribution:
     """Compiled runs: the kernels that produced buffers, largest first."""
     fused_kernels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Compiled runs: each fused kernel and the aten ops it replaced."""
+    peak_at_ns: int = 0
+    """The peak moment on the profiler's clock (of the measured calls)."""
+    live_t_ns: tuple[int, ...] = ()
+    """Live bytes over all the measured calls: ``live_t_ns`` from the first call's start,
+    ``live_bytes`` above live at that start (exact: frees of blocks made before profiling
+    included), reduced to at most 4,000 points keeping each bucket's highest."""
+    live_bytes: tuple[int, ...] = ()
 
 
 # ---- lifetimes ----------------------------------------------------------------------------------
@@ -950,6 +881,7 @@ def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True)
     if leak:
         notes.append(leak)
     t_ns, by_category = _timeline(lt, what, window)
+    live_t_ns, live_bytes = _live_timeline(lt, windows, prefix)
     return Attribution(
         footprint_bytes=numbers.footprint_bytes,
         live_at_start_bytes=numbers.live_at_start_bytes,
@@ -966,7 +898,23 @@ def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True)
         notes=tuple(notes),
         kernels=_kernels(facts, lt, what, live, window) if facts.compiled else (),
         fused_kernels=dict(facts.fused_kernels),
+        peak_at_ns=int(lt.times[window.peak - 1]) if window.peak > window.lo else window.start_ns,
+        live_t_ns=live_t_ns,
+        live_bytes=live_bytes,
     )
+
+
+def _live_timeline(
+    lt: _Lifetimes, windows: list[_Window], prefix: np.ndarray
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Live bytes from the first call's start to the last call's end, above live at that start."""
+    lo, hi = windows[0].lo, windows[-1].hi
+    start, end = windows[0].start_ns, windows[-1].end_ns
+    base = prefix[lo]
+    t = np.concatenate(([start], lt.times[lo:hi], [max(end, start)])) - start
+    b = np.concatenate(([0], prefix[lo + 1 : hi + 1] - base, [prefix[hi] - base]))
+    t, b = downsample(t, b)
+    return tuple(int(v) for v in t), tuple(int(v) for v in b)
 
 
 def _kernels(
@@ -1026,6 +974,9 @@ def combine(measured: Attribution, explained: Attribution) -> Attribution:
         notes=tuple(notes),
         kernels=explained.kernels,
         fused_kernels=explained.fused_kernels,
+        peak_at_ns=measured.peak_at_ns,
+        live_t_ns=measured.live_t_ns,
+        live_bytes=measured.live_bytes,
     )
 
 
@@ -1040,12 +991,23 @@ def with_device_counters(
 ) -> Attribution:
     """CUDA: complete the footprint with what the caching allocator counted live at the start
     (``torch.cuda.memory_allocated()`` before the measured calls) that memprof did not find, as
-    an unattributed line; say when the allocator's own high-water mark
-    (``max_memory_allocated()``, reset before the measured calls) disagrees with the footprint."""
-    unknown = memory_allocated_start_bytes - explained.live_at_start_bytes
+    an unattributed line (live through every call: each call's numbers count it); say when the
+    allocator's own high-water mark (``max_memory_allocated()``, reset before the measured
+    calls) disagrees with the footprint."""
+    found_at_start = (
+        explained.calls[0].live_at_start_bytes if explained.calls else explained.live_at_start_bytes
+    )
+    unknown = memory_allocated_start_bytes - found_at_start
     notes = list(explained.notes)
     at_peak = explained.at_peak
+    calls = explained.calls
+    timeline = dict(explained.timeline_by_category)
     if unknown > 0:
+        if timeline:
+            # Live through the call: under every point of the stacked timeline.
+            timeline["other"] = tuple(
+                v + unknown for v in timeline.get("other", (0,) * len(explained.timeline_t_ns))
+            )
         by_category = dict(at_peak.by_category)
         by_category["other"] += unknown
         at_peak = replace(
@@ -1053,6 +1015,15 @@ def with_device_counters(
             by_category=by_category,
             unattributed=(*at_peak.unattributed, Unattributed(unknown, 1, DEVICE_BEFORE, True)),
             footprint_bytes=at_peak.footprint_bytes + unknown,
+        )
+        calls = tuple(
+            replace(
+                call,
+                live_at_start_bytes=call.live_at_start_bytes + unknown,
+                footprint_bytes=call.footprint_bytes + unknown,
+                live_at_end_bytes=call.live_at_end_bytes + unknown,
+            )
+            for call in calls
         )
     elif unknown < 0:
         notes.append(
@@ -1071,5 +1042,7 @@ def with_device_counters(
         footprint_bytes=footprint,
         live_at_start_bytes=explained.live_at_start_bytes + max(unknown, 0),
         at_peak=at_peak,
+        calls=calls,
+        timeline_by_category=timeline,
         notes=tuple(notes),
     )

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprof.analysis.compiled import compiled_view
 from memprof.analysis.nesting import _parents, _RangeMax
 from memprof.analysis.ops import OpStats
 from memprof.analysis.running import ops_at
@@ -62,8 +63,11 @@ def analyze(raw: RawProfile) -> Analysis:
     ``allocated_bytes`` (bytes allocated inside the op's calls, counting an op nested in an op
     of the same name once); ``peak_bytes`` (largest rise of live bytes during one call above
     live at its start); ``self_us``/``total_us`` (CPU time). Records outside every op form the
-    ``[memory]`` row, as in torch's table.
+    ``[memory]`` row, as in torch's table. Compiled code is seen through
+    :func:`memprof.analysis.compiled.compiled_view`: its wrapper ranges are one row, and each
+    kernel owns the buffers it produces.
     """
+    raw = compiled_view(raw)
     order = np.argsort(raw.mem_time, kind="stable")
     times = raw.mem_time[order]
     deltas = raw.mem_bytes[order]
@@ -224,6 +228,17 @@ def responsible_op(stack: Sequence[str]) -> str:
         if name.startswith("aten::"):
             return name
     return stack[-1] if stack else MEMORY_ROW
+
+
+def stack_at(raw: RawProfile, time_ns: int) -> tuple[str, ...]:
+    """The op stack (outermost first) at ``time_ns`` as :func:`analyze` names ops (compiled
+    code collapsed), on the thread of the allocator record at that moment when known."""
+    view = compiled_view(raw)
+    thread = None
+    if view.mem_thread is not None and len(view.mem_time):
+        at = np.flatnonzero(view.mem_time == time_ns)
+        thread = int(view.mem_thread[at[0]]) if len(at) else None
+    return tuple(op_stack_at(view, time_ns, thread))
 
 
 def op_stack_at(raw: RawProfile, time_ns: int, thread: int | None = None) -> list[str]:

@@ -20,13 +20,26 @@ MAX_POINTS = 4000
 
 
 @dataclass(frozen=True)
+class CategoryTimeline:
+    """Live bytes by category over the call whose peak is explained: ``t_ns`` nanoseconds since
+    that call started (in eager runs, the explaining call profiled after the measured ones),
+    ``bytes[category]`` everything of that category live at each point (absolute: what was live
+    before the call included). At most 2,000 points: each bucket keeps its highest total, and
+    the peak itself is kept."""
+
+    t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
+    bytes: dict[str, tuple[int, ...]] = fields.mapping(fields.list_of(fields.SIZE))
+
+
+@dataclass(frozen=True)
 class Timeline:
     """Live bytes over time: ``t_ns`` nanoseconds since the first measured call started (for a
     recording: since its first memory event), ``bytes`` live bytes above live at that start
     (negative when memory held before was freed), ``reserved`` (a CUDA recording's, when known;
     else empty) what the caching allocator held at each point, absolute, and the op running at
     each point: ``op_names[op_at[i]]`` (-1: none; both empty when unknown, as in recordings and
-    in reports written before memprof kept them)."""
+    in reports written before memprof kept them); ``by_category`` (explained runs) the peak
+    call's live bytes by category."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
     bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
@@ -35,6 +48,7 @@ class Timeline:
     )
     op_names: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda t: not t.op_names)
     op_at: tuple[int, ...] = fields.items(fields.INTEGER, same_length_as="t_ns", omit=lambda t: not t.op_at)
+    by_category: CategoryTimeline | None = fields.optional(CategoryTimeline)
 
     def op(self, index: int) -> str | None:
         """The op running at point ``index``, when known (None also for an index a hand-edited
@@ -106,4 +120,5 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
         reserved=at(timeline.reserved),
         op_names=timeline.op_names,
         op_at=at(timeline.op_at),
+        by_category=timeline.by_category,
     )

@@ -117,8 +117,21 @@ TimeBudget = Annotated[
 FreshCompile = Annotated[
     bool, typer.Option("--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache.")
 ]
+Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain/--no-explain",
+        help="Explain each peak: what is live at it by category, module and source line (one more, "
+        "instrumented call in eager mode; Inductor's graph caches off in compile mode). --no-explain "
+        "keeps the numbers and skips that.",
+    ),
+]
 JsonPath = Annotated[Path | None, _file("--json", "Write the report as JSON (also a baseline).")]
 CsvPath = Annotated[Path | None, _file("--csv", "Write per-op numbers as CSV, one row per op and run.")]
+AtPeakCsvPath = Annotated[
+    Path | None,
+    _file("--at-peak-csv", "Write what is live at each peak as CSV, one row per entry and run."),
+]
 MarkdownPath = Annotated[
     Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
 ]
@@ -229,6 +242,7 @@ class ProfileOptions(OptionGroup):
     repeat: Repeat = 1
     time_budget: TimeBudget = 0.2
     fresh_compile: FreshCompile = False
+    explain: Explain = True
 
     def api_arguments(self) -> dict[str, Any]:
         return {
@@ -239,6 +253,7 @@ class ProfileOptions(OptionGroup):
             "compile_mode": self.compile_mode.value,
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
+            "explain": self.explain,
         }
 
 
@@ -248,6 +263,7 @@ class OutputOptions(OptionGroup):
 
     json_path: JsonPath = None
     csv_path: CsvPath = None
+    at_peak_csv_path: AtPeakCsvPath = None
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     out_dir: OutDir = None
@@ -272,6 +288,7 @@ class OutputOptions(OptionGroup):
         chosen = {
             "json": self.json_path,
             "csv": self.csv_path,
+            "at_peak_csv": self.at_peak_csv_path,
             "markdown": self.markdown_path,
             "html": self.html_path,
         }
@@ -287,7 +304,7 @@ class OutputOptions(OptionGroup):
             "json" in files and files["json"].resolve() == save_baseline.resolve()
         ):
             files["baseline"] = save_baseline  # --json and --save-baseline naming one file: written once
-        flags = {"table": "--table", "baseline": "--save-baseline"}
+        flags = {"table": "--table", "baseline": "--save-baseline", "at_peak_csv": "--at-peak-csv"}
         check_output_paths(((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items()), reads)
         files = {fmt: absolute(path) for fmt, path in files.items()}
         return files
@@ -408,7 +425,7 @@ def option_flags(command: Callable[..., Any]) -> dict[str, str]:
         if info is None:
             continue
         declared = ([info.default] if isinstance(info.default, str) else []) + list(info.param_decls or ())
-        long = [d for d in declared if isinstance(d, str) and d.startswith("--")]
+        long = [d.split("/")[0] for d in declared if isinstance(d, str) and d.startswith("--")]
         if long:
             flags[parameter.name] = long[0]
     return flags

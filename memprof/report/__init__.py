@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 STANDARD_NAMES = {
     "json": "memprof.json",
     "csv": "memprof-ops.csv",
+    "at_peak_csv": "memprof-at-peak.csv",
     "markdown": "memprof.md",
     "html": "memprof.html",
 }
@@ -28,7 +29,8 @@ def render_torch_tables(report: Report) -> str:
 
 
 def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
-    """The render function of a format: json, csv, markdown, html, table (torch's tables).
+    """The render function of a format: json, csv (per op), at_peak_csv (what is live at each
+    peak), markdown, html, table (torch's tables).
     ``rank``: which rank of a report of several ranks Markdown and HTML detail (default: the
     highest peak's)."""
     if fmt == "json":
@@ -39,6 +41,10 @@ def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
         from memprof.report.csv import render_csv
 
         return render_csv
+    if fmt == "at_peak_csv":
+        from memprof.report.csv import render_at_peak_csv
+
+        return render_at_peak_csv
     if fmt == "markdown":
         from memprof.report.markdown import render_markdown
 

@@ -18,7 +18,8 @@ run's peak, its time as a number and its op. A run read from a recording is draw
 the CUDA caching allocator reserved (the timeline's ``reserved``) as a thinner line.
 
 Reusable by any section that plots bytes over time: :func:`timeline_chart` takes the series;
-:func:`bar_chart` draws labelled horizontal bars (the ranks' peaks).
+:func:`bar_chart` draws labelled horizontal bars (the ranks' peaks); :func:`stacked_chart`, bands
+stacked on the same axes (what is live by category during an explained call).
 """
 
 from __future__ import annotations
@@ -415,6 +416,75 @@ def bar_chart(bars: Sequence[Bar], x_label: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Layer:
+    """One band of :func:`stacked_chart`: its category (``name``), its ``colour`` (CSS), its
+    bytes at each point, and the text shown when it is hovered (``tip``)."""
+
+    name: str
+    colour: str
+    values: Sequence[int]
+    tip: str = ""
+
+
+STACKED_HEIGHT = 240
+
+
+def stacked_chart(
+    t_ns: Sequence[int], layers: Sequence[Layer], x_label: str = "time since the call started (ms)"
+) -> str:
+    """Bands stacked bottom up in the order given, on the timeline's axes (sizes on the left,
+    ms since the first point below), as static SVG: step areas (a value holds until the next
+    point), the highest total marked as the peak. A band's ``tip`` shows on hover (``data-tip``,
+    read by the page's script, and a ``<title>`` where no script runs). The last point holds a
+    little longer than its moment, so a peak at the very end shows. Empty for fewer than two
+    points."""
+    count = len(t_ns)
+    if count < 2 or not layers:
+        return ""
+    totals = [sum(layer.values[i] for layer in layers) for i in range(count)]
+    start, span = t_ns[0], max(t_ns[-1] - t_ns[0], 1) * 1.02
+    frame = _Frame(0.0, span / 1e6, 0, int(max(totals) * 1.08) or 1)
+    width, height = WIDTH - LEFT - RIGHT, STACKED_HEIGHT
+    axis_y = TOP + height
+
+    def x(t: float) -> str:
+        return f"{LEFT + (t - start) / span * width:.1f}"
+
+    def y(nbytes: int) -> str:
+        return f"{TOP + frame.y(nbytes) / Y_UNITS * height:.1f}"
+
+    below = [0] * count
+    bands = []
+    for layer in layers:
+        above = [b + v for b, v in zip(below, layer.values, strict=True)]
+        outline = [f"M{x(t_ns[0])} {y(above[0])}"]
+        outline += [f"H{x(t_ns[k])}V{y(above[k])}" for k in range(1, count)]
+        outline.append(f"H{LEFT + width:.1f}V{y(below[-1])}H{x(t_ns[-1])}")
+        outline += [f"V{y(below[k - 1])}H{x(t_ns[k - 1])}" for k in range(count - 1, 0, -1)]
+        tip = f' data-tip="{_e(layer.tip)}"><title>{_e(layer.tip)}</title></path>' if layer.tip else "/>"
+        bands.append(
+            f'<path class="category" data-category="{_e(layer.name)}" d="{"".join(outline)}Z" '
+            f'fill="{_e(layer.colour)}"{tip}'
+        )
+        below = above
+    peak = max(range(count), key=totals.__getitem__)
+    px = float(x(t_ns[peak]))
+    # The label stays inside the plot: to the left of a peak near the right edge.
+    anchor = "end" if px > WIDTH - RIGHT - 60 else ("start" if px < LEFT + 60 else "middle")
+    mark = (
+        f'<line class="mp-peak-mark" x1="{px:.1f}" x2="{px:.1f}" y1="{TOP}" y2="{axis_y:.1f}"/>'
+        f'<text class="mp-peak-label" x="{px:.1f}" y="{max(float(y(totals[peak])) - 4, TOP + 10):.1f}" '
+        f'text-anchor="{anchor}">peak {_e(format_bytes(totals[peak]))}</text>'
+    )
+    return (
+        f'<svg class="mp-stacked" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} '
+        f'{axis_y + BOTTOM:.0f}" width="100%">'
+        f'<rect class="mp-frame" x="{LEFT}" y="{TOP}" width="{width}" height="{height}"/>'
+        f"{_y_axis(frame, TOP, height)}{''.join(bands)}{_x_axis(frame, axis_y, x_label)}{mark}</svg>"
+    )
+
+
 # A fill is never stroked: its path is in data units without non-scaling-stroke, so a stroke
 # would be one millisecond wide (hundreds of pixels on a short trace); ``.mp-chart .mp-fill``
 # outranks the run colours' stroke.
@@ -445,6 +515,9 @@ CHART_CSS = """
 .memprof-report .mp-reserved,.memprof-report .mp-start{fill:none}
 .memprof-report .mp-reserved{stroke-width:1;stroke-opacity:.6}
 .memprof-report .mp-start{stroke-width:1;stroke-dasharray:7 4;stroke-opacity:.8}
+.memprof-report .mp-stacked{display:block;width:100%;height:auto}
+.memprof-report .mp-peak-mark{stroke:var(--mp-bad);stroke-width:1.2;stroke-dasharray:4 3}
+.memprof-report .mp-peak-label{fill:var(--mp-bad);font-size:12px}
 .memprof-report .mp-bars .mp-bar{fill:var(--mp-run-0)}
 .memprof-report .mp-bars .mp-bar.mp-highest{fill:var(--mp-bad)}
 .memprof-report .mp-bars text{fill:var(--mp-fg);font-size:12px}

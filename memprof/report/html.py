@@ -31,6 +31,9 @@ from memprof.analysis.timing import format_spread, format_wall
 from memprof.report import recorded
 from memprof.report.chart import CHART_CSS, CHART_JS, Bar, Series, bar_chart, peak_time_ms, timeline_chart
 from memprof.report.layout import shorten
+from memprof.report.peak_html import CSS as PEAK_CSS
+from memprof.report.peak_html import JS as PEAK_JS
+from memprof.report.peak_html import at_peak_section
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, RunTable, conclusions, fused_rows, op_tables, replaced_text
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 
 # Section ids: stable anchors, also what the sample-report test compares. A report has only the
 # sections it has something for (no empty "Notes"); these are all there can be, in order.
-SECTION_IDS = ("summary", "verdict", "runs", "timeline", "ops", "fused", "notes", "torch-table")
+SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
 # A report of several ranks has one more, after the summary.
 RANKS_SECTION_ID = "ranks"
 RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
@@ -172,10 +175,11 @@ def _runs(report: Report) -> str:
         '<section id="runs"><h2>Runs</h2>'
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "<p class=\"help\">peak: most live bytes above the call's start, from the allocator's own "
-        "records; peak at: when, in ms since the call started; allocated: all bytes allocated; net: "
-        "left allocated at the end; inputs: the arguments' tensors (allocated before the call, not in "
-        "the peak); wall/call: the median of the calls timed without the profiler, ± half the spread "
-        f"of their middle half (hover for every figure).{_memory_help(extra)}</p>"
+        "records (and the frees of tensors made before the call); peak at: when, in ms since the call "
+        "started; allocated: all bytes allocated; net: left allocated at the end; inputs: what was "
+        "live when the first call started (arguments, model, optimizer state), not in the peak; "
+        "wall/call: the median of the calls timed without the profiler, ± half the spread of their "
+        f"middle half (hover for every figure).{_memory_help(extra)}</p>"
         f"{_device_paragraphs(report)}</section>"
     )
 
@@ -183,8 +187,8 @@ def _runs(report: Report) -> str:
 def _memory_help(extra: tuple[tuple[str, str], ...]) -> str:
     """What the device-wide columns mean, for those shown."""
     meaning = {
-        "footprint_bytes": "footprint: everything allocated at the highest point, what was live before "
-        "the call included (torch.cuda.max_memory_allocated)",
+        "footprint_bytes": "footprint: everything live at the peak, what was live before the call "
+        "included (explained runs; else torch.cuda.max_memory_allocated)",
         "live_at_start_bytes": "live at start: allocated when the call began",
         "reserved_peak_bytes": "reserved peak: the most the CUDA caching allocator held from the device",
     }
@@ -506,13 +510,15 @@ def render_html(
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
     Sections (ids), each only when it has something to show: summary, verdict, runs, timeline
-    (the interactive chart), ops (sortable, filterable tables: every op unless ``top`` is
-    given; ops without memory activity or repeating an op they call behind a toggle), fused,
-    notes, torch-table (torch's own table, collapsible). A report of several ranks adds
-    ``ranks`` after the summary (every rank's row, the imbalance, the peaks as bars); its
-    verdict, ops and fused kernels detail one rank (the highest peak's, or ``rank``), its runs,
-    timelines and notes cover every rank. A report read from recordings has
-    :data:`RECORDED_SECTION_IDS` instead (and ``ranks`` for per-rank recordings).
+    (the interactive chart), at-peak (what is live at each explained run's peak: the timeline
+    stacked by category, an icicle, tables; a line saying so when no run was explained), ops
+    (sortable, filterable tables: every op unless ``top`` is given; ops without memory activity
+    or repeating an op they call behind a toggle), fused, notes, torch-table (torch's own table,
+    collapsible). A report of several ranks adds ``ranks`` after the summary (every rank's row,
+    the imbalance, the peaks as bars); its verdict, ops and fused kernels detail one rank (the
+    highest peak's, or ``rank``), its runs, timelines and notes cover every rank. A report read
+    from recordings has :data:`RECORDED_SECTION_IDS` instead (and ``ranks`` for per-rank
+    recordings).
     """
     title = f"memprof: {report.target}"
     view = rank_view(report, rank)
@@ -526,13 +532,15 @@ def render_html(
         + _verdict(detail)
         + _runs(report)
         + _timeline(report)
+        + at_peak_section(report)
         + _ops(detail, top)
         + _fused(detail)
         + _notes(report)
         + _torch_tables(report)
     )
-    body = f'<div class="memprof-report"><h1>{_e(title)}</h1>{sections}<script>{_JS}{CHART_JS}</script></div>'
-    style = f"<style>{THEME_CSS}{_CSS}{CHART_CSS}</style>"
+    script = f"<script>{_JS}{CHART_JS}{PEAK_JS}</script>"
+    body = f'<div class="memprof-report"><h1>{_e(title)}</h1>{sections}{script}</div>'
+    style = f"<style>{THEME_CSS}{_CSS}{CHART_CSS}{PEAK_CSS}</style>"
     if not standalone:
         # Jupyter shows the fragment inside its own page: the style (and the colours) come along.
         return f"{style}{body}"

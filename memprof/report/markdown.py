@@ -1,8 +1,9 @@
 """Markdown (GitHub-flavoured): a short summary for ``$GITHUB_STEP_SUMMARY`` or a PR comment.
 
 Heading with target, device and torch; each verdict in bold with its memory-and-time summary;
-one row per run; the top ops by peak with both runs and the delta (without the rows that carry
-nothing: see :mod:`memprof.report.rows`); the fused kernels and the ops they replaced. Names go
+one row per run; what is live at each explained peak (largest entries, modules, kernels); the
+top ops by peak with both runs and the delta (without the rows that carry nothing: see
+:mod:`memprof.report.rows`); the fused kernels and the ops they replaced. Names go
 in code spans (``|`` escaped, backticks fenced), other text has Markdown's special characters
 escaped, so no name can break the table or inject markup; invisible and control characters
 are shown escaped (:func:`memprof.text.visible`). A size or a time never wraps between its
@@ -26,12 +27,19 @@ from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
     SUMMARY_KERNELS,
+    AtPeakView,
     DiffTable,
     FusedRow,
     RunTable,
+    at_peak_views,
+    calls_text,
+    categories_text,
     conclusions,
+    footprint_text,
     fused_count,
     fused_rows,
+    line_text,
+    module_text,
     op_tables,
     replaced_text,
 )
@@ -192,6 +200,84 @@ def _op_section(report: Report, top: int, *, skip_empty: bool = False) -> list[s
     return lines
 
 
+def _module_cell(module: str, phase: str) -> str:
+    """``lm_head`` as code, then `` (backward)`` or ``(optimizer)`` as text; ``-`` for none."""
+    if not module:
+        text = module_text(module, phase)
+        return "-" if text == "-" else escape_text(text)
+    return code(module) + (" (backward)" if phase == "backward" else "")
+
+
+def _at_peak(view: AtPeakView) -> list[str]:
+    """An explained run's footprint and categories, its largest entries and its modules."""
+    run = view.run
+    assert run.at_peak is not None
+    lines = [
+        f"### At the peak of {escape_text(run.label)}",
+        "",
+        escape_text(
+            unbreakable(f"{footprint_text(run)}; by category: {categories_text(run.at_peak.by_category)}")
+        ),
+        "",
+    ]
+    calls = calls_text(run)
+    if calls:
+        lines += [escape_text(unbreakable(calls)), ""]
+    rows = [
+        [
+            _size(entry.bytes),
+            escape_text(entry.category + (f" x{entry.count}" if entry.count > 1 else "")),
+            _module_cell(entry.module, entry.phase),
+            (
+                f"{code(entry.source)} {code(entry.source_text)}"
+                if entry.source
+                else escape_text(line_text(entry))
+            ),
+            code(entry.op) if entry.op else "-",
+        ]
+        for entry in view.entries
+    ]
+    rows += [
+        [_size(u.bytes), "other", "-", escape_text(f"not attributed: {u.reason}"), "-"]
+        for u in view.unattributed
+    ]
+    lines += _table(["bytes", "category", "module", "line", "op"], rows, "rllll")
+    if view.hidden_entries:
+        lines += [
+            "",
+            escape_text(f"... {view.hidden_entries} more entries, {_size(view.hidden_bytes)} in all."),
+        ]
+    if view.modules:
+        modules = [
+            [
+                _module_cell(m.module, m.phase),
+                str(m.calls),
+                _size(m.at_peak_bytes),
+                _size(m.peak_bytes),
+            ]
+            for m in view.modules
+        ]
+        lines += ["", *_table(["module", "calls", "live at peak", "peak inside"], modules, "lrrr")]
+    if view.kernels:
+        kernels = [
+            [
+                code(k.name),
+                escape_text(k.phase),
+                _size(k.allocated_bytes),
+                _size(k.at_peak_bytes),
+                ", ".join(code(op.removeprefix("aten::")) for op in k.replaces) or "-",
+            ]
+            for k in view.kernels
+        ]
+        lines += [
+            "",
+            *_table(
+                ["kernel", "phase", "produces", "live at peak", "eager ops it replaces"], kernels, "llrrl"
+            ),
+        ]
+    return [*lines, ""]
+
+
 def _ranks(view: RankView) -> list[str]:
     """Every rank's row and the imbalance of their peaks, then the heading of the rank detailed."""
     extra = size_columns(view.summary)
@@ -251,6 +337,7 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
         *_runs_table(report),
         "",
         *_device_lines(report),
+        *(line for view in at_peak_views(report, "markdown") for line in _at_peak(view)),
         *_op_section(report, top),
     ]
     fused = fused_rows(report, min(top, SUMMARY_KERNELS))
@@ -265,6 +352,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     lines += _notes(everything)
     ok = report.ok_runs()
     legend = "peak: most live bytes above the call's start (allocator records); sizes are 1024-based"
+    if any(run.footprint_bytes is not None for run in report.runs.values()):
+        legend += "; footprint: everything live at the peak, what was live before the call included"
     if len(ok) >= 2:
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
     lines.append(f"<sub>{legend}.</sub>")

@@ -1,6 +1,7 @@
-"""The terminal summary: runs, top ops (side by side when comparing), fused kernels, notes, and
-last the verdicts. A report of several ranks starts with every rank's row; a report read from
-recordings (``memprof analyze``) has its own sections (:func:`recorded_lines`).
+"""The terminal summary: runs, what is live at each explained peak, top ops (side by side when
+comparing), fused kernels, notes, and last the verdicts. A report of several ranks starts with
+every rank's row; a report read from recordings (``memprof analyze``) has its own sections
+(:func:`recorded_lines`).
 
 Laid out for the terminal's width (:mod:`memprof.report.layout`): no line is wider than the
 terminal; narrow terminals get fewer columns, names shortened in the middle, notes on their own
@@ -32,13 +33,21 @@ from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
     SUMMARY_KERNELS,
+    AtPeakView,
     DiffTable,
     FusedRow,
     RunTable,
+    at_peak_views,
+    calls_text,
+    categories_text,
     conclusions,
+    footprint_text,
     fused_count,
     fused_rows,
+    line_text,
+    module_text,
     op_tables,
+    shorten_middle,
 )
 from memprof.units import format_bytes, format_ms, format_seconds
 
@@ -182,6 +191,102 @@ def _diff_ops(table: DiffTable, width: int) -> list[Line]:
             (op_note(diff, op), "dim"),
         )
     return layout.lines(width)
+
+
+def at_peak_section(report: Report, width: int) -> list[Line]:
+    """Each explained run's "At the peak" (:func:`at_peak_lines`), after a blank line."""
+    lines: list[Line] = []
+    for view in at_peak_views(report, "terminal"):
+        lines += [[], *at_peak_lines(view, width)]
+    return lines
+
+
+def at_peak_lines(view: AtPeakView, width: int) -> list[Line]:
+    """An explained run's "At the peak": the footprint and its categories, the largest entries
+    (bytes, category, module, op, and the line that made each: under its row when the terminal
+    is narrow), the modules holding most, and the kernels of compiled code."""
+    run = view.run
+    assert run.at_peak is not None
+    lines = paragraph(f"At the peak of {run.label}: {footprint_text(run)}", width, "bold")
+    lines += paragraph(f"by category: {categories_text(run.at_peak.by_category)}", width)
+    calls = calls_text(run)
+    if calls:
+        lines += paragraph(calls, width)
+    table = Table(
+        [
+            Column("bytes", "right"),
+            Column("category"),
+            Column("module", shrink=True, min_width=16),
+            Column("line", detach=True),
+            Column("op", shrink=True, min_width=20),
+        ]
+    )
+    for entry in view.entries:
+        table.add(
+            (format_bytes(entry.bytes), "bold"),
+            entry.category + (f" x{entry.count}" if entry.count > 1 else ""),
+            module_text(entry.module, entry.phase),
+            line_text(entry, 32),
+            shorten_middle(entry.op, 40) or "-",
+        )
+    for u in view.unattributed:
+        table.add(format_bytes(u.bytes), "other", "-", f"not attributed: {u.reason}", "-")
+    lines += [[], *table.lines(width)]
+    if view.hidden_entries:
+        lines += paragraph(
+            f"... {view.hidden_entries} more entries, {format_bytes(view.hidden_bytes)} in all "
+            "(the JSON, HTML and at-peak CSV reports list every one)",
+            width,
+            "dim",
+        )
+    if view.modules:
+        lines += [[], *_modules_table(view, width)]
+    if view.kernels:
+        lines += [[], *_kernels_table(view, width)]
+    return lines
+
+
+def _modules_table(view: AtPeakView, width: int) -> list[Line]:
+    table = Table(
+        [
+            Column("module (submodules included)", shrink=True, min_width=16),
+            Column("calls", "right", drop=2),
+            Column("live at peak", "right"),
+            Column("peak inside", "right"),
+            Column("allocated", "right", drop=1),
+        ]
+    )
+    for m in view.modules:
+        table.add(
+            module_text(m.module, m.phase if m.phase == "backward" else ""),
+            str(m.calls),
+            (format_bytes(m.at_peak_bytes), "bold"),
+            format_bytes(m.peak_bytes),
+            format_bytes(m.allocated_bytes),
+        )
+    return table.lines(width)
+
+
+def _kernels_table(view: AtPeakView, width: int) -> list[Line]:
+    table = Table(
+        [
+            Column("kernel", shrink=True, min_width=24),
+            Column("calls", "right", drop=1),
+            Column("produces", "right"),
+            Column("live at peak", "right"),
+            Column("eager ops it replaces", detach=True),
+        ]
+    )
+    for k in view.kernels:
+        table.add(
+            shorten_middle(k.name, 48) + (" (backward)" if k.phase == "backward" else ""),
+            str(k.calls),
+            format_bytes(k.allocated_bytes),
+            (format_bytes(k.at_peak_bytes), "bold"),
+            # Nothing under the row of a kernel that replaced no eager op (an extern kernel).
+            (", ".join(op.removeprefix("aten::") for op in k.replaces), "dim"),
+        )
+    return table.lines(width)
 
 
 def op_section(report: Report, sort: str, top: int, width: int, *, skip_empty: bool = False) -> list[Line]:
@@ -330,6 +435,7 @@ def terminal_lines(
         [],
         *runs_table(report, width),
         *device_lines(report, width),
+        *at_peak_section(report, width),
         *op_section(report, sort, top, width),
         *fused_section(report, top, width),
         *notes_section(everything, width),

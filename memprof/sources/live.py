@@ -3,12 +3,21 @@
 One run: build nothing (inputs are made before), warm up without the profiler (compiling
 there, timed as ``compile_seconds``), then profile ``repeat`` calls, each inside a
 ``record_function`` range so the analysis knows exactly where each call starts and ends.
+
+Explained runs (the default) are made in two passes, because an op tracker (a dispatch mode)
+changes what torch allocates: the measured calls track program state only (parameters,
+gradients, optimizer state, inputs: their allocations are exactly an untracked run's, and the
+frees of tensors made before the call give the exact peak), then, in eager mode, one more call
+is profiled with ops, source lines, modules and saved tensors tracked, and explains the
+measured peak (:mod:`memprof.sources.tracking`, :mod:`memprof.analysis.attribution`).
+Compiled runs are explained in one pass from Inductor's provenance of each kernel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import platform
 import statistics
@@ -18,12 +27,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from memprof.analysis.peaks import analyze
+from memprof.analysis.attribution import Attribution, attribute, combine, with_device_counters
+from memprof.analysis.peaks import analyze, responsible_op, stack_at
+from memprof.analysis.running import ops_at
+from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
@@ -35,6 +49,7 @@ from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.sources.timing import Timed, time_calls
+from memprof.sources.tracking import CompileTracking, Tracker
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -241,13 +256,16 @@ def run_target(
     label: str | None = None,
     name: str = "target",
     status: StatusFn | None = None,
+    module: ModuleType | None = None,
 ) -> RunResult:
     """Profile ``func(*inputs.args, **inputs.kwargs)`` and return its :class:`RunResult`.
 
-    Three steps: warm up (compiling there, in compile mode), profile ``options.repeat`` calls,
-    assemble the run from the analysis of the records. Raises :class:`UserCodeError` (exit 3)
-    when the function or its compilation fails; the message carries the peak reached before the
-    failure and the op that was running.
+    Steps: warm up (compiling there, in compile mode), profile ``options.repeat`` calls (with
+    program state tracked), explain the peak (``options.explain``: one more call in eager
+    mode), assemble the run. ``module`` is the target's module: its globals may hold the model
+    and the optimizer. Raises :class:`UserCodeError` (exit 3) when the function or its
+    compilation fails; the message carries the peak reached before the failure and the op
+    that was running.
     """
     if options.repeat < 1:
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
@@ -255,15 +273,26 @@ def run_target(
         raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
     if not options.time_budget >= 0:
         raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
+    explaining = _Explaining(func, module)
     import_path = list(sys.path)
-    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
-        warm = _warm_up(func, inputs, options, name, status)
-        timed = _time(warm, inputs, options, name, status)
-        restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
-        measured = _profile_calls(
-            warm.fn, inputs, options, label=label or options.mode, name=name, status=status
-        )
-        restore_import_path(import_path)
+    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard):
+        with _compile_config(options), explaining.compiling(options):
+            warm = _warm_up(func, inputs, options, name, status)
+            timed = _time(warm, inputs, options, name, status)
+            restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
+            measured = _profile_calls(
+                warm.fn,
+                inputs,
+                options,
+                label=label or options.mode,
+                name=name,
+                status=status,
+                explaining=explaining,
+            )
+            restore_import_path(import_path)
+        if measured.explained is not None and options.explain and options.mode == "eager":
+            measured.explained = _explaining_call(warm.fn, inputs, options, explaining, measured)
+            restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options, timed, heard)
 
 
@@ -291,6 +320,117 @@ def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: S
         return result
 
     return time_calls(call, options.time_budget)
+
+
+class _Explaining:
+    """What explaining a run needs besides the call: the target (its parameters name the
+    arguments; a bound method adds its object), its module, and in compile mode Inductor's
+    provenance (:class:`CompileTracking`, entered around the compiling call and the measured
+    calls). Tracking that fails to start leaves a note and the run unexplained, never failed."""
+
+    def __init__(self, func: Callable[..., Any], module: ModuleType | None) -> None:
+        self.func = func
+        self.module = module
+        self.tracking: CompileTracking | None = None
+        self.notes: list[str] = []
+
+    @contextlib.contextmanager
+    def compiling(self, options: RunOptions) -> Iterator[None]:
+        """In compile mode with Inductor and ``explain``: Inductor's provenance tracking."""
+        if not (options.explain and options.mode == "compile" and options.backend == "inductor"):
+            yield
+            return
+        tracking = CompileTracking()
+        try:
+            tracking.__enter__()
+        except Exception as error:  # private Inductor settings moved: explain by kernel only
+            self.notes.append(f"Inductor's provenance is not available ({_first_line(error)})")
+            yield
+            return
+        self.tracking = tracking
+        try:
+            yield
+        finally:
+            tracking.__exit__(None, None, None)
+
+    def tracker(self, inputs: Inputs, options: RunOptions, *, ops: bool) -> Tracker:
+        return Tracker(
+            inputs.args,
+            inputs.kwargs,
+            func=self.func,
+            module=self.module,
+            device=options.device,
+            ops=ops,
+            compiled=options.mode == "compile",
+        )
+
+    @contextlib.contextmanager
+    def tracked(self, tracker: Tracker | None) -> Iterator[Tracker | None]:
+        """``tracker`` entered (None when it could not start: a note says why)."""
+        if tracker is not None:
+            try:
+                tracker.__enter__()
+            except Exception as error:
+                self.notes.append(f"program state could not be tracked ({_first_line(error)})")
+                tracker = None
+        try:
+            yield tracker
+        finally:
+            if tracker is not None:
+                tracker.__exit__(None, None, None)
+
+    def attribute(
+        self, tracker: Tracker, prof: Any, raw: RawProfile | None, *, warm: bool
+    ) -> Attribution | None:
+        """The tracked calls' peak explained; None (with a note) when that fails."""
+        try:
+            return attribute(raw, tracker.facts(prof, compiled=self.tracking), warm=warm)
+        except Exception as error:
+            self.notes.append(
+                f"memprof could not explain the peak ({_first_line(error)}); the numbers are the "
+                "allocator records'"
+            )
+            return None
+
+
+def _explaining_call(
+    fn: Callable[..., Any], inputs: Inputs, options: RunOptions, explaining: _Explaining, measured: _Measured
+) -> Attribution | None:
+    """One more eager call, profiled with ops, lines, modules and saved tensors tracked: what
+    is live at the measured peak. The measured numbers stay those of the measured calls; a
+    note says when this call's peak differs (:func:`combine`)."""
+    assert measured.explained is not None
+    cuda = options.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
+    gc.collect()  # as before the measured calls
+    with explaining.tracked(explaining.tracker(inputs, options, ops=True)) as tracker:
+        if tracker is None:
+            # The call is still made: every rank of a distributed job makes as many calls
+            # (their collectives must meet), whether or not its tracking started.
+            try:
+                fn(*inputs.args, **inputs.kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # sys.exit() included: the measured calls are what counts
+                pass
+            return measured.explained
+        try:
+            with _quiet_profiler_stderr(ignored), profile(activities=activities, profile_memory=True) as prof:
+                with record_function(CALL_MARKER):
+                    # Its result is dropped at once, inside the profile: only the peak matters here.
+                    fn(*inputs.args, **inputs.kwargs)
+                    _sync(options.device)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # sys.exit() included
+            explaining.notes.append(
+                f"the explaining call raised {_first_line(error)}: only program state (parameters, "
+                "gradients, optimizer state, inputs) is explained"
+            )
+            return measured.explained
+    explained = explaining.attribute(tracker, prof, None, warm=True)
+    return measured.explained if explained is None else combine(measured.explained, explained)
 
 
 @dataclass
@@ -394,7 +534,8 @@ def _warm_profiler(activities: list[ProfilerActivity]) -> None:
 @dataclass
 class _Measured:
     """What the profiled calls give: the records, the wall time of each call, the device's own
-    counters, torch's printed table (when kept) and what the source noticed on the way."""
+    counters, torch's printed table (when kept), the explained peak (None when not tracked)
+    and what the source noticed on the way."""
 
     label: str
     raw: RawProfile
@@ -404,6 +545,8 @@ class _Measured:
     threads: list[str]
     table: str | None
     mapped: list[tuple[str, int]] = field(default_factory=list)
+    explained: Attribution | None = None
+    explaining_notes: list[str] = field(default_factory=list)
 
 
 def _profile_calls(
@@ -414,15 +557,20 @@ def _profile_calls(
     label: str,
     name: str,
     status: StatusFn | None,
+    explaining: _Explaining,
 ) -> _Measured:
-    """``options.repeat`` calls under torch.profiler, each in its ``record_function`` range.
-    Raises the failure of a call (with the peak reached before it) after reading the records."""
+    """``options.repeat`` calls under torch.profiler, each in its ``record_function`` range,
+    with program state tracked. Raises the failure of a call (with the peak reached before it)
+    after reading the records."""
     cuda = options.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     counters = _cuda_counters_before(options.device) if cuda else {}
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
     _warm_profiler(activities)
+    # Garbage made before (by the inputs factory, the warm-up, earlier runs in this process) is
+    # collected now, not by a collection during a measured call, where its frees would count.
+    gc.collect()
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None
@@ -431,6 +579,7 @@ def _profile_calls(
         _quiet_profiler_stderr(notes),
         _thread_starts() as threads,
         mapped_files() as mapped,
+        explaining.tracked(explaining.tracker(inputs, options, ops=False)) as tracker,
         profile(activities=activities, profile_memory=True) as prof,
     ):
         for _ in range(options.repeat):
@@ -462,7 +611,11 @@ def _profile_calls(
     if options.keep_table:
         sort_by = "self_cpu_memory_usage" if not cuda else "self_device_memory_usage"
         table = prof.key_averages().table(sort_by=sort_by, row_limit=-1)
-    return _Measured(label, raw, walls, counters, notes, threads, table, mapped)
+    warm = options.warmup > 0 or options.mode == "compile"
+    explained = explaining.attribute(tracker, prof, raw, warm=warm) if tracker is not None else None
+    return _Measured(
+        label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes
+    )
 
 
 def _cuda_counters_before(device: str) -> dict[str, int]:
@@ -483,9 +636,12 @@ def _cuda_counters_after(device: str) -> dict[str, int]:
 def _assemble(
     measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOptions, timed: Timed, heard: Heard
 ) -> RunResult:
-    """The run: the analysis of the records, with what the source measured and noticed."""
+    """The run: the analysis of the records, with what the source measured and noticed, and
+    the numbers and explanation of the tracked calls (exact: frees of tensors made before the
+    call included)."""
     analysis = analyze(measured.raw)
-    notes = [*warm.notes, *measured.notes]
+    explained = measured.explained
+    notes = [*warm.notes, *(_reworded(note, explained) for note in measured.notes)]
     mapped = sum(op.allocated_bytes for op in analysis.ops if op.name == MAPPED_RANGE)
     notes += filter(None, [mapped_note(measured.mapped, mapped)])
     walls = list(timed.walls_ms) or measured.walls
@@ -499,15 +655,24 @@ def _assemble(
             f"{len(measured.threads)} Python thread(s) started during the call ({names}); "
             "torch's profiler records only the calling thread, so their allocations are not counted"
         )
+    notes += measured.explaining_notes
     op_names = [op.name for op in analysis.ops]
     device: dict[str, Any] = {"device": options.device}
     if options.device.startswith("cuda"):
         device.update(cuda_device(options.device))
+    # CUDA's counters give the footprint and live at start; an explained run's own numbers
+    # (cross-checked with those counters) take their place.
+    numbers: dict[str, Any] = {**counted_memory(measured.device_counters)}
+    if explained is not None:
+        explained_numbers, explained_notes = _explained_numbers(explained, measured, options)
+        numbers.update(explained_numbers)
+        notes += [note for note in explained_notes if note not in notes]
+    else:
+        numbers["inputs_bytes"] = tensor_bytes((inputs.args, inputs.kwargs))
     return RunResult.from_analysis(
         analysis,
         label=measured.label,
         mode=options.mode,
-        inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)),
         wall_ms=statistics.median(walls) if walls else float("nan"),
         wall_ms_all=tuple(walls),
         wall_timing="timed" if timed.walls_ms else "profiled",
@@ -519,8 +684,78 @@ def _assemble(
         notes=notes,
         torch_messages=heard.lines(),
         **device,
-        **counted_memory(measured.device_counters),
+        **numbers,
     )
+
+
+_UNKNOWN_BLOCKS = "block(s) allocated before profiling were freed during it"
+
+
+def _reworded(note: str, explained: Attribution | None) -> str:
+    """torch's "memory block of unknown size" count, said as what it means for the run: the
+    tracked state's frees are counted in explained runs."""
+    count, _, rest = note.partition(" ")
+    if explained is None or not rest.startswith(_UNKNOWN_BLOCKS):
+        return note
+    return (
+        f"{count} {_UNKNOWN_BLOCKS} without a record of the free; memprof counts the frees of the "
+        "arguments', model's and optimizer's tensors (and of tensors held by the target's module), "
+        "not of others"
+    )
+
+
+def _explained_numbers(
+    explained: Attribution, measured: _Measured, options: RunOptions
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The run's numbers from the tracked calls: peak, footprint, live at start, net, inputs,
+    the op at the exact peak, the exact timeline; and, with ``explain``, what is live at the
+    peak, the modules, each call and the kernels. With the explanation's notes."""
+    first, last = explained.calls[0], explained.calls[-1]
+    numbers: dict[str, Any] = {
+        # What memprof found live when the first measured call started (before CUDA's counters
+        # add what it did not find): the arguments, model, optimizer state, module globals.
+        "inputs_bytes": first.live_at_start_bytes,
+        "net_bytes": last.live_at_end_bytes - last.live_at_start_bytes,
+    }
+    counters = measured.device_counters
+    if "memory_allocated_start_bytes" in counters and "max_memory_allocated_bytes" in counters:
+        explained = with_device_counters(
+            explained, counters["memory_allocated_start_bytes"], counters["max_memory_allocated_bytes"]
+        )
+    stack = stack_at(measured.raw, explained.peak_at_ns) if explained.peak_bytes > 0 else ()
+    numbers.update(
+        peak_bytes=explained.peak_bytes,
+        footprint_bytes=explained.footprint_bytes,
+        live_at_start_bytes=explained.live_at_start_bytes,
+        peak_op=responsible_op(stack) if explained.peak_bytes > 0 else None,
+        peak_op_stack=stack,
+        call_numbers=explained.calls,
+        peak_call=explained.peak_call,
+    )
+    by_category = None
+    if options.explain:
+        by_category = CategoryTimeline(
+            t_ns=explained.timeline_t_ns,
+            # Categories that hold nothing during the call are left out.
+            bytes={k: tuple(v) for k, v in explained.timeline_by_category.items() if any(v)},
+        )
+        numbers.update(at_peak=explained.at_peak, module_stats=explained.modules, kernels=explained.kernels)
+    # The op running at each point, on the profiler's clock (the timeline starts with the first
+    # measured call, as the records' own timeline does).
+    op_names: tuple[str, ...] = ()
+    op_at: tuple[int, ...] = ()
+    if measured.raw.calls:
+        start = min(call[0] for call in measured.raw.calls)
+        op_names, at = ops_at(measured.raw, np.asarray(explained.live_t_ns, dtype=np.int64) + start)
+        op_at = tuple(at.tolist())
+    numbers["timeline"] = Timeline(
+        t_ns=explained.live_t_ns,
+        bytes=explained.live_bytes,
+        op_names=op_names,
+        op_at=op_at,
+        by_category=by_category,
+    )
+    return numbers, explained.notes
 
 
 def cuda_device(device: str) -> dict[str, Any]:

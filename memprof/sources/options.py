@@ -17,7 +17,10 @@ class RunOptions:
     options; ``keep_table`` keeps torch's own printed table of the run; ``time_budget``: seconds
     of calls timed without the profiler, for the wall time (at least 5 calls; 0: the profiled
     calls' times); ``verbose`` lets torch's own warnings and log messages through (they are
-    hidden during the run by default, and counted)."""
+    hidden during the run by default, and counted); ``explain`` explains the peak (what is live
+    at it, by category, module and line: one more, instrumented call in eager mode; Inductor's
+    provenance, with its graph caches off, in compile mode). Without it the numbers are the
+    same, only the explanation is left out."""
 
     mode: str = "eager"
     device: str = "auto"
@@ -29,3 +32,4 @@ class RunOptions:
     keep_table: bool = False
     time_budget: float = 0.2
     verbose: bool = False
+    explain: bool = True

@@ -1,0 +1,186 @@
+"""What an explained run says about its peak: the values :mod:`memprof.analysis.attribution`
+computes and a report stores (what is live at the peak, the module table, each call's numbers,
+the kernels of compiled code), with their part of the JSON contract (:mod:`memprof.fields`).
+
+Pure and light: no numpy, no torch; pandas only to build a DataFrame on request. A saved
+report loads these without either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from memprof import fields
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CATEGORIES = (
+    "parameter",
+    "gradient",
+    "optimizer_state",
+    "input",
+    "activation",
+    "temporary",
+    "workspace",
+    "other",
+)
+"""The categories of live bytes, in the order reports show them (README, "What is live at the
+peak", defines each)."""
+
+
+@dataclass(frozen=True)
+class AtPeakEntry:
+    """Storages live at the peak that share category, module, phase, source, op, shape, dtype
+    and ``before_call``: ``count`` of them, ``bytes`` in all. ``phase`` is empty for state made
+    before the call; ``source`` is ``file.py:LINE`` and ``source_text`` that statement."""
+
+    bytes: int = fields.size()
+    count: int = fields.count()
+    category: str = fields.text(default="other", choices=CATEGORIES)
+    module: str = fields.text(default="")
+    phase: str = fields.text(default="")
+    source: str = fields.text(default="")
+    source_text: str = fields.text(default="")
+    op: str = fields.text(default="")
+    shape: str = fields.text(default="")
+    dtype: str = fields.text(default="")
+    before_call: bool = fields.flag()
+
+
+@dataclass(frozen=True)
+class Unattributed:
+    """Bytes live at the peak that memprof cannot attribute, and why. They are counted in
+    ``by_category["other"]``."""
+
+    bytes: int = fields.size()
+    count: int = fields.count()
+    reason: str = fields.text(default="")
+    before_call: bool = fields.flag()
+
+
+AT_PEAK_COLUMNS = (
+    "bytes",
+    "count",
+    "category",
+    "module",
+    "phase",
+    "source",
+    "source_text",
+    "op",
+    "shape",
+    "dtype",
+    "before_call",
+    "reason",
+)
+"""Columns of :attr:`AtPeak.frame` (and of the at-peak CSV, after its ``run`` column)."""
+
+
+@dataclass(frozen=True)
+class AtPeak:
+    """Everything live at the peak moment: ``sum(by_category.values())`` equals
+    ``footprint_bytes``, and so does the sum of ``entries`` and ``unattributed``; the entries
+    and unattributed lines made during the call add up to ``peak_bytes +
+    freed_before_peak_bytes`` (blocks live at the call's start and freed before its peak).
+    Those are the run's footprint and peak when the explaining call reproduced the measured
+    run (a note says when it did not).
+
+    ``frame``: one row per entry, then one per unattributed line (its ``reason`` set, category
+    ``other``): every byte of the footprint, as a DataFrame."""
+
+    by_category: Mapping[str, int] = fields.mapping(fields.SIZE)
+    entries: tuple[AtPeakEntry, ...] = fields.items(AtPeakEntry)
+    unattributed: tuple[Unattributed, ...] = fields.items(Unattributed)
+    footprint_bytes: int = fields.size()
+    peak_bytes: int = fields.size()
+    freed_before_peak_bytes: int = fields.size()
+
+    def rows(self) -> list[tuple[object, ...]]:
+        """The entries, then the unattributed lines, as tuples of :data:`AT_PEAK_COLUMNS`."""
+        rows: list[tuple[object, ...]] = [(*astuple(entry), "") for entry in self.entries]
+        rows += [
+            (u.bytes, u.count, "other", "", "", "", "", "", "", "", u.before_call, u.reason)
+            for u in self.unattributed
+        ]
+        return rows
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """What is live at the peak as a DataFrame (columns :data:`AT_PEAK_COLUMNS`, int64
+        bytes and counts), largest entry first, then what could not be attributed."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows(), columns=list(AT_PEAK_COLUMNS))
+        for column in ("bytes", "count"):
+            frame[column] = frame[column].astype("int64")
+        frame["before_call"] = frame["before_call"].astype(bool)
+        return frame
+
+
+@dataclass(frozen=True)
+class ModuleStats:
+    """One module, forward or backward, during the peak call. Bytes include its submodules'.
+
+    ``peak_bytes``: highest live bytes inside it above live at its start (highest over its
+    calls; in backward, over the span from its first to its last backward op). ``allocated_bytes``:
+    bytes allocated (forward: inside its calls; backward: by the backward ops of its autograd
+    nodes). ``at_peak_bytes``: bytes live at the run's peak that it created."""
+
+    module: str = fields.text(default="")
+    phase: str = fields.text(default="forward")
+    calls: int = fields.count()
+    peak_bytes: int = fields.size()
+    allocated_bytes: int = fields.size()
+    at_peak_bytes: int = fields.size()
+
+
+MODULE_COLUMNS = ("module", "phase", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes")
+"""Columns of the module table's DataFrame (``run.modules``)."""
+
+
+def modules_frame(modules: Sequence[ModuleStats]) -> pd.DataFrame:
+    """The module table as a DataFrame with :data:`MODULE_COLUMNS` (int64 counts and bytes)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([astuple(m) for m in modules], columns=list(MODULE_COLUMNS))
+    for column in MODULE_COLUMNS[2:]:
+        frame[column] = frame[column].astype("int64")
+    return frame
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    """A kernel of compiled code during the peak call: ``allocated_bytes`` of the buffers it
+    produces (Inductor's wrapper allocates each buffer just before the kernel that writes it),
+    ``at_peak_bytes`` of those live at the peak, and the eager aten ops it replaces (from
+    Inductor's provenance: the graph nodes it computes)."""
+
+    name: str = fields.text(required=True)
+    phase: str = fields.text(default="forward")
+    calls: int = fields.count()
+    allocated_bytes: int = fields.size()
+    at_peak_bytes: int = fields.size()
+    replaces: tuple[str, ...] = fields.items(fields.TEXT)
+
+
+@dataclass(frozen=True)
+class CallNumbers:
+    """One measured call: live bytes at its start, at its highest point (footprint) and at its
+    end (its result included), the peak above the start, and how much live bytes grew until the
+    next call started (None for the last call)."""
+
+    call: int = fields.count(required=True)
+    live_at_start_bytes: int = fields.size()
+    footprint_bytes: int = fields.size()
+    peak_bytes: int = fields.size()
+    live_at_end_bytes: int = fields.size()
+    growth_bytes: int | None = fields.signed_size(default=None, nullable=True)
+
+
+def nonzero_categories(by_category: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The categories holding bytes, in :data:`CATEGORIES` order (unknown names last)."""
+    known = [(c, by_category[c]) for c in CATEGORIES if by_category.get(c)]
+    return known + [(c, b) for c, b in by_category.items() if c not in CATEGORIES and b]
