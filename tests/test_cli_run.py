@@ -396,8 +396,8 @@ def test_wall_time_comes_from_calls_timed_without_the_profiler(runner, make_modu
     assert result.exit_code == 0, result.output
     run = json.loads(out.read_text())["runs"]["eager"]
     timed = len(run["wall_ms_all"])
-    # 1 warm-up call, then the timed calls (5 at least, and 0.05 s of them), then 2 profiled and
-    # the one that explains the peak.
+    # 1 warm-up call, 2 profiled, the one that explains the peak, then the timed calls (5 at
+    # least, and 0.05 s of them).
     assert run["wall_timing"] == "timed" and 5 <= timed <= 1000
     assert len(importlib.import_module(module).CALLS) == 1 + timed + 2 + 1
     assert sum(run["wall_ms_all"]) >= 50 or timed == 1000

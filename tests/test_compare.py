@@ -166,6 +166,7 @@ def test_out_creates_a_new_folder(targets: str, tmp_path: Path) -> None:
     code, _, stderr = invoke(f"{targets}:alloc", f"{targets}:alloc", "--out", str(folder))
     assert code == 0, stderr
     assert sorted(p.name for p in folder.iterdir()) == [
+        "memprof-at-peak.csv",
         "memprof-ops.csv",
         "memprof.html",
         "memprof.json",

@@ -155,8 +155,10 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     from memprof.analysis.attribution import DEVICE_BEFORE, attribute
     from memprof.sources import live
     from memprof.sources.live import _assemble, _Measured, _Warm
+    from memprof.sources.noise import Heard
     from memprof.sources.options import RunOptions
     from memprof.sources.target import Inputs
+    from memprof.sources.timing import Timed
 
     # A 1024 B parameter found live at the start; a 512 B tensor made during the call.
     facts = make_facts(
@@ -174,11 +176,11 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
         "max_memory_allocated_bytes": 4608,
         "max_memory_reserved_bytes": 2 * MiB,
     }
-    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained)
+    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained=explained)
     monkeypatch.setattr(
         live, "cuda_device", lambda device: {"device_name": "GPU", "device_total_bytes": 8 * MiB}
     )
-    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"))
+    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"), Timed(()), Heard())
     assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (512, 4608, 4096)
     assert (run.reserved_peak_bytes, run.device_total_bytes) == (2 * MiB, 8 * MiB)
     assert run.inputs_bytes == 1024  # what memprof found live at the start
@@ -191,8 +193,8 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     assert not any("max_memory_allocated" in note for note in run.notes)
     # A high-water mark far above the footprint: allocated where the profiler does not record.
     counters["max_memory_allocated_bytes"] = 8 * MiB
-    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained)
-    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"))
+    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained=explained)
+    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"), Timed(()), Heard())
     assert run.footprint_bytes == 4608
     assert any(
         "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes

@@ -262,10 +262,10 @@ def run_target(
 
     Steps: warm up (compiling there, in compile mode), profile ``options.repeat`` calls (with
     program state tracked), explain the peak (``options.explain``: one more call in eager
-    mode), assemble the run. ``module`` is the target's module: its globals may hold the model
-    and the optimizer. Raises :class:`UserCodeError` (exit 3) when the function or its
-    compilation fails; the message carries the peak reached before the failure and the op
-    that was running.
+    mode), time calls without the profiler (``options.time_budget``), assemble the run.
+    ``module`` is the target's module: its globals may hold the model and the optimizer.
+    Raises :class:`UserCodeError` (exit 3) when the function or its compilation fails; the
+    message carries the peak reached before the failure and the op that was running.
     """
     if options.repeat < 1:
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
@@ -275,10 +275,9 @@ def run_target(
         raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
     explaining = _Explaining(func, module)
     import_path = list(sys.path)
-    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard):
-        with _compile_config(options), explaining.compiling(options):
+    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
+        with explaining.compiling(options):
             warm = _warm_up(func, inputs, options, name, status)
-            timed = _time(warm, inputs, options, name, status)
             restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
             measured = _profile_calls(
                 warm.fn,
@@ -293,6 +292,10 @@ def run_target(
         if measured.explained is not None and options.explain and options.mode == "eager":
             measured.explained = _explaining_call(warm.fn, inputs, options, explaining, measured)
             restore_import_path(import_path)
+        # Timed last: the profiled call is the first after the warm-up (with --warmup 0, the
+        # first of all), and state the calls leave (an optimizer's) does not grow before it.
+        timed = _time(warm, inputs, options, name, status)
+        restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options, timed, heard)
 
 
@@ -307,8 +310,9 @@ def _counted(heard: Heard) -> Iterator[None]:
 
 
 def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: StatusFn | None) -> Timed:
-    """The wall times: calls timed without the profiler (none when the warm-up failed: the
-    profiled call then fails the same way and says how much memory was reached)."""
+    """The wall times: calls timed without the profiler, after the profiled calls (and the
+    call that explains the peak). A timed call that fails ends the timing; the profiled calls'
+    numbers stand."""
     if warm.failed or options.time_budget <= 0:
         return Timed(())
     if status:

@@ -2,9 +2,9 @@
 
 The profiler's bookkeeping (one event per op, memory records) slows calls down, unevenly: a call
 with many small ops slows more than one with a few large ones, so times taken inside the profile
-can reorder variants. Wall times therefore come from calls timed here, after the warm-up and
-before the profiled calls, with nothing recording; the memory numbers come from the profiled
-calls only.
+can reorder variants. Wall times therefore come from calls timed here, after the profiled calls
+(and the call that explains the peak), with nothing recording; the memory numbers come from the
+profiled calls only, which follow the warm-up directly.
 
 How many calls: at least :data:`MIN_CALLS` and at least ``budget_s`` seconds of them, so a short
 call is timed many times; but no more than :data:`MAX_CALLS` calls or ``5 * budget_s`` seconds
