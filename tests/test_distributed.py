@@ -112,8 +112,10 @@ def test_torchrun_without_a_process_group_gathers_through_files_and_fills_rank_p
     done = torchrun(tmp_path, f"{WORKLOAD}:alloc", "--json", "own{rank}.json", "--markdown", "job.md", "-q")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[4].split() == ["0", "rank0", "1.0", "MiB", *lines[4].split()[4:6], "aten::empty"]
-    assert lines[5].split() == ["1", "rank1", "2.0", "MiB", *lines[5].split()[4:6], "aten::empty"]
+    # rank, run, peak, footprint (explained runs know it), wall/call, peak during.
+    assert lines[2].split() == ["rank", "run", "peak", "footprint", "wall/call", "peak", "during"]
+    assert lines[4].split() == ["0", "rank0", "1.0", "MiB", *lines[4].split()[4:8], "aten::empty"]
+    assert lines[5].split() == ["1", "rank1", "2.0", "MiB", *lines[5].split()[4:8], "aten::empty"]
     assert "imbalance: rank 1's peak 2.0 MiB is 2.00x rank 0's 1.0 MiB (highest over lowest peak)" in lines
     # Each rank wrote its own report; rank 0 the job's.
     for rank in (0, 1):

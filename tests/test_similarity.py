@@ -78,6 +78,6 @@ def test_json_diff_contract(similarity_report):
 
 def test_compiled_names_are_normalised(similarity_report):
     names = set(similarity_report.runs["compile"].ops["name"])
-    assert "## Call CompiledFxGraph ##" in names
-    assert "Torch-Compiled Region" in names
+    # torch.compile's nested wrapper ranges are one row; the kernel keeps its name, unprefixed.
+    assert names == {"[compiled region]", "cpp_fused_abs_lt_sub_sum_unsqueeze_0"}
     assert not any(name.startswith("graph_") for name in names)

@@ -1,5 +1,10 @@
 """torch's own table, saved by `memprof run --table` and parsed back by `memprof parse`, agrees with
-memprof's structured numbers: Mem = total_bytes, Self Mem = self_bytes, # of Calls = calls."""
+memprof's structured numbers: Mem = total_bytes, Self Mem = self_bytes, # of Calls = calls.
+
+Compiled code is shown otherwise on purpose (:mod:`memprof.analysis.compiled`): torch.compile's
+nested wrapper ranges are one ``[compiled region]`` row (each range has its calls and total), its
+bookkeeping ranges are dropped, and a kernel owns the buffers it produces (torch gives them to
+the wrapper), so for a kernel only the calls agree."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.names import normalize_name
+from memprof.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
 from memprof.records import CALL_MARKER
 from memprof.table import read_table
 
@@ -33,11 +38,16 @@ def assert_table_matches(run) -> int:
         # a name cut by torch's 55-character column cannot be matched exactly.
         if row["name"] == CALL_MARKER or name == "[memory]" or row["name_truncated"]:
             continue
-        op = ops.loc[name]
+        if name in BOOKKEEPING_RANGES:
+            continue
+        op = ops.loc[COMPILED_REGION if name in WRAPPER_RANGES else name]
         assert row["calls"] == op.calls, name
-        assert abs(row["cpu_mem_bytes"] - op.total_bytes) <= rounding(op.total_bytes), name
-        assert abs(row["self_cpu_mem_bytes"] - op.self_bytes) <= rounding(op.self_bytes), name
         compared += 1
+        if name in run.fused_kernels:
+            continue  # its buffers are its own here, the wrapper's in torch's table
+        assert abs(row["cpu_mem_bytes"] - op.total_bytes) <= rounding(op.total_bytes), name
+        if name not in WRAPPER_RANGES:
+            assert abs(row["self_cpu_mem_bytes"] - op.self_bytes) <= rounding(op.self_bytes), name
     return compared
 
 
@@ -45,7 +55,9 @@ def assert_table_matches(run) -> int:
 @pytest.mark.parametrize("label", ["eager", "compile"])
 def test_saved_torch_table_agrees_with_memprof(similarity_report, label):
     compared = assert_table_matches(similarity_report.runs[label])
-    assert compared >= (10 if label == "eager" else 5)
+    # compile: three wrapper ranges (Torch-Compiled Region, ## Call CompiledFxGraph ##,
+    # inductor_wrapper_call) and the fused kernel.
+    assert compared >= (10 if label == "eager" else 4)
 
 
 def test_run_table_round_trip_through_the_cli(make_module, tmp_path):
