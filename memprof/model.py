@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import __version__, fields, schema
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
+from memprof.analysis.sweep import Sweep
 from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError
 
@@ -195,6 +196,59 @@ class AllocatorModel:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AllocatorReplay:
+    """An estimate's allocations and frees, from the first input made to the end of the
+    estimated call, replayed through the CUDA caching-allocator model (default settings, one
+    stream) within ``capacity_bytes`` (None: unlimited): the highest allocated bytes (block
+    sizes) and reserved bytes (whole segments, each a ``cudaMalloc``), reserved above
+    allocated, segments held at the end and asked for in all, the largest cached free block at
+    the end, and requests that found no room even after the cache was emptied (``ooms``)."""
+
+    settings: str = fields.text(default="default")
+    allocated_peak_bytes: int = fields.size()
+    reserved_peak_bytes: int = fields.size()
+    reserve_overhead_bytes: int = fields.size()
+    segments: int = fields.count()
+    segment_allocations: int = fields.count()
+    largest_free_block_bytes: int = fields.size()
+    capacity_bytes: int | None = fields.maybe_size()
+    ooms: int = fields.count()
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateSection:
+    """How a run was estimated (``memprof estimate``): whose allocator it models (``cpu``,
+    ``cuda``), the seconds the fake execution took (warm-up included), the ops of the estimated
+    call, each op with a measured workspace and its largest (bytes), the ops whose workspaces
+    could not be measured, the scalar reads answered with a placeholder, and the CUDA
+    allocator's replay."""
+
+    modelled_device: str = fields.text(default="cuda", choices=("cpu", "cuda"))
+    seconds: float = fields.number()
+    ops: int = fields.count()
+    workspace_ops: dict[str, int] = fields.mapping(fields.SIZE)
+    unmeasured_ops: tuple[str, ...] = fields.items(fields.TEXT)
+    placeholders: int = fields.count()
+    allocator: AllocatorReplay | None = fields.optional(AllocatorReplay)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fits:
+    """Whether an estimate fits a device's memory: ``capacity_bytes`` (``gpu`` names the card
+    it came from, when one was named), the bytes the run needs (``needed``: the reserved peak
+    on CUDA, the footprint on the CPU; the largest over the runs) and what is left
+    (``headroom_bytes``; negative: short by that much)."""
+
+    capacity_bytes: int = fields.size(required=True)
+    fits: bool = fields.flag()
+    headroom_bytes: int = fields.signed_size()
+    needed_bytes: int = fields.size()
+    needed: str = fields.text(default="footprint_bytes", choices=("footprint_bytes", "reserved_peak_bytes"))
+    run: str | None = fields.optional_text()
+    gpu: str | None = fields.optional_text()
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunResult:
     """One profiled run of a target (eager, compiled, or one variant of a comparison).
 
@@ -244,6 +298,7 @@ class RunResult:
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
     allocator_model: AllocatorModel | None = fields.optional(AllocatorModel)
+    estimate: EstimateSection | None = fields.optional(EstimateSection)
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
 
@@ -268,8 +323,9 @@ class RunResult:
         names = {f.name for f in dataclass_fields(cls)}
         numbers = analysis.numbers
         values = {f.name: getattr(numbers, f.name) for f in dataclass_fields(numbers) if f.name in names}
+        values.update(op_stats=analysis.ops, timeline=analysis.timeline)
         notes = (*run.pop("notes", ()), *analysis.notes)
-        return cls(op_stats=analysis.ops, timeline=analysis.timeline, notes=notes, **values, **run)
+        return cls(**{**values, **run, "notes": notes})
 
     @property
     def failed(self) -> str | None:
@@ -316,6 +372,8 @@ class Report:
     environment: dict[str, str] = fields.mapping(fields.TEXT)
     source: Source | None = fields.optional(Source)
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
+    fits: Fits | None = fields.optional(Fits)
+    sweep: Sweep | None = fields.optional(Sweep)
 
     @property
     def base(self) -> RunResult:

@@ -1,0 +1,380 @@
+"""What an op's kernel allocates and frees inside itself, measured: the bytes fake execution
+cannot see (``sum`` of a bool tensor on the CPU makes an int64 copy of it, 8 bytes per
+element; oneDNN's convolution reorders an NCHW input into its blocked layout).
+
+Measured, not tabled: no table of kernels' internals stays true across torch versions, CPU
+kinds and thread counts, and each op's kernel is right here. For each kind of call (the op,
+and each tensor argument's dtype, number of dimensions and memory layout, with the other
+arguments that are not sizes), the op is run twice on small real tensors under
+``torch.profiler`` (after one unmeasured call, as a warm-up would): every size in its
+arguments is capped (a size ``d`` becomes ``min(d, k)``, the same ``k`` for every argument
+of the call, so that equal sizes stay equal), at two caps whose largest tensor holds at most
+``PROBE_ELEMENTS`` elements. The op's workspace is its highest live bytes inside its call
+less the bytes of what it returns; it is taken to be linear in the number of elements of
+the call's largest tensor, through the two measurements, and so scaled to each real call.
+Results are cached per process, per kind of call.
+
+An op that cannot run on such tensors (an index argument past a capped size, say) is listed
+as not measured, and counted as allocating nothing inside.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - runs ops on small real tensors, like sources/live.py
+from torch.autograd.profiler import profile, record_function  # noqa: TID253
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten  # noqa: TID253
+
+from memprof.records import CALL_MARKER
+from memprof.sources.live import _quiet_profiler_stderr
+from memprof.sources.tracking import read_calls
+
+EXACT_ELEMENTS = 1 << 21
+"""Calls whose largest tensor holds at most this many elements (8 MiB of float32) are measured
+at their own size: exact."""
+
+PROBE_ELEMENTS = 1 << 18
+"""Larger calls are measured with their sizes capped so that no tensor exceeds this many
+elements (1 MiB of float32), at two caps, and scaled."""
+
+MIN_WORKSPACE = 512
+"""Measured workspaces below this many bytes are not counted: calling an op from Python (as the
+measurement does) boxes its number arguments into tensors of a few bytes, which the user's
+call does not make."""
+
+StatusFn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _TensorDesc:
+    """A tensor of the fake run, as much of it as a measuring call needs."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Bytes of one call = ``slope`` x elements of its largest tensor + ``intercept``, at least 0."""
+
+    slope: float
+    intercept: float
+
+    def bytes_at(self, elements: int) -> int:
+        return max(0, round(self.slope * elements + self.intercept))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A kind of call, measured: its workspace, and for each tensor it returns the bytes its
+    storage holds beyond the tensor itself (``mse_loss``'s 0-dimensional result lives in a
+    storage as large as its input)."""
+
+    workspace: Fit
+    outputs: tuple[Fit, ...]
+
+
+@dataclass
+class Slot:
+    """An op call of the fake run whose kernel may allocate inside: the instants around its
+    outputs where its workspace is live, its kind of call, the elements of its largest tensor,
+    and its new outputs (position among the tensors it returns, index of their allocation in
+    the records)."""
+
+    key: Any
+    elements: int
+    name: str
+    alloc_ns: int = 0
+    free_ns: int = 0
+    outputs: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """The first call of a kind: what is needed to make a smaller one."""
+
+    func: Any
+    spec: Any
+    leaves: tuple[Any, ...]
+
+
+_MEASURED: dict[Any, Measured | str] = {}
+"""Per kind of call: what was measured, or why it could not be. Shared by every estimate of the
+process (a sweep measures each kind once)."""
+
+_VIEWS: dict[Any, bool] = {}
+
+
+def _allocates(func: Any) -> bool:
+    """Whether ``func``'s kernel may allocate: aten ops, not views."""
+    found = _VIEWS.get(func)
+    if found is None:
+        schema = getattr(func, "_schema", None)
+        found = (
+            schema is not None
+            and str(schema.name).startswith("aten::")
+            and not any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+        )
+        _VIEWS[func] = found
+    return found
+
+
+class Workspaces:
+    """The op calls of one fake run whose kernels may allocate inside, and what was measured
+    of them (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._slots: list[Slot] = []
+        self._cases: dict[Any, _Case] = {}
+        self._bytes: dict[str, int] = {}
+
+    def slot(self, func: Any, args: Any, kwargs: Any, out: Any) -> Slot | None:
+        """A slot for this call (its instants and outputs are set by the caller), or None."""
+        if not _allocates(func):
+            return None
+        leaves, spec = tree_flatten((list(args), dict(kwargs)))
+        key_parts: list[Any] = [func]
+        elements = -1
+        for value in leaves:
+            if isinstance(value, torch.Tensor):
+                key_parts.append(_tensor_key(value))
+                elements = max(elements, value.numel())
+            elif isinstance(value, bool) or not isinstance(value, float | int):
+                # Flags, dtypes, layouts: part of the kind; numbers (sizes, dims, scalars) not.
+                key_parts.append(value if _hashable(value) else type(value).__name__)
+        if elements < 0:
+            return None  # factories allocate what they return
+        for value in tree_leaves(out):
+            if isinstance(value, torch.Tensor):
+                elements = max(elements, value.numel())
+        key = tuple(key_parts)
+        if key not in _MEASURED and key not in self._cases:
+            self._cases[key] = _Case(func, spec, tuple(_describe(v) for v in leaves))
+        slot = Slot(key=key, elements=elements, name=str(func._schema.name))
+        self._slots.append(slot)
+        return slot
+
+    def resolve(
+        self,
+        add: Callable[[int, int, int], None],
+        enlarge: Callable[[int, int], None],
+        status: StatusFn | None = None,
+    ) -> list[str]:
+        """Measure the kinds of call not measured yet, then ``add(alloc_ns, free_ns, nbytes)``
+        each call's workspace and ``enlarge(record, nbytes)`` the allocation of each output
+        whose real storage is larger. Returns notes."""
+        pending = [(key, case) for key, case in self._cases.items() if key not in _MEASURED]
+        if pending:
+            if status:
+                status(f"measuring what {len(pending)} kind(s) of op call allocate inside, on real tensors")
+            _MEASURED.update(_measure(pending))
+        self._cases.clear()
+        for slot in self._slots:
+            measured = _MEASURED.get(slot.key)
+            if not isinstance(measured, Measured):
+                continue
+            nbytes = measured.workspace.bytes_at(slot.elements)
+            if nbytes > 0 and slot.free_ns > slot.alloc_ns:
+                add(slot.alloc_ns, slot.free_ns, nbytes)
+                self._bytes[slot.name] = max(self._bytes.get(slot.name, 0), nbytes)
+            for position, record in slot.outputs:
+                if position < len(measured.outputs):
+                    extra = measured.outputs[position].bytes_at(slot.elements)
+                    if extra > 0:
+                        enlarge(record, extra)
+        missing = self.unmeasured()
+        if not missing:
+            return []
+        return [
+            f"what {len(missing)} op(s) allocate inside could not be measured on small tensors "
+            f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): counted as nothing"
+        ]
+
+    def summary(self) -> dict[str, int]:
+        """Each op with a workspace, and its largest one in a call (bytes)."""
+        return dict(sorted(self._bytes.items(), key=lambda item: -item[1]))
+
+    def unmeasured(self) -> tuple[str, ...]:
+        """The ops of this run that could not be measured."""
+        names = {slot.name for slot in self._slots if isinstance(_MEASURED.get(slot.key), str)}
+        return tuple(sorted(names))
+
+
+def _tensor_key(tensor: torch.Tensor) -> tuple[Any, ...]:
+    stride = tensor.stride()
+    order = tuple(sorted(range(tensor.dim()), key=lambda i: (-stride[i], i)))
+    return (tensor.dtype, tuple(tensor.shape), order, tuple(s == 0 for s in stride))
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return _TensorDesc(tuple(value.shape), tuple(value.stride()), value.dtype)
+    return value
+
+
+# ---- measuring --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Probe:
+    key: Any
+    elements: int
+    outputs: dict[int, int]  # storage address of each new output -> bytes beyond the tensor
+    positions: list[int]  # the same outputs' positions among the returned tensors
+    call: int  # index of its CALL_MARKER range in the profile
+
+
+def _measure(pending: list[tuple[Any, _Case]]) -> dict[Any, Measured | str]:
+    """Run each kind of call at two caps under one profile; fit each."""
+    found: dict[Any, Measured | str] = {}
+    probes: list[_Probe] = []
+    markers = [0]  # CALL_MARKER ranges entered so far
+    # The autograd profiler, not torch.profiler's: the same records, and its first start does not
+    # import torch._dynamo (seconds).
+    notes: list[str] = []
+    quiet = _quiet_profiler_stderr(notes)
+    with quiet, torch.no_grad(), profile(profile_memory=True, use_kineto=True) as prof:
+        for key, case in pending:
+            for cap in _caps(case):
+                try:
+                    probes.append(_probe(key, case, cap, markers))
+                except Exception as error:  # the op refuses such small or capped arguments
+                    found[key] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:120]}"
+                    break
+    allocations, calls = read_calls(prof, "cpu")
+    points: dict[Any, list[tuple[int, int, tuple[int, ...]]]] = {}
+    for probe in probes:
+        if probe.key in found:
+            continue
+        start, end = calls[probe.call]
+        lo, hi = np.searchsorted(allocations.time, [start, end], side="left")
+        sizes, ptrs = allocations.bytes[lo:hi].tolist(), allocations.ptr[lo:hi].tolist()
+        live = max(np.cumsum(sizes).max() if sizes else 0, 0)
+        returned = sum(s for s, p in zip(sizes, ptrs, strict=True) if s > 0 and p in probe.outputs)
+        extra = [0] * (max(probe.positions, default=-1) + 1)
+        for ptr, position in zip(probe.outputs, probe.positions, strict=True):
+            extra[position] = probe.outputs[ptr]
+        points.setdefault(probe.key, []).append((probe.elements, int(live) - returned, tuple(extra)))
+    for key, measured in points.items():
+        if key not in found:
+            found[key] = _fit_all(measured)
+    return found
+
+
+def _fit_all(points: list[tuple[int, int, tuple[int, ...]]]) -> Measured:
+    width = min(len(extra) for _, _, extra in points)
+    return Measured(
+        workspace=_fit([(n, w) for n, w, _ in points], MIN_WORKSPACE),
+        outputs=tuple(_fit([(n, extra[i]) for n, _, extra in points], MIN_WORKSPACE) for i in range(width)),
+    )
+
+
+def _fit(points: list[tuple[int, int]], smallest: int) -> Fit:
+    """The line through the two measurements (elements, bytes); a constant when they are at
+    the same size or the line would fall with size (the larger measurement is kept); none
+    when both are below ``smallest``."""
+    (n1, w1), (n2, w2) = sorted(points)[0], sorted(points)[-1]
+    if max(w1, w2) < smallest:
+        return Fit(0.0, 0.0)
+    if n1 == n2 or w2 <= w1:
+        return Fit(0.0, float(max(w1, w2)))
+    slope = (w2 - w1) / (n2 - n1)
+    return Fit(slope, w2 - slope * n2)
+
+
+def _caps(case: _Case) -> list[int]:
+    """The caps a kind of call is measured at: none that changes it (its own size) when its
+    largest tensor holds at most EXACT_ELEMENTS elements; else the largest cap at which no
+    tensor exceeds PROBE_ELEMENTS, and half of it."""
+    shapes = [leaf.shape for leaf in case.leaves if isinstance(leaf, _TensorDesc)]
+    largest = max((max(shape, default=1) for shape in shapes), default=1)
+
+    def elements(cap: int) -> int:
+        return max((math.prod(min(d, cap) for d in shape) for shape in shapes), default=1)
+
+    if elements(largest) <= EXACT_ELEMENTS:
+        return [largest]
+    low, high = 1, largest
+    while low < high:  # the largest cap within the limit
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if elements(middle) <= PROBE_ELEMENTS else (low, middle - 1)
+    return [max(1, low // 2), low]
+
+
+def scaled(case_shapes: list[tuple[int, ...]]) -> bool:
+    """Whether a call with tensors of these shapes is measured smaller and scaled."""
+    return max((math.prod(shape) for shape in case_shapes), default=0) > EXACT_ELEMENTS
+
+
+def _probe(key: Any, case: _Case, cap: int, markers: list[int]) -> _Probe:
+    leaves = [_capped(leaf, cap) for leaf in case.leaves]
+    args, kwargs = tree_unflatten(leaves, case.spec)
+    case.func(*args, **kwargs)  # warm-up: first-call caches (oneDNN primitives) are not a workspace
+    index = markers[0]
+    markers[0] += 1
+    with record_function(CALL_MARKER):
+        out = case.func(*args, **kwargs)
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    inputs = {t.untyped_storage().data_ptr() for t in tensors}
+    returned = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    outputs: dict[int, int] = {}
+    positions: list[int] = []
+    for position, tensor in enumerate(returned):
+        ptr = tensor.untyped_storage().data_ptr()
+        if ptr and ptr not in inputs and ptr not in outputs:
+            outputs[ptr] = tensor.untyped_storage().nbytes() - _span_bytes(tensor)
+            positions.append(position)
+    elements = max(t.numel() for t in [*tensors, *returned])
+    return _Probe(key, elements, outputs, positions, index)
+
+
+def _span_bytes(tensor: torch.Tensor) -> int:
+    """The bytes of storage ``tensor`` itself reaches (what a fresh tensor of its shape needs)."""
+    if tensor.numel() == 0:
+        return 0
+    steps = zip(tensor.shape, tensor.stride(), strict=True)
+    last = int(tensor.storage_offset()) + sum(int(n - 1) * int(s) for n, s in steps)
+    return (last + 1) * tensor.element_size()
+
+
+def _capped(leaf: Any, cap: int) -> Any:
+    """A real tensor for a described one; every whole number above ``cap`` capped (sizes, and
+    the other numbers that may be compared with them)."""
+    if isinstance(leaf, _TensorDesc):
+        return _small_tensor(leaf, cap)
+    if isinstance(leaf, int) and not isinstance(leaf, bool) and leaf > cap:
+        return cap
+    return leaf
+
+
+def _small_tensor(desc: _TensorDesc, cap: int) -> torch.Tensor:
+    """A real tensor like ``desc`` with each size capped: same dtype, same order of strides
+    (memory layout), broadcast dimensions kept broadcast. Floating values are random, integers
+    zero (a valid index anywhere), booleans random."""
+    shape = [min(d, cap) for d in desc.shape]
+    order = sorted(range(len(shape)), key=lambda i: (-desc.stride[i], i))
+    base_shape = [1 if desc.stride[i] == 0 else shape[i] for i in order]
+    dtype = desc.dtype
+    if dtype.is_floating_point or dtype.is_complex:
+        base = torch.randn(base_shape, dtype=dtype)
+    elif dtype == torch.bool:
+        base = torch.rand(base_shape) > 0.5
+    else:
+        base = torch.zeros(base_shape, dtype=dtype)
+    inverse = [order.index(i) for i in range(len(shape))]
+    tensor = base.permute(inverse)
+    return tensor.expand(shape) if any(s == 0 for s in desc.stride) else tensor
