@@ -27,14 +27,15 @@ class Variant:
     ``inputs``: :class:`memprof.sources.target.Inputs` (the arguments themselves), an inputs
     factory or its spec (``pkg.mod:make``; it returns a tuple/list of args, a dict of kwargs or
     one argument, and gets ``device`` when it accepts it), or None: the target's own
-    ``<func>_inputs`` factory when it needs arguments. Fields left None take the values given
-    to :func:`compare`.
+    ``<func>_inputs`` factory when it needs arguments. ``inputs_kwargs`` are passed to that
+    factory by keyword. Fields left None take the values given to :func:`compare`.
     """
 
     target: Callable[..., Any] | str
     inputs: Inputs | InputsFactory | None = None
     mode: str | None = None
     label: str | None = None
+    inputs_kwargs: Mapping[str, Any] | None = None
 
 
 def default_labels(names: Sequence[str]) -> list[str]:
@@ -56,6 +57,7 @@ def compare(
     inputs: Inputs | InputsFactory | None = None,
     mode: str = "eager",
     status: StatusFn | None = None,
+    inputs_kwargs: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> Report:
     """Profile each target in turn and return one :class:`memprof.Report`; the first run is the
@@ -63,7 +65,8 @@ def compare(
 
     ``targets``: callables, ``pkg.mod:func`` specs, or :class:`Variant` (a target with its own
     inputs, mode and label). ``inputs``: for every target without its own (see
-    :class:`Variant`). ``mode``: "eager" or "compile" for every target without its own, or
+    :class:`Variant`); ``inputs_kwargs``: keyword arguments for the inputs factory of every
+    target without its own. ``mode``: "eager" or "compile" for every target without its own, or
     "both" to compare one target with its compiled self. ``labels``: one per run (default: the
     function names, ``f#2`` when repeated; for one target, its mode). ``status`` receives
     progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
@@ -81,6 +84,10 @@ def compare(
     'no_grad lowers peak memory vs with_autograd by 28.0 MiB (-87.5%): 32.0 MiB -> 4.0 MiB'
     """
     variants = _variants(targets, inputs, mode)
+    if inputs_kwargs:
+        variants = [
+            v if v.inputs_kwargs is not None else replace(v, inputs_kwargs=inputs_kwargs) for v in variants
+        ]
     named = _labels(variants, labels)
     variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
     return _profile_variants(variants, _run_options(settings), status)
@@ -266,12 +273,17 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
             spec = variant.target
             targets[key] = resolve(spec) if isinstance(spec, str) else Target.of(spec)
         target = targets[key]
+        params = dict(variant.inputs_kwargs or {})
         if isinstance(variant.inputs, Inputs):
+            if params:
+                raise UsageError(
+                    f"{param('inputs_kwargs')} are for an inputs factory; this run was given its arguments"
+                )
             inputs = variant.inputs
         else:
-            factory_key = (key, _key(variant.inputs))
+            factory_key = (key, _key(variant.inputs), repr(sorted(params.items())))
             if factory_key not in made:
-                made[factory_key] = build_inputs(target, variant.inputs, device)
+                made[factory_key] = build_inputs(target, variant.inputs, device, params)
             inputs = made[factory_key]
         out.append((target, inputs))
     return out
@@ -414,8 +426,20 @@ def _estimator(
 
 
 def _needed(run: RunResult, needed: str) -> int:
+    """The bytes a run needs of a device: its footprint (CPU), or its reserve (CUDA: within the
+    capacity when every request found room there, else on a device with no limit)."""
+    replay = run.estimate.allocator if run.estimate is not None else None
+    if replay is not None and replay.capacity_reserved_peak_bytes is not None and not replay.ooms:
+        return replay.capacity_reserved_peak_bytes
     value = getattr(run, needed)
     return int(value if value is not None else run.peak_bytes)
+
+
+def run_fits(run: RunResult, needed: str, capacity: int) -> bool:
+    """Whether an estimated run fits ``capacity``: its need is within it, and (CUDA) the
+    allocator model found room for every request."""
+    replay = run.estimate.allocator if run.estimate is not None else None
+    return _needed(run, needed) <= capacity and not (replay is not None and replay.ooms)
 
 
 def _fits(runs: dict[str, RunResult], needed: str, capacity: int | None, gpu: str | None) -> Any:
@@ -427,7 +451,7 @@ def _fits(runs: dict[str, RunResult], needed: str, capacity: int | None, gpu: st
     need = _needed(run, needed)
     return Fits(
         capacity_bytes=capacity,
-        fits=need <= capacity,
+        fits=run_fits(run, needed, capacity),
         headroom_bytes=capacity - need,
         needed_bytes=need,
         needed=needed,
@@ -465,13 +489,16 @@ def _sweep(
         raise UsageError(f"{name} is both swept and set ({param('inputs_kwargs')}); give it once")
     runs: dict[str, RunResult] = {}
     need: dict[Any, int] = {}
+    fits: dict[Any, bool] = {}
     searched: list[Any] = []
 
-    def estimate_value(value: Any) -> int:
+    def estimate_value(value: Any) -> bool:
+        """Estimate ``value``; whether it fits the capacity."""
         label = f"{name}={value_text(value)}"
         runs[label] = one(label, {**params, name: value})
         need[value] = _needed(runs[label], needed)
-        return need[value]
+        fits[value] = capacity is not None and run_fits(runs[label], needed, capacity)
+        return fits[value]
 
     for value in values:
         if value not in need:
@@ -481,20 +508,19 @@ def _sweep(
     linear = None if line is None or len(set(values)) < 3 else line.max_residual <= fit.LINEAR_TOLERANCE
     if capacity is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         guess = fit.line_value(line, capacity) if line is not None and linear is not False else None
-        tried = {v: b <= capacity for v, b in need.items()}
         for _ in range(fit.MAX_SEARCH):
-            value = fit.next_value(tried, guess)
+            value = fit.next_value(dict(fits), dict(need), capacity, guess)
             if value is None:
                 break
-            tried[value] = estimate_value(value) <= capacity
+            estimate_value(value)
             searched.append(value)
-    return runs, _sweep_result(name, need, runs, searched, line, linear, needed, capacity)
+    return runs, _sweep_result(name, need, fits, searched, line, linear, needed, capacity)
 
 
 def _sweep_result(
     name: str,
     need: dict[Any, int],
-    runs: dict[str, RunResult],
+    fits: dict[Any, bool],
     searched: list[Any],
     line: Any,
     linear: bool | None,
@@ -509,12 +535,12 @@ def _sweep_result(
             label=f"{name}={value_text(value)}",
             needed_bytes=nbytes,
             fitted_bytes=line.at(value) if line is not None else None,
-            fits=None if capacity is None else nbytes <= capacity,
+            fits=None if capacity is None else fits[value],
             searched=value in searched,
         )
         for value, nbytes in need.items()
     )
-    fitting = [v for v, b in need.items() if capacity is not None and b <= capacity]
+    fitting = [v for v, ok in fits.items() if ok]
     largest = max(fitting) if fitting and all(_is_number(v) for v in fitting) else None
     # Verified: the next whole value was estimated too, and does not fit.
     verified = isinstance(largest, int) and (largest + 1) in need

@@ -199,10 +199,14 @@ class AllocatorModel:
 class AllocatorReplay:
     """An estimate's allocations and frees, from the first input made to the end of the
     estimated call, replayed through the CUDA caching-allocator model (default settings, one
-    stream) within ``capacity_bytes`` (None: unlimited): the highest allocated bytes (block
-    sizes) and reserved bytes (whole segments, each a ``cudaMalloc``), reserved above
-    allocated, segments held at the end and asked for in all, the largest cached free block at
-    the end, and requests that found no room even after the cache was emptied (``ooms``)."""
+    stream), as on a device with no limit: the highest allocated bytes (block sizes) and
+    reserved bytes (whole segments, each a ``cudaMalloc``), reserved above allocated, segments
+    held at the end and asked for in all, the largest cached free block at the end.
+
+    With a ``capacity_bytes``, replayed once more within it, as the allocator would behave on
+    that device (when a segment does not fit, it frees its cached segments and tries again):
+    the highest reserve there (``capacity_reserved_peak_bytes``) and the requests that found
+    no room even then (``ooms``: the run does not fit)."""
 
     settings: str = fields.text(default="default")
     allocated_peak_bytes: int = fields.size()
@@ -212,6 +216,7 @@ class AllocatorReplay:
     segment_allocations: int = fields.count()
     largest_free_block_bytes: int = fields.size()
     capacity_bytes: int | None = fields.maybe_size()
+    capacity_reserved_peak_bytes: int | None = fields.maybe_size()
     ooms: int = fields.count()
 
 

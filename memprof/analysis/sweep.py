@@ -103,28 +103,36 @@ def line_value(line: Line, capacity_bytes: int) -> int | None:
     return int((Fraction(capacity_bytes) - line.intercept) // line.slope)
 
 
-def next_value(tried: dict[int, bool], line_guess: int | None) -> int | None:
-    """The next whole value to estimate in the search for the largest that fits, given the
-    values ``tried`` so far (value -> fits) and the line's guess: the guess first, then
-    halfway between the largest that fits and the smallest that does not, until they are
-    adjacent. None when the search is done."""
-    fitting = [v for v, ok in tried.items() if ok]
-    failing = [v for v, ok in tried.items() if not ok]
+def next_value(
+    fits: dict[int, bool], needs: dict[int, int], capacity_bytes: int, line_guess: int | None
+) -> int | None:
+    """The next whole value to estimate in the search for the largest that fits, given what was
+    estimated so far (value -> fits, value -> bytes needed) and the line's guess: the guess
+    first; then, between the largest value that fits and the smallest above it that does not,
+    where the straight line through those two reaches the capacity (halfway when that lands on
+    either end), until they are adjacent. When nothing above the largest fitting value was seen
+    to fail and that value is the line's guess, the one after it is estimated too, so that the
+    largest is known, not read off. None when the search is done."""
+    fitting = [v for v, ok in fits.items() if ok]
+    failing = [v for v, ok in fits.items() if not ok]
     low = max(fitting) if fitting else None
     high = min((v for v in failing if low is None or v > low), default=None)
-    if line_guess is not None and line_guess not in tried and line_guess >= 1:
+    if line_guess is not None and line_guess not in fits and line_guess >= 1:
         if (low is None or line_guess > low) and (high is None or line_guess < high):
             return line_guess
     if high is None:
-        # Nothing above the largest fitting value was seen to fail: when that value is the
-        # line's, the one after it is estimated too, so that the largest is known, not read off.
-        if low is not None and low == line_guess and low + 1 not in tried:
+        if low is not None and low == line_guess and low + 1 not in fits:
             return low + 1
         return None
     if low is None:
         low = 0  # nothing fits yet: look below the smallest value that does not (1 and up)
     if high - low <= 1:
         return None
+    below, above = needs.get(low, 0), needs[high]
+    if above > below:
+        guess = low + int((capacity_bytes - below) * (high - low) // (above - below))
+        if low < guess < high:
+            return guess
     return (low + high) // 2
 
 

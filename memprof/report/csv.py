@@ -12,3 +12,43 @@ def render_csv(report: Report) -> str:
     """Columns: run, name, calls, self_bytes, total_bytes, allocated_bytes, peak_bytes, self_us,
     total_us. Names are quoted as CSV needs; nothing is escaped beyond that."""
     return report.ops_long().to_csv(index=False, lineterminator="\n", float_format="%.3f")
+
+
+def render_sweep_csv(report: Report) -> str:
+    """A sweep, one row per estimated value: parameter, value, run, needed (what was fitted),
+    needed_bytes, line_bytes (the fitted line there), fits (empty without a capacity),
+    searched (added by the search for the largest value that fits), largest_fitting."""
+    import csv
+    import io
+
+    sweep = report.sweep
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        [
+            "parameter",
+            "value",
+            "run",
+            "needed",
+            "needed_bytes",
+            "line_bytes",
+            "fits",
+            "searched",
+            "largest_fitting",
+        ]
+    )
+    for point in sweep.points if sweep is not None else ():
+        writer.writerow(
+            [
+                sweep.parameter,
+                point.value,
+                point.label,
+                sweep.needed,
+                point.needed_bytes,
+                "" if point.fitted_bytes is None else point.fitted_bytes,
+                "" if point.fits is None else str(point.fits).lower(),
+                str(point.searched).lower(),
+                str(point.label == sweep.largest_fitting_label).lower(),
+            ]
+        )
+    return out.getvalue()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.analysis.diff import op_note
 from memprof.analysis.timeline import downsample_timeline
 from memprof.errors import UsageError, param
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
@@ -224,6 +224,9 @@ def _summary(report: Report) -> str:
 def _verdict(report: Report) -> str:
     verdicts = [d.verdict for d in report.diffs]
     ok = report.ok_runs()
+    if estimate.is_estimate(report):
+        answer = estimate.answer(report)
+        verdicts = [answer] if answer else [report.sweep.verdict] if report.sweep is not None else []
     if not verdicts:
         if len(ok) == 1:
             run = ok[0]
@@ -447,6 +450,27 @@ def _fused(report: Report) -> str:
     return f'<section id="fused"><h2>Fused kernels</h2>{body}</section>'
 
 
+def _estimate(report: Report) -> str:
+    """An estimate's sweep (its table and verdict) and what ops allocate inside; an estimate's
+    timeline is left out (its clock is the fake run's, not the real call's)."""
+    parts = []
+    if report.sweep is not None:
+        head = "".join(f'<th scope="col">{_e(h)}</th>' for h in estimate.SWEEP_HEADERS)
+        body = "".join(
+            f'<tr><td>{_e(r.label)}</td><td class="num">{_e(r.value)}</td><td class="num">{_e(r.needed)}</td>'
+            f'<td class="num">{_e(r.line)}</td><td>{_e(r.fits)}</td><td>{_e(r.how)}</td></tr>'
+            for r in estimate.sweep_rows(report.sweep)
+        )
+        parts.append(
+            f"<h3>{_e(estimate.sweep_title(report.sweep).rstrip(':'))}</h3>"
+            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+            f'<p class="verdict">{_e(report.sweep.verdict)}</p>'
+        )
+    lines = [line for run in report.ok_runs() if (line := estimate.workspace_line(run))]
+    parts += [f"<p>{_e(line)}</p>" for line in lines[:1]]
+    return f'<section id="estimate"><h2>Estimate</h2>{"".join(parts)}</section>'
+
+
 def _notes(report: Report) -> str:
     items = [
         f"<li><b>{_e(run.label)}</b>: {_e(note)}</li>" for run in report.runs.values() for note in run.notes
@@ -566,7 +590,7 @@ def render_html(
         + ranks
         + _verdict(detail)
         + _runs(report)
-        + _timeline(report)
+        + (_estimate(report) if estimate.is_estimate(report) else _timeline(report))
         + _ops(detail, top)
         + _fused(detail)
         + _notes(report)

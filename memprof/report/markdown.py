@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
@@ -154,6 +154,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     one rank's runs (the highest peak's, or ``rank``)."""
     if report.recorded:
         return render_recorded_markdown(report, top, rank=rank)
+    if estimate.is_estimate(report):
+        return render_estimate_markdown(report, top)
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
@@ -278,4 +280,45 @@ def render_recorded_markdown(report: Report, top: int = TOP_OPS, *, rank: int | 
         "held; snapshots count requested bytes, their footprint and reserve block sizes; sizes are "
         "1024-based.</sub>"
     )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates (memprof estimate)
+
+
+def render_estimate_markdown(report: Report, top: int = TOP_OPS) -> str:
+    """An estimate: the answer (or the sweep's verdict) in bold, the runs, the sweep's table or
+    the top ops, what ops allocate inside, notes."""
+    lines = [f"## memprof: {escape_text(estimate.title(report))}", ""]
+    answer = estimate.answer(report)
+    if answer:
+        lines += [f"**{escape_text(answer)}**", ""]
+    if report.sweep is not None:
+        lines += [f"**{escape_text(report.sweep.verdict)}**", ""]
+    lines += [*_runs_table(report), ""]
+    if report.sweep is not None:
+        rows = [
+            [escape_text(r.label), escape_text(r.value), r.needed, r.line, r.fits, escape_text(r.how)]
+            for r in estimate.sweep_rows(report.sweep)
+        ]
+        headers = [escape_text(h) for h in estimate.SWEEP_HEADERS]
+        lines += [f"### {escape_text(estimate.sweep_title(report.sweep).rstrip(':'))}", ""]
+        lines += [*_table(headers, rows, "lrrrll"), ""]
+    else:
+        for table in op_tables(report, "peak", top):
+            if isinstance(table, RunTable):
+                lines += [f"### Top {top} ops of {escape_text(table.run.label)} by peak", ""]
+                lines += [*_single_ops(table), ""]
+        line = estimate.workspace_line(next(iter(report.runs.values())))
+        if line:
+            lines += [f"- {escape_text(line)}", ""]
+    notes = [f"- {escape_text(whose)}: {escape_text(note)}" for whose, note in estimate.notes(report)]
+    if notes:
+        lines += ["### Notes", "", *notes, ""]
+    legend = (
+        "estimated on fake tensors; peak: most live bytes above the call's start; footprint: all live "
+        "bytes then; sizes are 1024-based"
+    )
+    lines.append(f"<sub>{legend}.</sub>")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from memprof.analysis.diff import op_note
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
@@ -147,6 +147,8 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     rank's runs (the highest peak's, or ``rank``)."""
     if report.recorded:
         return render_recorded(report, sort=sort, top=top, rank=rank)
+    if estimate.is_estimate(report):
+        return render_estimate(report, sort=sort, top=top)
     env = report.environment
     lines = [f"memprof: {report.target} on {report.device} (torch {env.get('torch', '?')})", ""]
     everything, view = report, rank_view(report, rank)
@@ -257,4 +259,43 @@ def render_recorded(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     lines.append("")
     for run in report.runs.values():
         lines += [f"note ({run.label}): {note}" for note in run.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates (memprof estimate)
+
+
+def sweep_table(report: Report) -> str:
+    assert report.sweep is not None
+    rows = [[r.label, r.value, r.needed, r.line, r.fits, r.how] for r in estimate.sweep_rows(report.sweep)]
+    return tabulate(
+        rows,
+        headers=list(estimate.SWEEP_HEADERS),
+        tablefmt="simple",
+        disable_numparse=True,
+        colalign=("left", "right", "right", "right", "left", "left"),
+    )
+
+
+def render_estimate(report: Report, *, sort: str = "peak", top: int = 15) -> str:
+    """The summary printed by ``memprof estimate``: the runs, the one-line answer (or the
+    sweep's table and verdict), the top ops of a single estimate, what ops allocate inside,
+    notes."""
+    lines = [f"memprof: {estimate.title(report)}", "", runs_table(report)]
+    answer = estimate.answer(report)
+    if answer:
+        lines += ["", answer]
+    if report.sweep is not None:
+        lines += ["", estimate.sweep_title(report.sweep), sweep_table(report), "", report.sweep.verdict]
+    else:
+        for table in op_tables(report, sort, top):
+            if isinstance(table, RunTable):
+                lines += ["", f"Top {top} ops of {table.run.label} by {sort} bytes:", _single_ops(table)]
+    for run in report.ok_runs()[:1] if report.sweep is None else ():
+        line = estimate.workspace_line(run)
+        if line:
+            lines += ["", line]
+    lines.append("")
+    lines += [f"note ({whose}): {note}" for whose, note in estimate.notes(report)]
     return "\n".join(lines).rstrip("\n") + "\n"

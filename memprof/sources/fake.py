@@ -53,7 +53,7 @@ from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.peaks import analyze
 from memprof.errors import MemprofError, UserCodeError, format_user_traceback
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
-from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
+from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.options import EstimateOptions
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
@@ -419,20 +419,27 @@ def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
 
 def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> AllocatorReplay:
     """Every allocation and free from the first input made to the end of the estimated call,
-    through the caching-allocator model: the reserve it would hold."""
+    through the caching-allocator model: the reserve it would hold on a device with no limit,
+    and with a capacity, whether every request finds room within it."""
     records = recorder.allocations(until=until_ns)
-    settings = AllocatorSettings(capacity_bytes=options.capacity_bytes)
-    simulation = simulate(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True), settings)
+    actions = list(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True))
+    free = simulate(actions)
+    within = (
+        simulate(actions, AllocatorSettings(capacity_bytes=options.capacity_bytes))
+        if options.capacity_bytes is not None
+        else None
+    )
     return AllocatorReplay(
-        settings=simulation.settings,
-        allocated_peak_bytes=simulation.allocated_peak_bytes,
-        reserved_peak_bytes=simulation.reserved_peak_bytes,
-        reserve_overhead_bytes=simulation.reserve_overhead_bytes,
-        segments=simulation.segments,
-        segment_allocations=simulation.segment_allocations,
-        largest_free_block_bytes=simulation.largest_free_block_bytes,
+        settings=free.settings,
+        allocated_peak_bytes=free.allocated_peak_bytes,
+        reserved_peak_bytes=free.reserved_peak_bytes,
+        reserve_overhead_bytes=free.reserve_overhead_bytes,
+        segments=free.segments,
+        segment_allocations=free.segment_allocations,
+        largest_free_block_bytes=free.largest_free_block_bytes,
         capacity_bytes=options.capacity_bytes,
-        ooms=len(simulation.ooms),
+        capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
+        ooms=len(within.ooms) if within is not None else 0,
     )
 
 
@@ -454,11 +461,21 @@ def _notes(recorder: Recorder, options: EstimateOptions, replay: AllocatorReplay
         )
     if replay is not None and replay.ooms:
         notes.append(
-            f"the caching-allocator model ran out of memory {replay.ooms} time(s) within "
-            f"{format_bytes(replay.capacity_bytes or 0)}: a request found no room even after the "
-            "cache was emptied"
+            f"within {format_bytes(replay.capacity_bytes or 0)} the caching-allocator model ran out of "
+            f"memory {replay.ooms} time(s): a request found no room even after the cache was emptied"
         )
+    elif replay is not None and replay.capacity_bytes is not None:
+        if replay.reserved_peak_bytes > replay.capacity_bytes:
+            notes.append(
+                f"the reserve would reach {format_bytes(replay.reserved_peak_bytes)} on a larger device; "
+                f"within {format_bytes(replay.capacity_bytes)} the allocator frees cached segments "
+                f"instead and every request finds room (reserve at most "
+                f"{format_bytes(replay.capacity_reserved_peak_bytes or 0)})"
+            )
     return notes
+
+
+_PROFILE_WORDS = ", which the profiler does not record"
 
 
 def _run(
@@ -475,8 +492,7 @@ def _run(
     footprint and live bytes at the start from the attribution."""
     ops = facts.ops
     raw = RawProfile.from_lists(
-        [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)]
-        + [(CALL_MARKER, call.start_ns, call.end_ns, 0)],
+        [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)],
         list(zip(facts.allocations.time.tolist(), facts.allocations.bytes.tolist(), strict=True)),
         [(call.start_ns, call.end_ns)],
     )
@@ -501,7 +517,8 @@ def _run(
         reserved_peak_bytes=estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
         wall_ms=float("nan"),
         estimate=estimate,
-        notes=[*notes, *explained.notes],
+        # The attribution's words are a profile's; an estimate has none.
+        notes=[*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)],
     )
 
 
