@@ -265,7 +265,7 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
     from memprof.sources.target import build_inputs, resolve
 
     targets: dict[Any, Target] = {}
-    made: dict[tuple[Any, Any], Inputs] = {}
+    made: dict[tuple[Any, Any, str], Inputs] = {}
     out = []
     for variant in variants:
         key = _key(variant.target)
@@ -411,9 +411,9 @@ def _estimator(
     from memprof.sources.target import build_inputs
 
     def one(label: str, params: dict[str, Any]) -> RunResult:
-        def make(mode: Any) -> Inputs:
+        def make(session: Any) -> Inputs:
             if args or kwargs:
-                fake_args, fake_kwargs = fake_copy((args, kwargs), mode)
+                fake_args, fake_kwargs = fake_copy((args, kwargs), session.mode, session.recorder.adopt)
                 return Inputs(args=tuple(fake_args), kwargs=dict(fake_kwargs), source="python")
             return build_inputs(target, inputs, "cpu", params)
 

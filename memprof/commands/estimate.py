@@ -188,8 +188,8 @@ def _gate(report: Any, config: Any) -> None:
         from memprof.gate import evaluate
 
         result = evaluate(report, config)
-        for line in result.lines():
-            typer.echo(line)
+        for gate_line in result.lines():
+            typer.echo(gate_line)
         if not result.passed:
             raise GateFailed(result.summary())
     line = failed(report)

@@ -37,7 +37,9 @@ def render_sweep_csv(report: Report) -> str:
             "largest_fitting",
         ]
     )
-    for point in sweep.points if sweep is not None else ():
+    if sweep is None:
+        return out.getvalue()
+    for point in sweep.points:
         writer.writerow(
             [
                 sweep.parameter,

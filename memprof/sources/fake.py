@@ -129,6 +129,13 @@ class Recorder(TorchDispatchMode):
             slot.free_ns = self.clock()
         return out
 
+    def adopt(self, tensor: torch.Tensor) -> None:
+        """A fake tensor made outside any op (a copy of a real one): its storage is allocated."""
+        storage = tensor.untyped_storage()
+        key = storage_key(storage)
+        if key not in self._live and storage.nbytes():
+            self._allocate(storage, key)
+
     def _allocate(self, storage: Any, key: int) -> int:
         nbytes = int(storage.nbytes())
         record = len(self.time)
@@ -254,20 +261,23 @@ class FakeSession:
         self.recorder.detach()
 
 
-def fake_copy(value: Any, mode: FakeTensorMode) -> Any:
+def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], None] = lambda t: None) -> Any:
     """A deep copy of ``value`` with every tensor made fake (shared storages stay shared,
     parameters stay parameters with their gradients): arguments a caller made for real, for
-    an estimate. Modules, optimizers and containers are copied around them."""
+    an estimate. Modules, optimizers and containers are copied around them. ``made`` is told
+    of each fake tensor (the recorder counts their storages as allocated)."""
     originals = {cls: cls.__dict__.get("__deepcopy__") for cls in (torch.Tensor, torch.nn.Parameter)}
 
     def fake_of(tensor: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
-        made: torch.Tensor = mode.from_tensor(tensor.detach())
+        fake: torch.Tensor = mode.from_tensor(tensor)
         if isinstance(tensor, torch.nn.Parameter):
-            made = torch.nn.Parameter(made, requires_grad=tensor.requires_grad)
+            fake = torch.nn.Parameter(fake, requires_grad=tensor.requires_grad)
+        made(fake)
         if tensor.grad is not None:
-            made.grad = mode.from_tensor(tensor.grad)
-        memo[id(tensor)] = made
-        return made
+            fake.grad = mode.from_tensor(tensor.grad)
+            made(fake.grad)
+        memo[id(tensor)] = fake
+        return fake
 
     for cls in originals:
         cls.__deepcopy__ = fake_of  # type: ignore[assignment]
@@ -281,12 +291,12 @@ def fake_copy(value: Any, mode: FakeTensorMode) -> Any:
                 cls.__deepcopy__ = original  # type: ignore[method-assign]
 
 
-def fake_callable(func: Callable[..., Any], mode: FakeTensorMode) -> Callable[..., Any]:
+def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..., Any]:
     """A bound method of an object that holds tensors (a module's ``forward``), bound to a fake
     copy of it; other callables as they are."""
     owner = getattr(func, "__self__", None)
     if inspect.ismethod(func) and isinstance(owner, torch.nn.Module | torch.optim.Optimizer):
-        return types.MethodType(func.__func__, fake_copy(owner, mode))
+        return types.MethodType(func.__func__, fake_copy(owner, session.mode, session.recorder.adopt))
     return func
 
 
@@ -308,7 +318,7 @@ class _Call:
 
 def estimate_target(
     func: Callable[..., Any],
-    make_inputs: Callable[[FakeTensorMode], Inputs],
+    make_inputs: Callable[[FakeSession], Inputs],
     options: EstimateOptions,
     *,
     label: str,
@@ -317,7 +327,8 @@ def estimate_target(
     status: StatusFn | None = None,
 ) -> RunResult:
     """Estimate ``func``'s memory on fake tensors: ``make_inputs(mode)`` is called inside the
-    fake session and returns the arguments (made fake); ``options.warmup`` calls, then the
+    fake session (``session.mode``; ``session.recorder.adopt`` counts fake copies of real tensors)
+    and returns the arguments (made fake); ``options.warmup`` calls, then the
     estimated one. Raises :class:`UserCodeError` (exit 3) when the code fails on fake tensors."""
     cuda = options.device == "cuda"
     workspaces = Workspaces() if options.workspaces and not cuda else None
@@ -326,8 +337,8 @@ def estimate_target(
     if status:
         status(f"estimating {name} ({label}) on fake tensors")
     with session:
-        inputs = _fake_inputs(make_inputs, session.mode, name)
-        call = _fake_calls(fake_callable(func, session.mode), inputs, options, session, name, module)
+        inputs = _fake_inputs(make_inputs, session, name)
+        call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
     seconds = time.perf_counter() - started
     notes = [*call.notes]
     if workspaces is not None:
@@ -349,9 +360,9 @@ def estimate_target(
     return _run(facts, explained, call, estimate, label, notes, options)
 
 
-def _fake_inputs(make_inputs: Callable[[FakeTensorMode], Inputs], mode: FakeTensorMode, name: str) -> Inputs:
+def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
     try:
-        return make_inputs(mode)
+        return make_inputs(session)
     except MemprofError:
         raise
     except Exception as error:
