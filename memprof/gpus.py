@@ -1,4 +1,5 @@
-"""Common cards' memory, for ``memprof estimate --gpu NAME``: what an estimate is checked against.
+"""Common cards' memory, for ``memprof.estimate(gpu=NAME)`` (and the command's option): what an
+estimate is checked against.
 
 Each figure says what it is (``kind``):
 
@@ -25,7 +26,7 @@ from memprof.errors import UsageError, param
 
 @dataclass(frozen=True)
 class Gpu:
-    """One card: the name ``--gpu`` takes, the card's own name, its memory (bytes), what that
+    """One card: the name memprof knows it by, the card's own name, its memory (bytes), what that
     figure is (see the module docstring) and where it comes from."""
 
     key: str
@@ -85,10 +86,10 @@ def find_gpu(name: str) -> Gpu:
 
 
 def gpu_table() -> str:
-    """The table ``--gpu list`` prints: name, memory (GiB and bytes), what the figure is, source."""
+    """The table of every card: name, memory (GiB and bytes), what the figure is, source."""
     from memprof.units import format_bytes
 
-    rows = [("--gpu", "card", "memory", "bytes", "figure", "source")]
+    rows = [("name", "card", "memory", "bytes", "figure", "source")]
     for gpu in GPUS:
         rows.append(
             (gpu.key, gpu.name, format_bytes(gpu.memory_bytes), f"{gpu.memory_bytes:,}", gpu.kind, gpu.source)

@@ -72,6 +72,11 @@ def test_run_help_loads_no_torch() -> None:
     assert heavy_modules_after_cli("run", "--help") == []
 
 
+def test_estimate_help_and_its_gpu_table_load_no_torch() -> None:
+    assert heavy_modules_after_cli("estimate", "--help") == []
+    assert heavy_modules_after_cli("estimate", "x:y", "--gpu", "list") == []
+
+
 def test_analyze_reads_a_trace_and_a_snapshot_without_torch() -> None:
     data = ROOT / "tests" / "data" / "gpu"
     trace, snapshot = (

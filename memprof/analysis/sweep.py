@@ -1,4 +1,4 @@
-"""A sweep of one inputs-factory parameter (``--sweep batch=8,16,32``): the line through the
+"""A sweep of one inputs-factory parameter (``sweep=("batch", [8, 16, 32])``): the line through the
 bytes each value needs, and the largest value that fits a capacity. Pure: the estimates are
 made by the caller (:func:`memprof.api.estimate`), which asks :func:`next_value` what to
 estimate next.

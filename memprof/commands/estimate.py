@@ -45,50 +45,57 @@ def _gpu_help() -> str:
     )
 
 
+DeviceOption = Annotated[
+    EstimateDevice,
+    typer.Option(
+        "--device",
+        help="Whose allocator to model: cuda (block rounding and the caching allocator's reserve, "
+        "no GPU needed) or cpu (comparable with memprof run on this machine).",
+    ),
+]
+CapacityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--capacity",
+        metavar="SIZE",
+        help="The device's memory, e.g. 24GB (1024-based): say whether the estimate fits (exit 1 "
+        "when it does not).",
+    ),
+]
+GpuOption = Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())]
+ModeOption = Annotated[
+    Mode, typer.Option("--mode", help="eager (compile cannot be estimated: the message says why).")
+]
+WarmupOption = Annotated[
+    int,
+    typer.Option("--warmup", min=0, help="Calls before the estimated one (optimizer state is made there)."),
+]
+SweepOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sweep",
+        metavar="NAME=V1,V2,...",
+        help="Estimate each value of one inputs-factory parameter (runs NAME=V1, ...), fit the bytes "
+        "needed against it and, with --capacity or --gpu, find the largest value that fits.",
+    ),
+]
+SweepCsvOption = Annotated[
+    Path | None,
+    typer.Option("--sweep-csv", dir_okay=False, help="Write the sweep as CSV, one row per value."),
+]
+
+
 def estimate(
     target: Target,
     *,
     inputs: Inputs = None,
-    device: Annotated[
-        EstimateDevice,
-        typer.Option(
-            "--device",
-            help="Whose allocator to model: cuda (block rounding and the caching allocator's reserve, "
-            "no GPU needed) or cpu (comparable with memprof run on this machine).",
-        ),
-    ] = EstimateDevice.cuda,
-    capacity: Annotated[
-        str | None,
-        typer.Option(
-            "--capacity",
-            metavar="SIZE",
-            help="The device's memory, e.g. 24GB (1024-based): say whether the estimate fits (exit 1 "
-            "when it does not).",
-        ),
-    ] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())] = None,
-    mode: Annotated[
-        Mode, typer.Option("--mode", help="eager (compile cannot be estimated: the message says why).")
-    ] = Mode.eager,
-    warmup: Annotated[
-        int,
-        typer.Option(
-            "--warmup", min=0, help="Calls before the estimated one (optimizer state is made there)."
-        ),
-    ] = 1,
-    sweep: Annotated[
-        str | None,
-        typer.Option(
-            "--sweep",
-            metavar="NAME=V1,V2,...",
-            help="Estimate each value of one inputs-factory parameter (runs NAME=V1, ...), fit the bytes "
-            "needed against it and, with --capacity or --gpu, find the largest value that fits.",
-        ),
-    ] = None,
-    sweep_csv: Annotated[
-        Path | None,
-        typer.Option("--sweep-csv", dir_okay=False, help="Write the sweep as CSV, one row per value."),
-    ] = None,
+    device: DeviceOption = EstimateDevice.cuda,
+    capacity: CapacityOption = None,
+    gpu: GpuOption = None,
+    mode: ModeOption = Mode.eager,
+    warmup: WarmupOption = 1,
+    sweep: SweepOption = None,
+    sweep_csv: SweepCsvOption = None,
     factory: FactoryOptions,
     output: OutputOptions,
     gate: GateOptions,

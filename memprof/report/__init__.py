@@ -17,7 +17,7 @@ STANDARD_NAMES = {
 }
 
 SWEEP_CSV_NAME = "memprof-sweep.csv"
-"""The sweep's CSV in a folder given for every format (``memprof estimate --sweep``)."""
+"""The sweep's CSV in a folder given for every format (an estimate's sweep)."""
 
 
 def render_torch_tables(report: Report) -> str:
