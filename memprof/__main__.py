@@ -1,6 +1,12 @@
 """``python -m memprof``."""
 
-from memprof.cli import main
+import sys
+
+try:
+    from memprof.cli import main
+except KeyboardInterrupt:  # Ctrl-C while starting up: the documented exit code, no traceback
+    print("memprof: interrupted; no output was written", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     main()

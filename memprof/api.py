@@ -5,6 +5,7 @@ into a :class:`memprof.Report`. The command line calls the same functions."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -232,9 +233,12 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
     """Resolve the device, every target and its inputs (in order, before any profiling), then
     profile each variant. A failing variant is kept as a failed run while the rest still run."""
     from memprof.sources.live import environment, resolve_device, run_target
+    from memprof.sources.target import restore_import_path
 
     device = resolve_device(options.device)
+    import_path = list(sys.path)
     resolved = _resolve(variants, device)
+    restore_import_path(import_path)  # what the target's import removed
     runs: dict[str, RunResult] = {}
     first_error: UserCodeError | None = None
     for variant, (target, inputs) in zip(variants, resolved, strict=True):
@@ -262,7 +266,7 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
 def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inputs]]:
     """Each variant's target and inputs. A target named twice is imported once and, with the
     same inputs factory, shares one set of inputs (as eager and compiled runs of it do)."""
-    from memprof.sources.target import build_inputs, resolve
+    from memprof.sources.target import build_inputs, check_measurable, resolve
 
     targets: dict[Any, Target] = {}
     made: dict[tuple[Any, Any, str], Inputs] = {}
@@ -272,6 +276,7 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
         if key not in targets:
             spec = variant.target
             targets[key] = resolve(spec) if isinstance(spec, str) else Target.of(spec)
+            check_measurable(targets[key].func, targets[key].spec)
         target = targets[key]
         params = dict(variant.inputs_kwargs or {})
         if isinstance(variant.inputs, Inputs):

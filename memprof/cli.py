@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> None:
     remember_invocation(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="memprof", standalone_mode=False)
+    except KeyboardInterrupt:  # outside a command (parsing its options): as inside one
+        err("memprof: interrupted; no output was written")
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and
         # format_message(); anything else is not a usage error and propagates.

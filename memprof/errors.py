@@ -78,6 +78,13 @@ class UserCodeError(MemprofError):
         self.report: Any = None
 
 
+class OutputError(MemprofError):
+    """An output file could not be written: its folder vanished, the disk is full, permission
+    was taken away (exit 2). Nothing partial is left behind."""
+
+    exit_code = EXIT_USAGE
+
+
 class GateFailed(MemprofError):
     """A memory gate failed (exit 1). Its lines were printed (on stdout) before it was raised;
     the message is the gate's summary line."""
@@ -86,17 +93,43 @@ class GateFailed(MemprofError):
     shown = True
 
 
+def brief(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
+    quoting a value from a file or from the user's code in a one-line message."""
+    import reprlib
+
+    shortened = reprlib.Repr()
+    shortened.maxstring = shortened.maxother = limit
+    shortened.maxlevel, shortened.maxlist, shortened.maxdict = 3, 6, 6
+    return shortened.repr(value)
+
+
+def what_it_did(error: BaseException) -> str:
+    """How the user's code failed, for a message: ``raised ValueError: bad input`` (first line
+    of the message), or ``called sys.exit(0)``: leaving through ``sys.exit`` is the profiled
+    code failing too, whatever the code (memprof's own exit code says what happened)."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({'' if error.code is None else brief(error.code)})"
+    text = str(error).strip().splitlines()
+    return f"raised {type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 def format_user_traceback(error: BaseException) -> str:
     """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
     sees their own code (and the libraries it called), as Python would show it."""
+    import importlib
     import os
     import traceback
 
-    package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    # memprof's own frames, and importlib's (import_module) around the module's code
+    skipped = (
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
+    )
     frames = [
         frame
         for frame in traceback.extract_tb(error.__traceback__)
-        if not os.path.abspath(frame.filename).startswith(package_dir)
+        if not os.path.abspath(frame.filename).startswith(skipped)
         and not frame.filename.startswith("<frozen importlib")
     ]
     lines = ["Traceback (most recent call last):\n"] if frames else []

@@ -48,6 +48,8 @@ class Spec:
     value of that other field. ``key_field``: for a map of objects, the item field that holds
     the map's key. ``omit_none``: the key is left out of the JSON while the value is None
     (absent and null both read back as None): fields that only some runs know.
+    ``same_length_as``: a list that must hold as many items as that other list field (a
+    timeline's times and bytes); one that is left out when empty (``omit``) may also be empty.
     """
 
     kind: str
@@ -62,6 +64,7 @@ class Spec:
     default_from: str | None = None
     key_field: str | None = None
     omit_none: bool = False
+    same_length_as: str | None = None
 
 
 def spec_of(field: dataclasses.Field[Any]) -> Spec | None:

@@ -1,65 +1,369 @@
-"""Output files: checked before any work starts, written atomically (temporary file + rename).
+"""Files in and out: every file memprof reads or writes goes through here.
 
-A failure or Ctrl-C never leaves a truncated report, table or baseline behind.
+Reading: only regular files and standard input. A folder, a character device such as
+``/dev/zero``, a FIFO or a socket is refused at once (opening never blocks, even on a FIFO
+without a writer); standard input is read up to :data:`STDIN_LIMIT_BYTES`. Text is UTF-8 (a
+byte-order mark is dropped); invalid bytes are an error naming their offset. JSON is strict:
+no ``NaN``/``Infinity``, no key twice in one object, no nesting deeper than Python can parse.
+
+Writing: output paths are made absolute and checked before any work starts (writable, distinct,
+none of them a file the run reads: the target's source, its inputs factory, the baseline), and
+written atomically (temporary file + rename). A failure or Ctrl-C never leaves a truncated
+report, table or baseline behind; a write that fails (disk full, folder gone, permission taken
+away) is an :class:`OutputError` (exit 2) naming the path and the system's reason.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memprof.errors import InputError, UsageError
+from memprof.errors import InputError, OutputError, UsageError
+
+STDIN_LIMIT_BYTES = 1 << 30
+"""The most memprof reads from standard input (1 GiB): more is an error, never a hang or an
+ever-growing process (``memprof parse - < /dev/zero``). Set it on this module to change it."""
+
+_CHUNK = 1 << 20
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+STDIN = "standard input"
+
+
+# -------------------------------------------------------------------------------------- reading
+
+
+def special_file_kind(path: str | os.PathLike[str] | os.stat_result) -> str:
+    """What a path that is not a regular file is, in words: ``a FIFO (named pipe)``, ``a
+    character device``, ``a folder``, ..."""
+    try:
+        mode = path.st_mode if isinstance(path, os.stat_result) else os.stat(path).st_mode
+    except OSError:
+        return "not a regular file"
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
+def _not_regular(what: str, path: str, kind: str) -> InputError:
+    return InputError(
+        f"{what} {path!r} is {kind}, not a regular file; save the content to a file and give that"
+    )
+
+
+def open_regular(path: str | os.PathLike[str], what: str = "file") -> IO[bytes]:
+    """Open ``path`` for reading in binary if it is a regular file. Anything else (a folder, a
+    device, a FIFO, a socket) is an :class:`InputError`; a FIFO without a writer does not block.
+    A missing or unreadable file raises the ``OSError`` (callers word it)."""
+    name = str(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        # Opening a socket fails (ENXIO); say what it is rather than "no such device".
+        if error.errno == errno.ENXIO and os.path.exists(path):
+            raise _not_regular(what, name, special_file_kind(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(what, name, special_file_kind(info))
+        if written_path(path).parts[1:2] == ("proc",):  # /proc/kcore "is" a regular file of 128 TiB
+            raise _not_regular(what, name, "a file of the kernel's /proc")
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_file_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
+    """``Path(path).read_bytes()`` for regular files only (see :func:`open_regular`)."""
+    with open_regular(path, what) as handle:
+        return handle.read()
+
+
+def read_stdin_bytes(limit: int | None = None) -> bytes:
+    """Standard input, up to ``limit`` bytes (default :data:`STDIN_LIMIT_BYTES`); more is an
+    :class:`InputError`, raised as soon as the limit is passed."""
+    import sys
+
+    limit = STDIN_LIMIT_BYTES if limit is None else limit
+    stream = sys.stdin
+    if stream is None:
+        raise InputError("standard input is closed; give a file instead of -")
+    source: Any = getattr(stream, "buffer", stream)
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = source.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            break
+        if isinstance(chunk, str):  # a text stream without a buffer (an embedding replaced it)
+            chunk = chunk.encode("utf-8", "surrogateescape")
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            from memprof.units import format_bytes
+
+            raise InputError(
+                f"standard input holds more than {format_bytes(limit)}, the most memprof reads from it; "
+                "save it to a file and give the file"
+            )
+    return b"".join(chunks)
+
+
+def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
+    """The bytes of a regular file, or of standard input for ``-``; a missing, unreadable or
+    special file is an :class:`InputError` (exit 2)."""
+    name = str(path)
+    if name == "-":
+        return read_stdin_bytes()
+    try:
+        return read_file_bytes(path, what)
+    except FileNotFoundError:
+        raise InputError(f"{what} {name!r} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {name!r} is a folder, not a file") from None
+    except OSError as error:
+        raise InputError(f"cannot read {what} {name!r}: {error.strerror or error}") from None
+
+
+def decode_text(data: bytes, where: str) -> str:
+    """UTF-8 text from ``data``, without a leading byte-order mark; invalid bytes are an
+    :class:`InputError` naming the first one's offset."""
+    skipped = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    try:
+        return data[skipped:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        offset = error.start + skipped
+        hint = (
+            "it is UTF-16 (it starts with a UTF-16 byte-order mark); convert it, e.g. "
+            "iconv -f UTF-16 -t UTF-8"
+            if data[:2] in _UTF16_BOMS
+            else "is it the right file? save it as UTF-8"
+        )
+        raise InputError(
+            f"{where} is not UTF-8 text: byte {offset} (0x{data[offset]:02x}) is invalid; {hint}"
+        ) from None
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """Read a UTF-8 text file, or ``-`` for standard input (at most :data:`STDIN_LIMIT_BYTES`);
+    missing, unreadable, special or not UTF-8 -> exit 2."""
+    where = STDIN if str(path) == "-" else f"{what} {str(path)!r}"
+    return decode_text(read_bytes(path, what), where)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return out
+
+
+def parse_json(text: str, where: str) -> Any:
+    """Strict JSON as data (never pickle, never eval): ``NaN``/``Infinity``, a key repeated in
+    one object (which would silently keep the last) and nesting too deep to parse are
+    :class:`InputError` (exit 2), as is malformed text (with its line and column)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{where} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    except ValueError as error:
+        raise InputError(f"{where} is not valid JSON for memprof: {error}") from None
+    except RecursionError:
+        raise InputError(
+            f"{where} nests arrays or objects too deeply to be read; it is not a file memprof wrote"
+        ) from None
+
+
+def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
+    """Parse a JSON file (or ``-``, standard input) strictly, see :func:`parse_json`."""
+    where = STDIN if str(path) == "-" else f"{what} {str(path)!r}"
+    return parse_json(read_text(path, what), where)
+
+
+# -------------------------------------------------------------------------------------- writing
+
+
+def absolute(path: str | os.PathLike[str]) -> Path:
+    """``path`` against the folder memprof started in, so that code that changes the working
+    folder while it runs cannot move where the output goes (``..`` and links are kept)."""
+    return Path(path).absolute()
 
 
 def check_output_path(path: str | os.PathLike[str], option: str = "output") -> Path:
     """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder."""
+    try:
+        return _check_output_path(path, option)
+    except OSError as error:  # a name too long, a loop of links, ...
+        raise UsageError(f"{option} {str(path)!r} cannot be written: {error.strerror or error}") from None
+
+
+def _check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     out = Path(path)
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir():
-        raise UsageError(f"{option} {str(out)!r} is a folder; give a file name, e.g. {out / 'x'}")
+    if str(path).endswith(("/", os.sep)) or out.is_dir():
+        raise UsageError(f"{option} {str(path)!r} is a folder; give a file name, e.g. {out / 'x'}")
+    # What is written is the file a link points to (the link stays): check that one.
+    target = written_path(out)
+    if _names_open_file(out):
+        raise UsageError(f"{option} {str(out)!r} is an open file of a process; give a file name")
+    if target.exists() and not target.is_file():
+        raise UsageError(f"{option} {str(out)!r} is {special_file_kind(target)}; give a file name")
+    parent = target.parent
     if not parent.is_dir():
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} is not writable")
-    if out.exists() and not os.access(out, os.W_OK):
+    if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {str(out)!r} exists and is not writable")
     return out
 
 
-def check_output_paths(paths: Iterable[tuple[str, str | os.PathLike[str] | None]]) -> None:
-    """Check every ``(option, path)`` pair whose path is set; paths must also be distinct."""
-    seen: dict[Path, str] = {}
+def _names_open_file(path: Path) -> bool:
+    """``/dev/stdout``, ``/dev/fd/3``, ``/proc/self/fd/1``, or a link to one: renaming a file
+    over it would replace whatever the descriptor is open on (a log, a capture) or the link."""
+    hop = path.absolute()
+    for _ in range(40):  # the kernel's own limit on links followed
+        parts = hop.parts
+        if parts[1:2] == ("proc",) or parts[1:3] in {("dev", "fd"), ("dev", "stdout"), ("dev", "stderr")}:
+            return True
+        if not hop.is_symlink():
+            return False
+        hop = Path(os.path.normpath(hop.parent / os.readlink(hop)))
+    return False
+
+
+def written_path(path: str | os.PathLike[str]) -> Path:
+    """The file that writing ``path`` replaces: the target of a symbolic link (followed to the
+    end), so that the link itself stays a link."""
+    return Path(os.path.realpath(path))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same file: the same path once links and ``..`` are resolved, or (hard links) the
+    same inode."""
+    if a.resolve() == b.resolve():
+        return True
+    identity = _identity(a)
+    return identity is not None and identity == _identity(b)
+
+
+def check_output_paths(
+    paths: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
+) -> None:
+    """Check every ``(option, path)`` pair whose path is set: each writable, all distinct, and
+    none of them one of the ``inputs`` (``(what, path)``: the target's file, the baseline, ...),
+    which writing would destroy."""
+    read = [(what, Path(path)) for what, path in inputs if path is not None]
+    seen: list[tuple[Path, str]] = []
     for option, path in paths:
         if path is None:
             continue
-        resolved = check_output_path(path, option).resolve()
-        if resolved in seen:
-            raise UsageError(
-                f"{seen[resolved]} and {option} both write {str(path)!r}; give each its own file"
-            )
-        seen[resolved] = option
+        out = check_output_path(path, option)
+        for what, source in read:
+            if _same_file(out, source):
+                raise UsageError(
+                    f"{option} {str(path)!r} is {what} ({str(source)!r}); writing the report there "
+                    "would replace it: give another file"
+                )
+        for other, other_option in seen:
+            if _same_file(out, other):
+                raise UsageError(
+                    f"{other_option} and {option} both write {str(path)!r}; give each its own file"
+                )
+        seen.append((out, option))
+
+
+def _write_failed(path: Path, error: OSError) -> OutputError:
+    reason = error.strerror or str(error)
+    hint = {
+        errno.ENOSPC: "free some space or write elsewhere",
+        errno.EDQUOT: "free some space or write elsewhere",
+        errno.ENOENT: f"its folder {str(path.parent)!r} no longer exists; create it or write elsewhere",
+        errno.EACCES: "make the folder writable or write elsewhere",
+        errno.EPERM: "make the folder writable or write elsewhere",
+        errno.EROFS: "write to a writable file system",
+    }.get(error.errno or 0, "write elsewhere")
+    return OutputError(f"cannot write {str(path)!r}: {reason}; {hint}; nothing was written")
+
+
+def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
+    """Write a temporary sibling of ``out`` through ``write(handle)``; its path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        # backslashreplace: a lone surrogate (a name read from JSON as "\\udcff") cannot be UTF-8
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
+            write(handle)
+            handle.flush()
+        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
+        os.chmod(tmp, out.stat().st_mode & 0o777 if out.exists() else 0o666 & ~_umask())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def atomic_write_all(items: Sequence[tuple[str | os.PathLike[str], Callable[[IO[str]], Any]]]) -> list[Path]:
+    """Write several files, all or none: each is first written in full to a temporary sibling
+    (where a full disk or a vanished folder shows), and only then are they renamed over their
+    paths, one after the other. A failure (an :class:`OutputError`, exit 2) or Ctrl-C removes
+    every temporary file. A path that is a symbolic link writes the file it points to."""
+    staged: list[tuple[str, Path]] = []
+    current = Path()
+    try:
+        for path, write in items:
+            current = written_path(path)
+            staged.append((_stage(current, write), current))
+        for tmp, out in staged:
+            current = out
+            os.replace(tmp, out)
+    except OSError as error:
+        raise _write_failed(current, error) from None
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)  # gone once renamed; left only after a failure
+    return [out for _, out in staged]
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) -> Path:
     """Write a text file through ``write(handle)`` into a temporary sibling, then rename it over
     ``path``: readers see the old file or the complete new one, never a partial one."""
-    out = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            write(handle)
-        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
-        os.chmod(tmp, out.stat().st_mode & 0o777 if out.exists() else 0o666 & ~_umask())
-        os.replace(tmp, out)
-    except BaseException:
-        # Also on KeyboardInterrupt: the temporary file must not stay behind.
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return atomic_write_all([(path, write)])[0]
 
 
 def _umask() -> int:
@@ -73,32 +377,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write(path, lambda handle: handle.write(text))
 
 
-def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """Read a UTF-8 text file, or ``-`` for standard input; missing or unreadable -> exit 2."""
-    if str(path) == "-":
-        import sys
-
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{what} {str(path)!r} is a folder, not a file") from None
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"{what} {str(path)!r} is not UTF-8 text (byte {error.start}); is it the right file?"
-        ) from None
-    except OSError as error:
-        raise InputError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+def atomic_write_texts(texts: Sequence[tuple[str | os.PathLike[str], str]]) -> list[Path]:
+    """Write every ``(path, text)``: all of them, or none (see :func:`atomic_write_all`)."""
+    return atomic_write_all([(path, _writer(text)) for path, text in texts])
 
 
-def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
-    """Parse a JSON file as data (never pickle, never eval); malformed -> exit 2 with the place."""
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            f"{what} {str(path)!r} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
-        ) from None
+def _writer(text: str) -> Callable[[IO[str]], Any]:
+    return lambda handle: handle.write(text)

@@ -20,7 +20,7 @@ from memprof import __version__, fields, schema
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
 from memprof.analysis.sweep import Sweep
 from memprof.analysis.timeline import Timeline
-from memprof.errors import InputError
+from memprof.errors import InputError, brief
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -466,7 +466,7 @@ class Report:
         if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
             readable = " and ".join(str(v) for v in READABLE_SCHEMA_VERSIONS)
             raise InputError(
-                f"{where}: schema_version is {version!r}, this memprof reads {readable}; "
+                f"{where}: schema_version is {brief(version)}, this memprof reads {readable}; "
                 "profile again with this memprof to write a report it reads"
             )
         return schema.decode(Report, data, where)
@@ -476,4 +476,6 @@ def load_report(path: str | Path) -> Report:
     """Read a report JSON written by memprof (data only: no pickle, no eval)."""
     from memprof.fileio import read_json
 
-    return Report.from_dict(read_json(path, "report"), where=str(path))
+    return Report.from_dict(
+        read_json(path, "report"), where="standard input" if str(path) == "-" else str(path)
+    )

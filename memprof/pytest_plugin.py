@@ -19,6 +19,7 @@ A failure shows the violation lines, the top ops of each run and the gate's summ
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from memprof.model import Report
 
 _PROFILED = pytest.StashKey[int]()
+_BASELINE_OWNERS = pytest.StashKey[dict[str, tuple[str, int]]]()
 _TOP_OPS = 5
 
 
@@ -89,19 +91,58 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-def baseline_name(nodeid: str, index: int = 0) -> str:
-    """The file of a test's baseline: its node id made a safe file name, ``-2`` for its
-    second profile and so on. ``tests/test_a.py::test_b[x]`` -> ``tests_test_a.py__test_b_x_.json``."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid).strip("._") or "test"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# A node id whose only characters outside [A-Za-z0-9_.-] are its structure: "/" in the path,
+# "::" between names, one [...] of parameters at the end.
+_PLAIN_NODEID = re.compile(r"[A-Za-z0-9_.\-/]+(?:::[A-Za-z0-9_.\-]+)*(?:\[[A-Za-z0-9_.\-]*\])?")
+_MAX_STEM = 120  # file names stay well under the usual 255-byte limit
+
+
+def legacy_baseline_name(nodeid: str, index: int = 0) -> str:
+    """The name memprof gave a baseline before names were made one-to-one (several node ids
+    could share it: ``test_c[a b]`` and ``test_c[a_b]``)."""
+    stem = _UNSAFE.sub("_", nodeid).strip("._") or "test"
     return f"{stem}.json" if index == 0 else f"{stem}-{index + 1}.json"
+
+
+def baseline_name(nodeid: str, index: int = 0) -> str:
+    """The file of a test's baseline: its node id made a readable file name, ``-2`` for its
+    second profile and so on. ``tests/test_a.py::test_b[x]`` -> ``tests_test_a.py__test_b_x.json``.
+
+    Where making the name replaced more than the node id's structure (a space or ``/`` inside
+    the parameters, any other character) or cut a very long id, different node ids could get
+    the same name; those names end in ``-`` and a hash of the whole node id, e.g.
+    ``test_a.py__test_c_a_b-6987fce7b1.json`` for ``test_a.py::test_c[a b]``.
+    """
+    import hashlib
+
+    stem = _UNSAFE.sub("_", nodeid).strip("._") or "test"
+    if _PLAIN_NODEID.fullmatch(nodeid) is None or len(stem) > _MAX_STEM:
+        digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        stem = f"{stem[:_MAX_STEM]}-{digest}"
+    return f"{stem}.json" if index == 0 else f"{stem}-{index + 1}.json"
+
+
+def _claim(config: pytest.Config, name: str, nodeid: str, index: int) -> None:
+    """Fail loudly when two profiles of a session would share a baseline file (compared
+    case-insensitively: some file systems are)."""
+    owners = config.stash.setdefault(_BASELINE_OWNERS, {})
+    owner = owners.setdefault(name.lower(), (nodeid, index))
+    if owner != (nodeid, index):
+        other = owner[0] if owner[1] == 0 else f"{owner[0]} (profile {owner[1] + 1})"
+        pytest.fail(
+            f"memprof: baseline file {name} would also be used by {other}; rename one of the tests "
+            "(or its parameter ids) so that each has its own baseline",
+            pytrace=False,
+        )
 
 
 def _marker_options(node: pytest.Item) -> tuple[int | None, str]:
     marker = node.get_closest_marker("memprof")
     if marker is None:
         return None, "eager"
-    from memprof.errors import UsageError
-    from memprof.units import parse_size
+    from memprof.errors import UsageError, brief
+    from memprof.units import SIZE_EXAMPLE, parse_size
 
     unknown = set(marker.kwargs) - {"peak", "mode"}
     if marker.args or unknown:
@@ -112,14 +153,22 @@ def _marker_options(node: pytest.Item) -> tuple[int | None, str]:
         )
     peak = marker.kwargs.get("peak")
     mode = marker.kwargs.get("mode", "eager")
-    if mode not in ("eager", "compile", "both"):
-        pytest.fail(f"@pytest.mark.memprof: mode {mode!r} is not eager, compile or both", pytrace=False)
-    if peak is None or isinstance(peak, int) and not isinstance(peak, bool):
-        return peak, mode
-    try:
-        return parse_size(str(peak)), mode
-    except UsageError as error:
-        message = error.message
+    if not isinstance(mode, str) or mode not in ("eager", "compile", "both"):
+        pytest.fail(f"@pytest.mark.memprof: mode {brief(mode)} is not eager, compile or both", pytrace=False)
+    if peak is None:
+        return None, mode
+    if isinstance(peak, int) and not isinstance(peak, bool):
+        if peak >= 0:
+            return peak, mode
+        message = f"{peak} is negative; a budget is a size like {SIZE_EXAMPLE}"
+    elif not isinstance(peak, str):
+        kind = type(peak).__name__
+        message = f"{brief(peak)} is a {kind}; give a whole number of bytes or a size like {SIZE_EXAMPLE}"
+    else:
+        try:
+            return parse_size(peak), mode
+        except UsageError as error:
+            message = error.message
     # Failed outside the except block: the report shows one message, not a chained traceback.
     pytest.fail(f"@pytest.mark.memprof: peak: {message}", pytrace=False)
 
@@ -157,35 +206,19 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
     item = request.node
     config = request.config
     budget, default_mode = _marker_options(item)
-    baseline_dir = config.getoption("--memprof-baseline-dir")
-    save = bool(config.getoption("--memprof-save-baseline"))
 
     def profile(fn: Callable[..., Any], *args: Any, mode: str | None = None, **kwargs: Any) -> Report:
         import memprof
         from memprof.errors import spelled_as
-        from memprof.fileio import atomic_write_text
         from memprof.gate import Budgets, GateConfig, evaluate
-        from memprof.model import load_report
+        from memprof.text import visible
         from memprof.units import parse_percent
 
         index = item.stash.get(_PROFILED, 0)
         item.stash[_PROFILED] = index + 1
         with spelled_as(_spelling):
             report = memprof.profile(fn, *args, mode=mode or default_mode, **kwargs)
-
-        baseline = None
-        if baseline_dir is not None:
-            path = Path(baseline_dir) / baseline_name(item.nodeid, index)
-            if save:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(path, report.to_json())
-            elif path.exists():
-                baseline = load_report(path)
-            else:
-                warnings.warn(
-                    MemprofWarning(f"no memprof baseline {path}; write it with --memprof-save-baseline"),
-                    stacklevel=2,
-                )
+        baseline = _baseline(config, item.nodeid, index, report)
         gate = GateConfig(
             budgets=Budgets(default=budget),
             baseline=baseline,
@@ -196,10 +229,54 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         with spelled_as(_spelling):
             result = evaluate(report, gate)
         for warning in result.warnings:
-            warnings.warn(MemprofWarning(warning), stacklevel=2)
+            warnings.warn(MemprofWarning(visible(warning)), stacklevel=2)
         if not result.passed:
             lines = [v.line for v in result.violations] + _top_ops(report) + [result.summary()]
-            pytest.fail("\n".join(lines), pytrace=False)
+            pytest.fail(visible("\n".join(lines)), pytrace=False)
         return report
 
     return profile
+
+
+def _baseline(config: pytest.Config, nodeid: str, index: int, report: Report) -> Report | None:
+    """With ``--memprof-baseline-dir``: save ``report`` as the baseline of this profile, or
+    load the one saved (None, with a warning, when there is none). A baseline that cannot be
+    read or written fails the test with memprof's one-line message."""
+    from memprof.errors import MemprofError, OutputError
+    from memprof.fileio import atomic_write_text
+    from memprof.model import load_report
+
+    option = config.getoption("--memprof-baseline-dir")
+    if option is None:
+        return None
+    name = baseline_name(nodeid, index)
+    _claim(config, name, nodeid, index)
+    shown = Path(option, name)
+    # Against the folder pytest started in: a test that changes folder does not move it.
+    folder = Path(config.invocation_params.dir, option)
+    path = folder / name
+    try:
+        if config.getoption("--memprof-save-baseline"):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                reason = error.strerror or str(error)
+                raise OutputError(f"cannot create the baseline folder {option!r}: {reason}") from None
+            atomic_write_text(path, report.to_json())
+            return None
+        if os.path.lexists(path):
+            return load_report(path)
+    except MemprofError as error:
+        message = error.message
+    else:
+        legacy = legacy_baseline_name(nodeid, index)
+        hint = ""
+        if legacy != name and (folder / legacy).exists():
+            hint = f" ({legacy} has this test's old baseline name, which other tests may share)"
+        warnings.warn(
+            MemprofWarning(f"no memprof baseline {shown}{hint}; write it with --memprof-save-baseline"),
+            stacklevel=3,
+        )
+        return None
+    # Failed outside the except block: the report shows one message, not a chained traceback.
+    pytest.fail(f"memprof: {message}", pytrace=False)

@@ -22,6 +22,7 @@ from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_f
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
 from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError, UsageError, param
+from memprof.fileio import special_file_kind
 from memprof.model import (
     AllocatorModel,
     Fragmentation,
@@ -137,6 +138,11 @@ def _read_all(
             yield from _read_folder(path, settings, status)
         elif not path.exists():
             raise InputError(f"{path}: no such file or folder")
+        elif not path.is_file():  # a FIFO or a device: refused before anything reads it
+            raise InputError(
+                f"{path} is {special_file_kind(path)}, not a regular file; save the content to a file "
+                "and give that"
+            )
         else:
             kind = input_kind(path)
             if kind is None:

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from memprof import fields as f
-from memprof.errors import InputError
+from memprof.errors import InputError, brief
 from memprof.units import json_float
 
 _INT64 = 2**63
@@ -94,6 +94,8 @@ class _Place:
     def fail(self, problem: str, sep: str = " ") -> InputError:
         text = ""
         for part in self.parts:
+            if isinstance(part, str) and (len(part) > 60 or not part.isprintable()):
+                part = brief(part)  # a key from the file: one short line in the message
             text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
         if len(self.parts) == 1:
             text = repr(text)
@@ -119,6 +121,16 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
             values[name] = _decode(spec, data[key], place / key)
         elif spec.default_from is not None and spec.default_from in values:
             values[name] = values[spec.default_from]
+    for name, spec in specs:
+        other = spec.same_length_as
+        if other is None:
+            continue
+        count, other_count = len(values.get(name, ())), len(values.get(other, ()))
+        if count != other_count and not (count == 0 and spec.omit is not None):
+            key, other_key = spec.key or name, dict(specs)[other].key or other
+            raise (place / key).fail(
+                f"has {count} values but {other_key} has {other_count}; they go in pairs"
+            )
     return cls(**values)
 
 
@@ -178,23 +190,26 @@ def _whole(value: Any, place: _Place, what: str, floor: int | None) -> int:
     if ok:
         ok = -_INT64 <= value < _INT64 and (floor is None or value >= floor)
     if not ok:
-        raise place.fail(f"must be {what}, got {value!r}")
+        raise place.fail(f"must be {what}, got {brief(value)}")
     return int(value)
 
 
 def _number(value: Any, place: _Place, none: float | None) -> float | None:
     if value is None:
         return none
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise place.fail(f"must be a number or null, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        # 1e400 parses as infinity: not a time or ratio anything measured
+        raise place.fail(f"must be a number or null, got {brief(value)}")
     return float(value)
 
 
 def _text(spec: f.Spec, value: Any, place: _Place) -> str:
     if not isinstance(value, str):
-        raise place.fail(f"must be a string{' or null' if spec.kind == f.MAYBE_TEXT else ''}, got {value!r}")
+        raise place.fail(
+            f"must be a string{' or null' if spec.kind == f.MAYBE_TEXT else ''}, got {brief(value)}"
+        )
     if spec.choices and value not in spec.choices:
-        raise place.fail(f"must be one of {', '.join(repr(c) for c in spec.choices)}, got {value!r}")
+        raise place.fail(f"must be one of {', '.join(repr(c) for c in spec.choices)}, got {brief(value)}")
     return value
 
 

@@ -248,7 +248,7 @@ def _columns_for(table: TableLocation) -> list[_Column]:
     columns: list[_Column] = []
     seen: set[str] = {"name_truncated"}
     for header, (start, width) in zip(table.columns, table.spans, strict=True):
-        if header == "Name":
+        if header == "Name" and not columns:
             key, kind = "name", _NAME
         elif header in ("# of Calls", "Number of Calls", "Calls"):
             key, kind = "calls", _INT
@@ -266,7 +266,7 @@ def _columns_for(table: TableLocation) -> list[_Column]:
             key, kind = _snake(header) + "_bytes", _BYTES
         elif _TIME_HEADER_RE.match(header):
             key, kind = _snake(header) + "_us", _US
-        else:  # a column this parser does not know: kept as text
+        else:  # a column this parser does not know (or a second "Name"): kept as text
             key, kind = _snake(header) or "column", _STR
         base, n = key, 2
         while key in seen:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from memprof.errors import UsageError
+from memprof.errors import UsageError, brief
 
 _UNIT_BYTES: dict[str, int] = {
     "": 1,
@@ -41,10 +41,15 @@ def parse_size(text: str) -> int:
     match = _SIZE_RE.match(text) if isinstance(text, str) else None
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNIT_BYTES:
-        raise UsageError(f"not a size: {text!r}; write it like {SIZE_EXAMPLE}")
+        raise UsageError(f"not a size: {brief(text)}; write it like {SIZE_EXAMPLE}")
     value = float(match.group(1)) * _UNIT_BYTES[unit]
     if not math.isfinite(value) or value < 0:
-        raise UsageError(f"not a size: {text!r}; a size is a non-negative number like {SIZE_EXAMPLE}")
+        raise UsageError(f"not a size: {brief(text)}; a size is a non-negative number like {SIZE_EXAMPLE}")
+    if _UNIT_BYTES[unit] == 1 and not value.is_integer():
+        raise UsageError(
+            f"not a size: {brief(text)} is a fraction of a byte; give whole bytes, or a unit like "
+            f"{SIZE_EXAMPLE}"
+        )
     return round(value)
 
 
@@ -112,8 +117,11 @@ def parse_percent(text: str) -> float:
     """Parse a tolerance such as ``5%`` or ``5`` into a fraction (0.05)."""
     match = _PCT_RE.match(text) if isinstance(text, str) else None
     if match is None:
-        raise UsageError(f"not a percentage: {text!r}; write it like {PERCENT_EXAMPLE}")
-    return float(match.group(1)) / 100.0
+        raise UsageError(f"not a percentage: {brief(text)}; write it like {PERCENT_EXAMPLE}")
+    value = float(match.group(1))
+    if not math.isfinite(value):  # 400 nines parse as infinity
+        raise UsageError(f"not a percentage: {brief(text)} is too large; write it like {PERCENT_EXAMPLE}")
+    return value / 100.0
 
 
 def format_percent(fraction: float | None, *, signed: bool = True) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gpu_data import gpu_file
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memprof.analysis.peaks import analyze
@@ -166,3 +166,50 @@ def test_the_fuzzed_files_are_read_whole_when_undamaged(tmp_path):
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+# --------------------------------------------------------------------------------------------
+# Files that are not files, and nesting deeper than a parser goes: the same rule, and no hang.
+
+
+def _pickle_of_nested_lists(depth: int) -> bytes:
+    """A pickle of ``depth`` nested lists, built op by op (pickle.dumps would recurse)."""
+    return b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo", "folder"])
+@pytest.mark.parametrize("read", [read_trace, read_snapshot], ids=["trace", "snapshot"])
+def test_special_files_are_refused_without_reading(tmp_path, special, read):
+    import os
+
+    if special == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)  # no writer: opening it for reading the usual way would block forever
+    elif special == "folder":
+        path = tmp_path
+    else:
+        path = Path(special)
+    with pytest.raises(MemprofError) as caught:
+        read(path)
+    assert "\n" not in str(caught.value)
+    assert any(words in str(caught.value) for words in ("not a regular file", "is a folder"))
+
+
+@FUZZ
+@given(depth=st.integers(min_value=0, max_value=3000))
+@example(depth=1023)
+@example(depth=1025)  # orjson's own limit is 1024 levels
+@example(depth=100_000)
+def test_traces_nested_to_any_depth(tmp_path, depth):
+    path = tmp_path / "t.json"
+    path.write_text("[" * depth + _trace_text() + "]" * depth)
+    _read_trace_or_own_error(path)
+
+
+@FUZZ
+@given(depth=st.integers(min_value=1, max_value=3000))
+@example(depth=100_000)
+def test_snapshots_nested_to_any_depth(tmp_path, depth):
+    path = tmp_path / "s.pickle"
+    path.write_bytes(_pickle_of_nested_lists(depth))
+    _read_snapshot_or_own_error(path)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memprof.errors import InputError, MemprofError, UsageError
@@ -47,6 +48,9 @@ def test_bad_size_names_a_good_example(text):
 
 @given(st.text(max_size=30))
 @settings(max_examples=300, deadline=None)
+@example("9" * 400)
+@example("1e400")
+@example("1.5")
 def test_size_parser_raises_only_its_own_error(text):
     try:
         assert parse_size(text) >= 0
@@ -56,9 +60,11 @@ def test_size_parser_raises_only_its_own_error(text):
 
 @given(st.text(max_size=30))
 @settings(max_examples=300, deadline=None)
+@example("9" * 400 + "%")  # a tolerance of 400 nines once overflowed in the gate
+@example("1e400%")
 def test_percent_parser_raises_only_its_own_error(text):
     try:
-        assert parse_percent(text) >= 0
+        assert 0 <= parse_percent(text) < math.inf
     except UsageError:
         pass
 
@@ -188,6 +194,13 @@ OP_KEYS = [
 
 @given(json_values)
 @settings(max_examples=300, deadline=None)
+@example([])
+@example("a report")
+@example({"schema_version": 2, "target": "t", "runs": {"eager": {"peak_bytes": -1, "ops": []}}})
+@example({"schema_version": 2, "target": "t", "runs": {"eager": {"peak_bytes": 1.5, "ops": []}}})
+@example(
+    {"schema_version": 2, "target": "t", "runs": {"eager": {"peak_bytes": 1, "ops": [], "wall_ms": 1e400}}}
+)
 def test_report_loader_raises_only_memprof_errors(data):
     try:
         Report.from_dict(data)
@@ -269,3 +282,52 @@ def test_fused_kernels_are_stored_and_read_back() -> None:
     report = Report.from_dict(data)
     assert report.runs["eager"].fused_kernels == {"cpp_fused__to_copy_add_0": ("aten::_to_copy", "aten::add")}
     assert Report.from_dict(json.loads(report.to_json())).runs["eager"] == report.runs["eager"]
+
+
+def _report_bytes() -> bytes:
+    return Report.from_dict(_report_dict()).to_json().encode()
+
+
+# What a report file can be: a valid report cut, spliced or wrapped, or any bytes at all.
+report_files = st.one_of(
+    st.binary(max_size=200),
+    st.builds(lambda cut: _report_bytes()[:cut], st.integers(0, 2000)),
+    st.builds(
+        lambda at, junk: _report_bytes()[:at] + junk + _report_bytes()[at:],
+        st.integers(0, 2000),
+        st.binary(max_size=8),
+    ),
+    st.builds(lambda depth: b"[" * depth + _report_bytes() + b"]" * depth, st.integers(0, 3000)),
+)
+
+
+@given(report_files)
+@settings(max_examples=150, deadline=None)
+@example(b"[" * 100_000 + b"]" * 100_000)  # deeper than Python parses: a RecursionError once
+@example(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": -1'))
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": 1.5'))
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": NaN'))
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": Infinity'))
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": 1e400'))
+@example(_report_bytes().replace(b'"target"', b'"runs": {}, "target"'))  # a key twice
+@example(b"\xef\xbb\xbf" + _report_bytes())  # a byte-order mark: read
+@example(b"\xff\xfe" + "{}".encode("utf-16-le"))  # UTF-16
+@example(b"\x80abc")
+@example(b"")
+@example(b"[]")
+@example(b'"a string"')
+def test_report_files_raise_only_memprof_errors(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/r.json"
+        with open(path, "wb") as handle:
+            handle.write(data)
+        try:
+            report = load_report(path)
+        except MemprofError as error:
+            assert "\n" not in str(error) and len(str(error)) < 1000
+            return
+        assert all(run.peak_bytes >= 0 for run in report.runs.values())
+        report.to_json()

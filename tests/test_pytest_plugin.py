@@ -196,3 +196,118 @@ def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
             load_report(data / "base.json"), GateConfig(baseline=load_report(data / "cuda_base.json"))
         )
     assert [w.rpartition(";")[2] for w in result.warnings] == [" comparing anyway"]
+
+
+def test_baseline_names_are_one_to_one_and_keep_plain_names() -> None:
+    from memprof.pytest_plugin import baseline_name
+
+    # Node ids made only of safe characters and their structure keep the names they always had.
+    assert baseline_name("tests/test_m.py::test_step[cpu]") == "tests_test_m.py__test_step_cpu.json"
+    assert baseline_name("test_mem.py::TestA::test_b[1-2]", 1) == "test_mem.py__TestA__test_b_1-2-2.json"
+    # Where mangling replaced more than that, a hash of the node id tells them apart.
+    spaced, underscored = baseline_name("t.py::test_c[a b]"), baseline_name("t.py::test_c[a_b]")
+    assert (spaced, underscored) == ("t.py__test_c_a_b-5479d56da2.json", "t.py__test_c_a_b.json")
+    assert baseline_name("t.py::test_c[a/b]") == "t.py__test_c_a_b-6573d2cc33.json"
+    # the docstring's example, then README's
+    assert baseline_name("test_a.py::test_c[a b]") == "test_a.py__test_c_a_b-6987fce7b1.json"
+    assert baseline_name("tests/test_m.py::test_c[a b]") == "tests_test_m.py__test_c_a_b-a4d60010f2.json"
+    assert baseline_name("t.py::test_c[a b]", 2) == "t.py__test_c_a_b-5479d56da2-3.json"
+    long_name = baseline_name("t.py::test_c[" + "x" * 5000 + "]")
+    assert len(long_name) == len("-0123456789.json") + 120 and long_name.startswith("t.py__test_c_xxx")
+
+
+PLUGIN_CASES = """
+import os
+import pytest
+import torch
+
+def alloc_mib(n):
+    return torch.empty(n * 2**20, dtype=torch.uint8)
+
+@pytest.mark.parametrize("x", ["a b", "a_b"])
+def test_c(memprof_profile, x):
+    memprof_profile(alloc_mib, 2 if x == "a b" else 1)
+
+def test_c_a_b(memprof_profile):
+    memprof_profile(alloc_mib, 1)
+
+def test_moves_away(memprof_profile, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    memprof_profile(alloc_mib, 1)
+
+def test_fifo(memprof_profile):
+    memprof_profile(alloc_mib, 1)
+
+def test_deep(memprof_profile):
+    memprof_profile(alloc_mib, 1)
+
+@pytest.mark.memprof(peak=-5)
+def test_negative(memprof_profile):
+    pass
+
+@pytest.mark.memprof(peak=1.5)
+def test_float(memprof_profile):
+    pass
+
+@pytest.mark.memprof(peak="abc")
+def test_text(memprof_profile):
+    pass
+
+@pytest.mark.memprof(peak=True)
+def test_bool(memprof_profile):
+    pass
+
+@pytest.mark.memprof(peak="1.5")
+def test_fraction(memprof_profile):
+    pass
+"""
+
+
+@pytest.mark.slow  # a pytest subprocess per case
+def test_plugin_baselines_markers_and_special_files(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cases=PLUGIN_CASES)
+    args = [*PLUGIN_ARGS, "-p", "no:cacheprovider", "--memprof-baseline-dir", "base", "-rA"]
+    saved = pytester.runpytest_subprocess(*args, "--memprof-save-baseline", timeout=300)
+    base = pytester.path / "base"
+    peaks = {p.name: json.loads(p.read_text())["runs"]["eager"]["peak_bytes"] for p in base.iterdir()}
+    assert peaks == {
+        "test_cases.py__test_c_a_b-cb46177e60.json": 2 * 2**20,  # test_c[a b]
+        "test_cases.py__test_c_a_b.json": 2**20,  # test_c[a_b]
+        "test_cases.py__test_moves_away.json": 2**20,  # in the folder pytest started in
+        "test_cases.py__test_fifo.json": 2**20,
+        "test_cases.py__test_deep.json": 2**20,
+    }
+    saved.assert_outcomes(passed=5, failed=1, errors=5)
+    saved.stdout.fnmatch_lines(
+        [
+            "memprof: baseline file test_cases.py__test_c_a_b.json would also be used by "
+            "test_cases.py::test_c[a_b]; rename one of the tests (or its parameter ids) so that each has "
+            "its own baseline",
+        ]
+    )
+    saved.stdout.fnmatch_lines(
+        [
+            f"@pytest.mark.memprof: peak: {message}"
+            for message in [
+                "-5 is negative; a budget is a size like '800MB'*",
+                "1.5 is a float; give a whole number of bytes or a size like '800MB'*",
+                "not a size: 'abc'; write it like '800MB'*",
+                "True is a bool; give a whole number of bytes or a size like '800MB'*",
+                "not a size: '1.5' is a fraction of a byte; give whole bytes*",
+            ]
+        ]
+    )
+
+    (base / "test_cases.py__test_fifo.json").unlink()
+    os.mkfifo(base / "test_cases.py__test_fifo.json")
+    (base / "test_cases.py__test_deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    compared = pytester.runpytest_subprocess(*args, "-k", "fifo or deep", timeout=120)
+    compared.assert_outcomes(failed=2)
+    compared.stdout.fnmatch_lines(
+        [
+            "memprof: report '*test_fifo.json' is a FIFO (named pipe), not a regular file; save the content "
+            "to a file and give that",
+            "memprof: report '*test_deep.json' nests arrays or objects too deeply to be read; it is not a "
+            "file memprof wrote",
+        ]
+    )

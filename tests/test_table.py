@@ -16,7 +16,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch.autograd import DeviceType
 from torch.autograd import profiler_util as pu
@@ -322,8 +322,15 @@ def test_round_trip_inside_a_log(r: Rendered, prefix: str, rstrip: bool, noise: 
     check_parsed(r, text)
 
 
+DUPLICATE_NAME = "------  ------  ----------\nName    Name    # of Calls\n------  ------  ----------\n"
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400), st.booleans())
+@example(DUPLICATE_NAME + "------  ------  ----------\n", False)  # no rows: a KeyError once
+@example(DUPLICATE_NAME + "aten    x                1\n------  ------  ----------\n", False)
+@example(DUPLICATE_NAME + "aten    x              one\n------  ------  ----------\n", True)
+@example("\ufeff" + DUPLICATE_NAME, False)
 def test_arbitrary_text_raises_only_memprof_errors(text: str, lenient: bool) -> None:
     try:
         read_table(text, lenient=lenient)
@@ -355,6 +362,25 @@ def test_mutated_tables_raise_only_memprof_errors(r: Rendered, data: st.DataObje
         except MemprofError:
             continue
         assert list(df.columns[:2]) == ["name", "name_truncated"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300), st.booleans())
+@example(b"\xef\xbb\xbf" + DUPLICATE_NAME.encode() + b"------  ------  ----------\n", False)
+@example(b"abc\xff\xfe", False)  # not UTF-8: standard input once gave a UnicodeDecodeError
+@example("\ufeffName".encode("utf-16"), False)
+def test_arbitrary_bytes_from_a_file_raise_only_memprof_errors(data: bytes, lenient: bool) -> None:
+    import tempfile
+
+    from memprof.fileio import read_text
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "t.txt")
+        path.write_bytes(data)
+        try:
+            read_table(read_text(path), lenient=lenient)
+        except MemprofError as error:
+            assert "\n" not in str(error)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,8 +27,10 @@ class Timeline:
     else empty) what the caching allocator held at each point, absolute."""
 
     t_ns: tuple[int, ...] = fields.items(fields.INTEGER)
-    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE)
-    reserved: tuple[int, ...] = fields.items(fields.SIZE, omit=lambda timeline: not timeline.reserved)
+    bytes: tuple[int, ...] = fields.items(fields.SIGNED_SIZE, same_length_as="t_ns")
+    reserved: tuple[int, ...] = fields.items(
+        fields.SIZE, same_length_as="t_ns", omit=lambda timeline: not timeline.reserved
+    )
 
     def __len__(self) -> int:
         return len(self.t_ns)

@@ -65,7 +65,7 @@ def analyze(
 
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
-    files = output.files(save_baseline)
+    files = output.files(save_baseline, _recordings(paths, gate.baseline))
     config = gate.config()
     report = memprof.analyze(
         *paths,
@@ -81,3 +81,15 @@ def analyze(
         from memprof.gate import evaluate
 
         report_gate(evaluate(report, config))
+
+
+def _recordings(paths: list[Path], baseline: Path | None) -> list[tuple[str, Path | None]]:
+    """The files this run reads, which no output may replace: each recording given, the files
+    directly in each folder given, the baseline."""
+    files: list[Path] = []
+    for path in paths:
+        try:
+            files += [p for p in path.iterdir() if p.is_file()] if path.is_dir() else [path]
+        except OSError:
+            files.append(path)  # unreadable: reading it says why
+    return [*(("a recording read", p) for p in files), ("the baseline", baseline)]

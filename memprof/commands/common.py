@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from memprof.errors import GateFailed, UsageError, UserCodeError
+from memprof.errors import GateFailed, MemprofError, UsageError, UserCodeError
 
 if TYPE_CHECKING:
     from memprof.api import Variant
@@ -19,8 +19,28 @@ if TYPE_CHECKING:
 
 
 def err(message: str) -> None:
-    """Print one line to stderr."""
-    typer.echo(message, err=True)
+    """Print one line to stderr (control and invisible characters escaped)."""
+    from memprof.text import visible
+
+    typer.echo(visible(message), err=True)
+
+
+def out(text: str, nl: bool = True) -> None:
+    """Print to stdout, with control and invisible characters from names escaped."""
+    from memprof.text import visible
+
+    typer.echo(visible(text), nl=nl)
+
+
+def read_inputs(specs: Sequence[str | None], baseline: Path | None) -> list[tuple[str, Path | None]]:
+    """The files a run reads that no output may replace: each target's and inputs factory's
+    source file (found without running it) and the baseline."""
+    from memprof.sources.target import spec_file
+
+    files: list[tuple[str, Path | None]] = [
+        ("the source file of " + repr(spec), spec_file(spec)) for spec in dict.fromkeys(specs) if spec
+    ]
+    return [*files, ("the baseline", baseline)]
 
 
 def status_printer(quiet: bool) -> Callable[[str], None] | None:
@@ -31,17 +51,17 @@ def status_printer(quiet: bool) -> Callable[[str], None] | None:
 
 
 def write_outputs(report: Report, files: dict[str, Path], *, rank: int | None = None) -> None:
-    """Render every requested format first, then write each atomically: a rendering error
-    leaves no file behind. ``baseline`` is the JSON report under another name. ``rank``: the
-    rank a report of several ranks details (Markdown, HTML)."""
-    from memprof.fileio import atomic_write_text
+    """Render every requested format first, then write them all or none (see
+    :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
+    behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
+    several ranks details (Markdown, HTML)."""
+    from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
     rendered = {
         path: renderer("json" if fmt == "baseline" else fmt, rank=rank)(report) for fmt, path in files.items()
     }
-    for path, text in rendered.items():
-        atomic_write_text(path, text)
+    atomic_write_texts(list(rendered.items()))
 
 
 def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
@@ -56,7 +76,7 @@ def report_gate(result: GateResult) -> None:
     """Print the gate's lines on stdout (they belong in CI logs, next to the report); raise
     :class:`GateFailed` (exit 1) when a check failed."""
     for line in result.lines():
-        typer.echo(line)
+        out(line)
     if not result.passed:
         raise GateFailed(result.summary())
 
@@ -88,8 +108,13 @@ def profile_and_report(
         if error.report is None:
             raise
         report, failure = error.report, error
-    typer.echo(render_terminal(report, sort=output.sort.value, top=output.top), nl=False)
-    write_outputs(report, files)
+    out(render_terminal(report, sort=output.sort.value, top=output.top), nl=False)
+    try:
+        write_outputs(report, files)
+    except MemprofError as error:
+        if failure is None:
+            raise
+        err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     if failure is not None:
         raise failure
     if gate.active:

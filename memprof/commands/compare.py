@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memprof.commands.common import check_runs, profile_and_report
+from memprof.commands.common import check_runs, profile_and_report, read_inputs
 from memprof.commands.options import (
     DistributedOptions,
     FactoryOptions,
@@ -112,8 +112,8 @@ def compare(
         raise UsageError(
             f"compare needs two or more targets, got {len(targets)}; to profile one, use `memprof run`"
         )
-    files = output.files(save_baseline)
     split = [split_target(text, inputs) for text in targets]
+    files = output.files(save_baseline, read_inputs([s for pair in split for s in pair], gate.baseline))
     names = parse_labels(labels, [spec for spec, _ in split])
     config = gate.config()
     params = factory.params()

@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -61,7 +62,14 @@ class CompileMode(str, Enum):
 
 def _file(flag: str, help: str) -> Any:
     """An option naming a file (a folder there is a usage error)."""
-    return typer.Option(flag, help=help, dir_okay=False)
+    return typer.Option(flag, help=help, parser=_file_path, metavar="<file>")
+
+
+def _file_path(text: str) -> Path:
+    # A Path forgets a trailing "/": "--json out/" would write a file named "out".
+    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise typer.BadParameter(f"{text!r} is a folder; give a file name")
+    return Path(text)
 
 
 def _folder(flag: str, help: str) -> Any:
@@ -239,10 +247,15 @@ class OutputOptions(OptionGroup):
     quiet: Quiet = False
     rank: RankOption = None
 
-    def files(self, save_baseline: Path | None = None) -> dict[str, Path]:
+    def files(
+        self, save_baseline: Path | None = None, reads: Sequence[tuple[str, Path | None]] = ()
+    ) -> dict[str, Path]:
         """Each file to write, by format (``table``: torch's tables; ``baseline``: the JSON
-        again), checked before anything runs: a bad path fails at once, with exit 2."""
-        from memprof.fileio import check_output_paths
+        again), checked before anything runs: a bad path, or one that is among the files the
+        run ``reads`` (``(what, path)``: the target's source, the baseline), fails at once with
+        exit 2. Paths are made absolute here, once: code that changes the working folder while
+        it runs does not move the outputs."""
+        from memprof.fileio import absolute, check_output_paths
         from memprof.report import STANDARD_NAMES
 
         chosen = {
@@ -264,13 +277,14 @@ class OutputOptions(OptionGroup):
             "json" in files and files["json"].resolve() == save_baseline.resolve()
         ):
             files["baseline"] = save_baseline  # --json and --save-baseline naming one file: written once
+        flags = {"table": "--table", "baseline": "--save-baseline"}
+        check_output_paths(((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items()), reads)
+        files = {fmt: absolute(path) for fmt, path in files.items()}
         if "html" in files:
             # Before any profiling: a missing matplotlib should not cost a whole run.
             from memprof.report.html import check_available
 
             check_available()
-        flags = {"table": "--table", "baseline": "--save-baseline"}
-        check_output_paths((flags.get(fmt, f"--{fmt}"), path) for fmt, path in files.items())
         return files
 
 

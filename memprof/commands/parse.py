@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from memprof.commands.common import err
+from memprof.commands.common import err, out
 from memprof.errors import InputError
 
 
@@ -14,8 +14,7 @@ def _render_parsed(frame: Any) -> str:
     """The parsed table for people: sizes in KiB/MiB, truncated names marked with '...'."""
     import math
 
-    from tabulate import tabulate
-
+    from memprof.text import tabulate
     from memprof.units import format_bytes
 
     columns = [c for c in frame.columns if c != "name_truncated"]
@@ -54,6 +53,17 @@ def _json_text(document: dict[str, Any]) -> str:
     head = json.dumps(document, indent=1, allow_nan=False)[: -len("\n}")]
     body = ",\n  ".join(json.dumps(row, allow_nan=False) for row in rows)
     return head + (',\n "rows": [\n  ' + body + "\n ]\n}\n" if rows else ',\n "rows": []\n}\n')
+
+
+def _csv_text(frame: Any) -> str:
+    """One header line, then the rows; a text holding a bare carriage return is quoted (the
+    csv module quotes only the line terminator's characters before Python 3.12)."""
+    import csv
+
+    texts = frame.select_dtypes(exclude="number").columns
+    carriage_return = any("\r" in str(value) for column in texts for value in frame[column])
+    quoting = csv.QUOTE_NONNUMERIC if carriage_return else csv.QUOTE_MINIMAL
+    return frame.to_csv(index=False, lineterminator="\n", quoting=quoting)
 
 
 def parse(
@@ -98,10 +108,11 @@ def parse(
     Exit codes: 0 ok; 2 no table, a row that does not fit (its line number is shown), a
     missing file or a bad --table-index.
     """
-    from memprof.fileio import atomic_write_text, check_output_paths, read_text
+    from memprof.fileio import absolute, atomic_write_texts, check_output_paths, read_text
     from memprof.table import read_table, table_document
 
-    check_output_paths([("--csv", csv_path), ("--json", json_path)])
+    reads = [] if file == "-" else [("the table's input file", file)]
+    check_output_paths([("--csv", csv_path), ("--json", json_path)], reads)
     source = "standard input" if file == "-" else file
     text = read_text(file, "input")
     try:
@@ -113,12 +124,12 @@ def parse(
 
     outputs: list[tuple[str, str]] = []
     if csv_path is not None:
-        outputs.append((csv_path, frame.to_csv(index=False, lineterminator="\n")))
+        outputs.append((csv_path, _csv_text(frame)))
     if json_path is not None:
         outputs.append((json_path, _json_text(table_document(frame))))
     if not outputs:
-        typer.echo(_render_parsed(frame))
+        out(_render_parsed(frame))
         return
-    for path, content in outputs:
-        atomic_write_text(path, content)
+    atomic_write_texts([(absolute(path), content) for path, content in outputs])
+    for path, _ in outputs:
         err(f"memprof: wrote {len(frame)} rows to {path}")

@@ -50,9 +50,10 @@ def run(
     every rank is profiled and rank 0 writes one report: runs rank0, rank1, ...
     """
     from memprof.api import Variant
+    from memprof.commands.common import read_inputs
     from memprof.commands.distributed import refuse_rank, run_distributed, wanted
 
-    files = output.files(save_baseline)
+    files = output.files(save_baseline, read_inputs([target, inputs], gate.baseline))
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.

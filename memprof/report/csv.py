@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -11,14 +12,18 @@ if TYPE_CHECKING:
 def render_csv(report: Report) -> str:
     """Columns: run, name, calls, self_bytes, total_bytes, allocated_bytes, peak_bytes, self_us,
     total_us. Names are quoted as CSV needs; nothing is escaped beyond that."""
-    return report.ops_long().to_csv(index=False, lineterminator="\n", float_format="%.3f")
+    frame = report.ops_long()
+    # The csv module quotes a field holding "\n" (the line terminator) but, before Python 3.12,
+    # not one holding a bare "\r", which readers take for a line break: then quote every text.
+    carriage_return = any("\r" in text for column in ("run", "name") for text in frame[column])
+    quoting = csv.QUOTE_NONNUMERIC if carriage_return else csv.QUOTE_MINIMAL
+    return frame.to_csv(index=False, lineterminator="\n", float_format="%.3f", quoting=quoting)
 
 
 def render_sweep_csv(report: Report) -> str:
     """A sweep, one row per estimated value: parameter, value, run, needed (what was fitted),
     needed_bytes, line_bytes (the fitted line there), fits (empty without a capacity),
     searched (added by the search for the largest value that fits), largest_fitting."""
-    import csv
     import io
 
     sweep = report.sweep

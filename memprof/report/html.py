@@ -22,6 +22,7 @@ from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, RunTable, fused_rows, op_tables, replaced_text
+from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def check_available() -> None:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _is_missing(value: Any) -> bool:
@@ -130,7 +131,7 @@ def timeline_svg(runs: list[RunResult]) -> str:
         ax.plot([px], [py], marker="v", color="#b00020", markersize=8, linestyle="none")
         label = f"peak {format_bytes(run.peak_bytes)}"
         if run.peak_op:
-            label += f" during {run.peak_op}"
+            label += f" during {visible(run.peak_op)}"
         right_half = px > (ms[-1] - ms[0]) / 2 + ms[0] if len(ms) > 1 else False
         ax.annotate(
             label,
@@ -145,7 +146,7 @@ def timeline_svg(runs: list[RunResult]) -> str:
         )
         ax.set_ylim(0, top / scale * 1.12)
         ax.set_ylabel(f"live {unit}", parse_math=False)
-        ax.set_title(f"{run.label}", loc="left", fontsize=10, parse_math=False)
+        ax.set_title(visible(run.label), loc="left", fontsize=10, parse_math=False)
         ax.grid(True, color="#dddddd", linewidth=0.6)
         ax.spines[["top", "right"]].set_visible(False)
     axes[-1].set_xlabel("time since the call started (ms)")
@@ -178,7 +179,7 @@ def rank_peaks_svg(summary: RankSummary) -> str:
     values = [(row.peak_bytes or 0) / scale for row in rows]
     colours = ["#b00020" if (row.group, row.label) in highest else "#1f6fb4" for row in rows]
     ax.barh(positions, values, color=colours, height=0.6)
-    ax.set_yticks(positions, [row.label for row in rows])
+    ax.set_yticks(positions, [visible(row.label) for row in rows], parse_math=False)  # a label is not TeX
     for position, value, row in zip(positions, values, rows, strict=True):
         ax.annotate(
             f" {format_bytes(row.peak_bytes or 0)}",

@@ -17,6 +17,7 @@ from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ _SPECIAL_RE = re.compile(r"([\\`*_\[\]<|~])")
 
 def escape_text(text: str) -> str:
     """Plain text for Markdown: special characters backslash-escaped, one line."""
-    escaped = _SPECIAL_RE.sub(r"\\\1", " ".join(str(text).split()).replace("&", "&amp;"))
+    escaped = _SPECIAL_RE.sub(r"\\\1", " ".join(visible(str(text)).split()).replace("&", "&amp;"))
     return "\\" + escaped if escaped[:1] in {"#", "+", "-", ">"} else escaped
 
 
@@ -40,7 +41,7 @@ def code(text: str) -> str:
     The fence is one backtick longer than the longest run of backticks inside; ``|`` becomes
     ``\\|`` (GFM splits table cells before it parses code spans, and renders ``\\|`` as ``|``).
     """
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = " ".join(visible(str(text)).split()).replace("|", "\\|")
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""

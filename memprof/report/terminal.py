@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tabulate import tabulate
-
 from memprof.analysis.diff import op_note
 from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, FusedRow, RunTable, fused_rows, op_tables, replaced_text
+from memprof.text import tabulate, visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ def render_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     for run in everything.runs.values():
         for note in run.notes:
             lines.append(f"note ({run.label}): {note}")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +258,7 @@ def render_recorded(report: Report, *, sort: str = "peak", top: int = 15, rank: 
     lines.append("")
     for run in report.runs.values():
         lines += [f"note ({run.label}): {note}" for note in run.notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return visible("\n".join(lines).rstrip("\n")) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,4 +297,4 @@ def render_estimate(report: Report, *, sort: str = "peak", top: int = 15) -> str
             lines += ["", line]
     lines.append("")
     lines += [f"note ({whose}): {note}" for whose, note in estimate.notes(report)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return visible("\n".join(lines).rstrip("\n")) + "\n"

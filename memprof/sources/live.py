@@ -24,13 +24,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from memprof.analysis.peaks import analyze
-from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param
+from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.options import RunOptions
-from memprof.sources.target import Inputs
+from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -245,11 +245,14 @@ def run_target(
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
     if options.warmup < 0:
         raise UsageError(f"{param('warmup')} must be 0 or more, got {options.warmup}")
+    import_path = list(sys.path)
     with _compile_config(options):
         warm = _warm_up(func, inputs, options, name, status)
+        restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
         measured = _profile_calls(
             warm.fn, inputs, options, label=label or options.mode, name=name, status=status
         )
+        restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options)
 
 
@@ -295,15 +298,16 @@ def _warm_up(
             with _ticker(status if what else None, what or ""):
                 result = warm.fn(*inputs.args, **inputs.kwargs)
                 _sync(options.device)
-        except MemprofError:
+        except (MemprofError, KeyboardInterrupt):
             raise
-        except Exception as error:
+        except BaseException as error:  # sys.exit() included: the user's code failing
             if compiling:
                 raise _warm_up_error(error, name) from None
             # Eager: go straight to the profiled call, which fails the same way and so tells
             # how much memory was reached and where (what an out-of-memory user needs).
-            warm.notes.append(f"warm-up call {index + 1} raised {_first_line(error)}")
+            warm.notes.append(f"warm-up call {index + 1} {what_it_did(error)}")
             break
+        _check_ran(result, name)
         del result
         if what:
             warm.compile_seconds = time.perf_counter() - start
@@ -319,7 +323,7 @@ def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
         )
     return UserCodeError(
-        f"{name} raised {_first_line(error)} (first compiled call)",
+        f"{name} {what_it_did(error)} (first compiled call)",
         user_traceback=format_user_traceback(error),
     )
 
@@ -389,9 +393,12 @@ def _profile_calls(
                     result = fn(*inputs.args, **inputs.kwargs)
                     _sync(options.device)
                     walls.append((time.perf_counter() - start) * 1e3)
-            except Exception as error:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # sys.exit() included: the user's code failing
                 failure = error
                 break
+    _check_ran(result, name)
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
         counters.update(_cuda_counters_after(options.device))
@@ -525,6 +532,16 @@ def _failure_error(
             f"torch.compile of {name} failed: {_first_line(error)}; try {param('mode', 'eager')}"
         )
     return UserCodeError(
-        f"{name} raised {_first_line(error)} (peak before the failure: {format_bytes(peak)}{where})",
+        f"{name} {what_it_did(error)} (peak before the failure: {format_bytes(peak)}{where})",
         user_traceback=format_user_traceback(error),
     )
+
+
+def _check_ran(result: Any, name: str) -> None:
+    """A call that returned a generator or coroutine ran none of its body: nothing to measure."""
+    kind = unrun_result(result)
+    if kind is not None:
+        raise UsageError(
+            f"{name} returned a {kind}, so its body never ran and nothing was measured; profile a "
+            f"function that consumes it (list(...) for a generator, asyncio.run(...) for a coroutine)"
+        )

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from memprof.errors import InputError
+from memprof.fileio import read_file_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import (
     ACTION_CODE,
@@ -58,7 +59,7 @@ def load_snapshot_object(path: str | Path) -> Any:
     """
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_file_bytes(path, "snapshot")  # a FIFO or /dev/zero is refused, never read
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except IsADirectoryError:

@@ -25,9 +25,12 @@ from memprof.errors import (
     TargetNotFoundError,
     UsageError,
     UserCodeError,
+    brief,
     format_user_traceback,
     param,
+    what_it_did,
 )
+from memprof.fileio import special_file_kind
 
 SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"
 
@@ -69,7 +72,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     where, sep, attr_path = spec.rpartition(":")
     valid_attr = bool(attr_path) and all(part.isidentifier() for part in attr_path.split("."))
     if not sep or not where or not valid_attr:
-        raise UsageError(f"target {spec!r} is not of the form {SPEC_EXAMPLE}")
+        raise UsageError(f"target {brief(spec, 200)} is not of the form {SPEC_EXAMPLE}")
     return where, attr_path
 
 
@@ -98,16 +101,31 @@ def load_module(where: str, spec: str) -> ModuleType:
             f"importing {where!r} failed: it imports {missing!r}, which is not installed",
             user_traceback=format_user_traceback(error),
         ) from None
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        # sys.exit() in the module's top level is its import failing, not memprof's exit.
         raise UserCodeError(
-            f"importing {where!r} failed: {type(error).__name__}: {error}",
+            f"importing {where!r} failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
 
 
 def _load_file(path: Path, spec: str) -> ModuleType:
+    try:
+        return _load_existing_file(path, spec)
+    except OSError as error:  # a name too long, a folder that cannot be searched, ...
+        reason = error.strerror or str(error)
+        raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} cannot be read: {reason}") from None
+
+
+def _load_existing_file(path: Path, spec: str) -> ModuleType:
     if path.is_dir():
         raise TargetNotFoundError(f"{str(path)!r} in target {spec!r} is a folder; name a .py file")
+    if path.exists() and not path.is_file():
+        raise TargetNotFoundError(
+            f"{str(path)!r} in target {spec!r} is {special_file_kind(path)}; name a .py file"
+        )
     if not path.is_file():
         raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} does not exist")
     resolved = path.resolve()
@@ -129,10 +147,10 @@ def _load_file(path: Path, spec: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except BaseException as error:
         sys.modules.pop(name, None)
-        if isinstance(error, KeyboardInterrupt | SystemExit):
+        if isinstance(error, KeyboardInterrupt):
             raise
         raise UserCodeError(
-            f"running {str(path)!r} failed: {type(error).__name__}: {error}",
+            f"running {str(path)!r} failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
     return module
@@ -145,13 +163,24 @@ def resolve(spec: str) -> Target:
     obj: Any = module
     walked: list[str] = []
     for part in attr_path.split("."):
-        if not hasattr(obj, part):
-            owner = where if not walked else f"{where}:{'.'.join(walked)}"
+        owner = where if not walked else f"{where}:{'.'.join(walked)}"
+        missing = object()
+        try:
+            # A property or a module's __getattr__ is the user's code running.
+            found = getattr(obj, part, missing)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            raise UserCodeError(
+                f"getting {part!r} from {owner!r} failed: it {what_it_did(error)}",
+                user_traceback=format_user_traceback(error),
+            ) from None
+        if found is missing:
             names = [n for n in dir(obj) if not n.startswith("__")]
             close = difflib.get_close_matches(part, names, n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise TargetNotFoundError(f"{owner!r} has no attribute {part!r}{hint}")
-        obj = getattr(obj, part)
+        obj = found
         walked.append(part)
     if not callable(obj):
         raise UsageError(f"{spec!r} is a {type(obj).__name__}, not a function; name a callable")
@@ -278,17 +307,102 @@ def build_inputs(
 def _call_factory(make: Callable[..., Any], source: str, device: str, params: dict[str, Any]) -> Inputs:
     try:
         made = make(device=device, **params) if accepts(make, "device") else make(**params)
-    except MemprofError:
+    except (MemprofError, KeyboardInterrupt):
         # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
         # own exit code stands, it is not the user's code failing.
         raise
-    except Exception as error:
+    except BaseException as error:
         raise UserCodeError(
-            f"inputs factory {source!r} failed: {type(error).__name__}: {error}",
+            f"inputs factory {source!r} failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
+    _check_made(made, source)
     if isinstance(made, dict):
         return Inputs(kwargs=dict(made), source=source)
     if isinstance(made, tuple | list):
         return Inputs(args=tuple(made), source=source)
     return Inputs(args=(made,), source=source)
+
+
+_MADE_EXAMPLE = "a tuple/list (*args), a dict (**kwargs) or one argument"
+
+
+def _check_made(made: Any, source: str) -> None:
+    """Arguments that cannot be used as returned: None (a forgotten ``return``), and one-shot
+    iterators that the warm-up call would use up, leaving nothing for the profiled calls."""
+    if made is None:
+        raise UsageError(f"inputs factory {source!r} returned None; return the arguments: {_MADE_EXAMPLE}")
+    if inspect.isgenerator(made) or inspect.iscoroutine(made) or inspect.isasyncgen(made):
+        if inspect.iscoroutine(made):
+            made.close()  # no "never awaited" warning on top of this error
+        raise UsageError(
+            f"inputs factory {source!r} returned a {type(made).__name__}, which the first call "
+            f"would use up; return the arguments themselves: {_MADE_EXAMPLE}"
+        )
+
+
+def check_measurable(func: Callable[..., Any], spec: str) -> None:
+    """Refuse (exit 2) a target whose call does not run its body: a generator function or an
+    ``async def``; calling it only creates the generator or coroutine, so nothing is measured."""
+    name = spec.rpartition(":")[2] or spec
+    if inspect.isasyncgenfunction(func):
+        raise UsageError(
+            f"{spec!r} is an async generator function: calling it runs none of its body; profile a "
+            f"function that consumes it, e.g. asyncio.run of an async loop over {name}(...)"
+        )
+    if inspect.isgeneratorfunction(func):
+        raise UsageError(
+            f"{spec!r} is a generator function: calling it runs none of its body; profile a "
+            f"function that consumes it, e.g. def run(): return list({name}(...))"
+        )
+    if inspect.iscoroutinefunction(func):
+        raise UsageError(
+            f"{spec!r} is an async function: calling it runs none of its body; wrap it in "
+            f"asyncio.run, e.g. def run(): return asyncio.run({name}(...))"
+        )
+
+
+def unrun_result(result: Any) -> str | None:
+    """``"generator"`` or ``"coroutine"`` when a call returned one (its body has not run), else
+    None; a coroutine is closed so that Python does not warn it was never awaited."""
+    if inspect.iscoroutine(result):
+        result.close()
+        return "coroutine"
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        return type(result).__name__
+    return None
+
+
+def restore_import_path(before: list[str]) -> None:
+    """Put back the ``sys.path`` entries that the user's code removed (after those it added):
+    torch and memprof import modules lazily, and must still find them after code that cleared
+    or replaced ``sys.path``."""
+    if not isinstance(sys.path, list):
+        sys.path = list(before)
+    missing = [entry for entry in before if entry not in sys.path]
+    sys.path.extend(missing)
+
+
+def spec_file(spec: str) -> Path | None:
+    """The source file a target or inputs spec names, found without running any code: the
+    file of ``path/to/file.py:f``, the module's file for ``pkg.mod:f``; None when not found."""
+    try:
+        where, _ = split_spec(spec)
+    except UsageError:
+        return None
+    if _is_path(where):
+        return Path(where)
+    loaded = sys.modules.get(where)
+    if loaded is not None:
+        file = getattr(loaded, "__file__", None)
+        return Path(file) if file else None
+    parts = where.split(".")
+    for entry in [os.getcwd(), *sys.path]:
+        folder = Path(entry or os.getcwd()).joinpath(*parts[:-1])
+        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            try:
+                if candidate.is_file():
+                    return candidate
+            except OSError:  # a name too long for the file system, ...: not this one
+                continue
+    return None

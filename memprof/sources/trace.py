@@ -29,6 +29,7 @@ import numpy as np
 from memprof.analysis.peaks import op_stack_at, responsible_op
 from memprof.analysis.timeline import downsample_max
 from memprof.errors import InputError
+from memprof.fileio import open_regular, read_file_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import _SKIPPED_NAMES
@@ -137,12 +138,12 @@ def input_kind(path: str | Path) -> str | None:
     """What ``path`` holds, from its first bytes: ``"trace"`` (JSON, plain or gzip),
     ``"snapshot"`` (a pickle), or None. Never raises for a readable file."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, "trace") as handle:  # a FIFO or a device is neither kind
             head = handle.read(64)
             if head[:2] == _GZIP_MAGIC:
                 handle.seek(0)
                 head = zlib.decompressobj(31).decompress(handle.read(4096), 64)
-    except (OSError, zlib.error):
+    except (OSError, zlib.error, InputError):
         return None
     start = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
     if start in (b"{", b"["):
@@ -158,7 +159,7 @@ def load_trace_json(path: str | Path) -> Any:
     non-JSON files raise :class:`InputError` saying which."""
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_file_bytes(path, "trace")  # a FIFO or /dev/zero is refused, never read
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except IsADirectoryError:
@@ -181,6 +182,12 @@ def load_trace_json(path: str | Path) -> Any:
             return _loads(data)
     except ValueError as failure:
         raise _json_error(data, name, failure) from None
+    except RecursionError:
+        raise _too_deep(name) from None
+
+
+def _too_deep(name: str) -> InputError:
+    return InputError(f"{name}: the JSON nests arrays or objects too deeply to be a chrome trace")
 
 
 def _json_error(data: bytes, name: str, failure: ValueError) -> InputError:
@@ -191,6 +198,8 @@ def _json_error(data: bytes, name: str, failure: ValueError) -> InputError:
             json.loads(data)
         except ValueError as again:
             detail = again
+        except RecursionError:  # orjson stops at 1024 levels, the standard library at the stack
+            return _too_deep(name)
     reason = str(detail).split("\n")[0]
     if isinstance(detail, json.JSONDecodeError) and detail.pos >= len(data.rstrip()) - 1:
         return InputError(f"{name}: the JSON ends early ({reason}); the file is truncated")
