@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from explaining import profile_calls
 from typer.testing import CliRunner
 
 import memprof
 from memprof.analysis.allocator import round_size
 from memprof.cli import app
 from memprof.sources.target import build_inputs, resolve
-from explaining import profile_calls
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,7 +250,8 @@ def test_a_step_needing_hundreds_of_gigabytes_is_estimated_in_seconds_in_little_
         )
         run = report.runs["estimate"]
         hwm = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
-        print(json.dumps({"footprint": run.footprint_bytes, "seconds": time.perf_counter() - start, "rss": hwm}))
+        seconds = time.perf_counter() - start
+        print(json.dumps({"footprint": run.footprint_bytes, "seconds": seconds, "rss": hwm}))
         """
     )
     done = subprocess.run(
@@ -299,7 +300,10 @@ def test_cli_fits_is_exit_0_and_does_not_fit_is_exit_1(runner: CliRunner, make_m
     )
     short = estimate_cli(runner, f"{module}:grow", "--capacity", "13MB")
     assert short.exit_code == 1
-    line = "memprof estimate: estimated peak 12.0 MiB allocated, 14.0 MiB reserved: does not fit 13.0 MiB: short by 1.0 MiB"
+    line = (
+        "memprof estimate: estimated peak 12.0 MiB allocated, 14.0 MiB reserved: does not fit 13.0 MiB: "
+        "short by 1.0 MiB"
+    )
     assert short.output.rstrip().endswith(line)
 
 
@@ -324,10 +328,8 @@ def test_cli_sweep_table_and_csv(runner: CliRunner, tmp_path: Path) -> None:
     assert "largest n that fits 1.0 GiB: n=329" in result.output
     rows = out.read_text().splitlines()
     assert rows[0] == "parameter,value,run,needed,needed_bytes,line_bytes,fits,searched,largest_fitting"
-    assert (
-        rows[1]
-        == f"n,64,n=64,footprint_bytes,{3_254_000 * 64 + 2_000_000},{3_254_000 * 64 + 2_000_000},true,false,false"
-    )
+    need = 3_254_000 * 64 + 2_000_000
+    assert rows[1] == f"n,64,n=64,footprint_bytes,{need},{need},true,false,false"
     assert rows[-2].startswith("n,329,n=329,") and rows[-2].endswith(",true,true,true")
     assert "largest n that fits 1.0 GiB: n=329" in (tmp_path / "s.md").read_text()
 
