@@ -434,8 +434,9 @@ def _needed(run: RunResult, needed: str) -> int:
     """The bytes a run needs of a device: its footprint (CPU), or its reserve (CUDA: within the
     capacity when every request found room there, else on a device with no limit)."""
     replay = run.estimate.allocator if run.estimate is not None else None
-    if replay is not None and replay.capacity_reserved_peak_bytes is not None and not replay.ooms:
-        return replay.capacity_reserved_peak_bytes
+    if needed == "reserved_peak_bytes" and replay is not None and not replay.ooms:
+        if replay.capacity_reserved_peak_bytes is not None:
+            return replay.capacity_reserved_peak_bytes
     value = getattr(run, needed)
     return int(value if value is not None else run.peak_bytes)
 
@@ -509,7 +510,8 @@ def _sweep(
         if value not in need:
             estimate_value(value)
     numeric = all(fit.is_number(v) for v in values)
-    line = fit.fit_line(values, [need[v] for v in values]) if numeric else None
+    footprints = [_needed(runs[f"{name}={value_text(v)}"], "footprint_bytes") for v in values]
+    line = fit.fit_line(values, footprints) if numeric else None
     linear = None if line is None or len(set(values)) < 3 else line.max_residual <= fit.LINEAR_TOLERANCE
     if capacity is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         guess = fit.line_value(line, capacity) if line is not None and linear is not False else None
@@ -519,11 +521,12 @@ def _sweep(
                 break
             estimate_value(value)
             searched.append(value)
-    return runs, _sweep_result(name, need, fits, searched, line, linear, needed, capacity)
+    return runs, _sweep_result(name, runs, need, fits, searched, line, linear, needed, capacity)
 
 
 def _sweep_result(
     name: str,
+    runs: dict[str, RunResult],
     need: dict[Any, int],
     fits: dict[Any, bool],
     searched: list[Any],
@@ -538,8 +541,9 @@ def _sweep_result(
         SweepPoint(
             value=value_text(value),
             label=f"{name}={value_text(value)}",
-            needed_bytes=nbytes,
+            footprint_bytes=_needed(runs[f"{name}={value_text(value)}"], "footprint_bytes"),
             fitted_bytes=line.at(value) if line is not None else None,
+            needed_bytes=nbytes,
             fits=None if capacity is None else fits[value],
             searched=value in searched,
         )

@@ -324,12 +324,14 @@ def test_cli_sweep_table_and_csv(runner: CliRunner, tmp_path: Path) -> None:
         str(tmp_path / "s.md"),
     )
     assert result.exit_code == 0, result.output
-    assert "Sweep of n (footprint each value needs):" in result.output
+    assert "Sweep of n:" in result.output
     assert "largest n that fits 1.0 GiB: n=329" in result.output
     rows = out.read_text().splitlines()
-    assert rows[0] == "parameter,value,run,needed,needed_bytes,line_bytes,fits,searched,largest_fitting"
+    assert rows[0] == (
+        "parameter,value,run,footprint_bytes,line_bytes,needed,needed_bytes,fits,searched,largest_fitting"
+    )
     need = 3_254_000 * 64 + 2_000_000
-    assert rows[1] == f"n,64,n=64,footprint_bytes,{need},{need},true,false,false"
+    assert rows[1] == f"n,64,n=64,{need},{need},footprint_bytes,{need},true,false,false"
     assert rows[-2].startswith("n,329,n=329,") and rows[-2].endswith(",true,true,true")
     assert "largest n that fits 1.0 GiB: n=329" in (tmp_path / "s.md").read_text()
 

@@ -25,27 +25,31 @@ MAX_SEARCH = 8
 
 @dataclass(frozen=True, kw_only=True)
 class SweepPoint:
-    """One estimated value of the swept parameter: its ``label`` (``batch=8``), the bytes it
-    needs, the line's bytes at it, whether it fits the capacity (None without one), and whether
-    the search added it (``searched``; else it was listed)."""
+    """One estimated value of the swept parameter: its ``label`` (``batch=8``), its footprint
+    (everything live at its peak), the line's footprint at it, the bytes it needs of the device
+    (the footprint on the CPU, the reserve on CUDA), whether it fits the capacity (None without
+    one), and whether the search added it (``searched``; else it was listed)."""
 
     value: str = fields.text(required=True)
     label: str = fields.text(required=True)
-    needed_bytes: int = fields.size()
+    footprint_bytes: int = fields.size()
     fitted_bytes: int | None = fields.maybe_size()
+    needed_bytes: int = fields.size()
     fits: bool | None = fields.flag(default=None, nullable=True, omit_none=True)
     searched: bool = fields.flag()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Sweep:
-    """The sweep of ``parameter``: what was fitted (``needed``: ``reserved_peak_bytes`` on CUDA,
-    ``footprint_bytes`` on the CPU), each point in the order estimated, the line
-    (``needed = intercept_bytes + slope_bytes x value``; None when the values are not numbers
-    or fewer than two), the largest relative distance of a listed point from it, whether that
-    is within 1% (None with fewer than three values), and with a capacity the largest value
-    that fits (its label and bytes; ``verified``: estimated, not only read off the line) and
-    the verdict in words."""
+    """The sweep of ``parameter``: each point in the order estimated; the line through the
+    listed values' footprints (``footprint = intercept_bytes + slope_bytes x value``; None when
+    the values are not numbers or fewer than two), the largest relative distance of a listed
+    point from it, whether that is within 1% (None with fewer than three values); what a value
+    needs of the device (``needed``: ``reserved_peak_bytes`` on CUDA, ``footprint_bytes`` on the
+    CPU) and with a capacity the largest value that fits (its label and bytes needed;
+    ``verified``: the next whole value was estimated too and does not fit) and the verdict in
+    words. The line guides the search for the largest value; each value reported as fitting
+    or not was estimated."""
 
     parameter: str = fields.text(required=True)
     needed: str = fields.text(default="footprint_bytes", choices=("footprint_bytes", "reserved_peak_bytes"))
@@ -145,7 +149,7 @@ def verdict(sweep: Sweep) -> str:
     parts = []
     if sweep.slope_bytes is not None and sweep.intercept_bytes is not None:
         growth = (
-            f"{what} = {format_bytes(sweep.intercept_bytes)} + {format_bytes(sweep.slope_bytes)} "
+            f"footprint = {format_bytes(sweep.intercept_bytes)} + {format_bytes(sweep.slope_bytes)} "
             f"per unit of {sweep.parameter}"
         )
         if sweep.linear is None:

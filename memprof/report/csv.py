@@ -21,8 +21,9 @@ def render_csv(report: Report) -> str:
 
 
 def render_sweep_csv(report: Report) -> str:
-    """A sweep, one row per estimated value: parameter, value, run, needed (what was fitted),
-    needed_bytes, line_bytes (the fitted line there), fits (empty without a capacity),
+    """A sweep, one row per estimated value: parameter, value, run, footprint_bytes, line_bytes
+    (the line through the listed values' footprints, there), needed (what is compared with the
+    capacity: footprint_bytes or reserved_peak_bytes), needed_bytes, fits (empty without a capacity),
     searched (added by the search for the largest value that fits), largest_fitting."""
     import io
 
@@ -34,9 +35,10 @@ def render_sweep_csv(report: Report) -> str:
             "parameter",
             "value",
             "run",
+            "footprint_bytes",
+            "line_bytes",
             "needed",
             "needed_bytes",
-            "line_bytes",
             "fits",
             "searched",
             "largest_fitting",
@@ -50,9 +52,10 @@ def render_sweep_csv(report: Report) -> str:
                 sweep.parameter,
                 point.value,
                 point.label,
+                point.footprint_bytes,
+                "" if point.fitted_bytes is None else point.fitted_bytes,
                 sweep.needed,
                 point.needed_bytes,
-                "" if point.fitted_bytes is None else point.fitted_bytes,
                 "" if point.fits is None else str(point.fits).lower(),
                 str(point.searched).lower(),
                 str(point.label == sweep.largest_fitting_label).lower(),

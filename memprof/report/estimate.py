@@ -74,18 +74,26 @@ class SweepRow:
 
     label: str
     value: str
-    needed: str
+    footprint: str
     line: str
+    needed: str
     fits: str
     how: str
 
 
-SWEEP_HEADERS = ("run", "value", "needed", "line", "fits", "")
+def sweep_headers(sweep: Sweep) -> tuple[str, ...]:
+    """The sweep table's columns: the footprint and the line's, then (CUDA) the reserve."""
+    needed = ("reserved",) if sweep.needed == "reserved_peak_bytes" else ()
+    return ("run", "value", "footprint", "line", *needed, "fits", "")
+
+
+def sweep_cells(row: SweepRow, sweep: Sweep) -> list[str]:
+    needed = [row.needed] if sweep.needed == "reserved_peak_bytes" else []
+    return [row.label, row.value, row.footprint, row.line, *needed, row.fits, row.how]
 
 
 def sweep_title(sweep: Sweep) -> str:
-    what = "reserved peak" if sweep.needed == "reserved_peak_bytes" else "footprint"
-    return f"Sweep of {sweep.parameter} ({what} each value needs):"
+    return f"Sweep of {sweep.parameter}:"
 
 
 def sweep_rows(sweep: Sweep) -> tuple[SweepRow, ...]:
@@ -102,8 +110,9 @@ def sweep_rows(sweep: Sweep) -> tuple[SweepRow, ...]:
             SweepRow(
                 label=point.label,
                 value=point.value,
-                needed=format_bytes(point.needed_bytes),
+                footprint=format_bytes(point.footprint_bytes),
                 line=format_bytes(point.fitted_bytes) if point.fitted_bytes is not None else "-",
+                needed=format_bytes(point.needed_bytes),
                 fits="-" if point.fits is None else "yes" if point.fits else "no",
                 how=", ".join(how),
             )

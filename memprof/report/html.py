@@ -456,11 +456,18 @@ def _estimate(report: Report) -> str:
     timeline is left out (its clock is the fake run's, not the real call's)."""
     parts = []
     if report.sweep is not None:
-        head = "".join(f'<th scope="col">{_e(h)}</th>' for h in estimate.SWEEP_HEADERS)
+        sweep = report.sweep
+        headers = estimate.sweep_headers(sweep)
+        numeric = {"value", "footprint", "line", "reserved"}
+        head = "".join(f'<th scope="col">{_e(h)}</th>' for h in headers)
         body = "".join(
-            f'<tr><td>{_e(r.label)}</td><td class="num">{_e(r.value)}</td><td class="num">{_e(r.needed)}</td>'
-            f'<td class="num">{_e(r.line)}</td><td>{_e(r.fits)}</td><td>{_e(r.how)}</td></tr>'
-            for r in estimate.sweep_rows(report.sweep)
+            "<tr>"
+            + "".join(
+                f'<td class="num">{_e(cell)}</td>' if header in numeric else f"<td>{_e(cell)}</td>"
+                for header, cell in zip(headers, estimate.sweep_cells(row, sweep), strict=True)
+            )
+            + "</tr>"
+            for row in estimate.sweep_rows(sweep)
         )
         parts.append(
             f"<h3>{_e(estimate.sweep_title(report.sweep).rstrip(':'))}</h3>"

@@ -299,13 +299,14 @@ def render_estimate_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += [f"**{escape_text(report.sweep.verdict)}**", ""]
     lines += [*_runs_table(report), ""]
     if report.sweep is not None:
+        sweep = report.sweep
         rows = [
-            [escape_text(r.label), escape_text(r.value), r.needed, r.line, r.fits, escape_text(r.how)]
-            for r in estimate.sweep_rows(report.sweep)
+            [escape_text(cell) for cell in estimate.sweep_cells(r, sweep)] for r in estimate.sweep_rows(sweep)
         ]
-        headers = [escape_text(h) for h in estimate.SWEEP_HEADERS]
-        lines += [f"### {escape_text(estimate.sweep_title(report.sweep).rstrip(':'))}", ""]
-        lines += [*_table(headers, rows, "lrrrll"), ""]
+        headers = [escape_text(h) for h in estimate.sweep_headers(sweep)]
+        align = "lr" + "r" * (len(headers) - 4) + "ll"
+        lines += [f"### {escape_text(estimate.sweep_title(sweep).rstrip(':'))}", ""]
+        lines += [*_table(headers, rows, align), ""]
     else:
         for table in op_tables(report, "peak", top):
             if isinstance(table, RunTable):

@@ -267,13 +267,15 @@ def render_recorded(report: Report, *, sort: str = "peak", top: int = 15, rank: 
 
 def sweep_table(report: Report) -> str:
     assert report.sweep is not None
-    rows = [[r.label, r.value, r.needed, r.line, r.fits, r.how] for r in estimate.sweep_rows(report.sweep)]
+    sweep = report.sweep
+    rows = [estimate.sweep_cells(row, sweep) for row in estimate.sweep_rows(sweep)]
+    headers = estimate.sweep_headers(sweep)
     return tabulate(
         rows,
-        headers=list(estimate.SWEEP_HEADERS),
+        headers=list(headers),
         tablefmt="simple",
         disable_numparse=True,
-        colalign=("left", "right", "right", "right", "left", "left"),
+        colalign=("left",) + ("right",) * (len(headers) - 3) + ("left", "left"),
     )
 
 
