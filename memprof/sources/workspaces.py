@@ -3,19 +3,27 @@ cannot see (``sum`` of a bool tensor on the CPU makes an int64 copy of it, 8 byt
 element; oneDNN's convolution reorders an NCHW input into its blocked layout).
 
 Measured, not tabled: no table of kernels' internals stays true across torch versions, CPU
-kinds and thread counts, and each op's kernel is right here. For each kind of call (the op,
-and each tensor argument's dtype, number of dimensions and memory layout, with the other
-arguments that are not sizes), the op is run twice on small real tensors under
-``torch.profiler`` (after one unmeasured call, as a warm-up would): every size in its
-arguments is capped (a size ``d`` becomes ``min(d, k)``, the same ``k`` for every argument
-of the call, so that equal sizes stay equal), at two caps whose largest tensor holds at most
-``PROBE_ELEMENTS`` elements. The op's workspace is its highest live bytes inside its call
-less the bytes of what it returns; it is taken to be linear in the number of elements of
-the call's largest tensor, through the two measurements, and so scaled to each real call.
-Results are cached per process, per kind of call.
+kinds and thread counts, and each op's kernel is right here. An op is measured by running it
+on real tensors under torch's profiler, once unmeasured (as a warm-up would) and then twice:
+its workspace is its highest live bytes inside the call less the bytes of what it returns
+(the larger of the two calls: oneDNN's convolution does not always allocate the same), and
+for each tensor it returns, the bytes its storage holds beyond the tensor (``mse_loss``'s
+0-dimensional result lives in a storage as large as its input).
 
-An op that cannot run on such tensors (an index argument past a capped size, say) is listed
-as not measured, and counted as allocating nothing inside.
+Two steps, so that the cost does not grow with the tensors' sizes:
+
+1. Each kind of call (the op; each tensor argument's dtype, number of dimensions and memory
+   layout; the other arguments that are not numbers) is measured once, small: every whole
+   number in its arguments is capped at ``k`` (a size ``d`` becomes ``min(d, k)``, the same
+   ``k`` throughout, so that equal sizes stay equal), its largest tensor holding at most
+   ``SURVEY_ELEMENTS`` elements. Most kinds allocate nothing inside: done.
+2. The kinds that do are measured for each shape they are called with: at the call's own size
+   when its largest tensor holds at most ``EXACT_ELEMENTS`` elements (exact), else at two caps
+   holding at most ``PROBE_ELEMENTS``, and scaled linearly in the elements of the call's
+   largest tensor (an approximation: such calls are named in a note).
+
+Results are cached per process. An op that cannot run on such tensors (an index argument past
+a capped size, say) is listed as not measured, and counted as allocating nothing inside.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten  # noq
 from memprof.records import CALL_MARKER
 from memprof.sources.live import _quiet_profiler_stderr
 from memprof.sources.tracking import read_calls
+
+SURVEY_ELEMENTS = 1 << 16
+"""Each kind of call is first measured with its largest tensor at most this many elements."""
 
 EXACT_ELEMENTS = 1 << 21
 """Calls whose largest tensor holds at most this many elements (8 MiB of float32) are measured
@@ -88,8 +99,10 @@ class Slot:
     the records)."""
 
     key: Any
+    kind: Any
     elements: int
     name: str
+    scaled: bool = False
     alloc_ns: int = 0
     free_ns: int = 0
     outputs: list[tuple[int, int]] = field(default_factory=list)
@@ -105,8 +118,11 @@ class _Case:
 
 
 _MEASURED: dict[Any, Measured | str] = {}
-"""Per kind of call: what was measured, or why it could not be. Shared by every estimate of the
-process (a sweep measures each kind once)."""
+"""Per kind of call and shape: what was measured, or why it could not be. Shared by every
+estimate of the process (a sweep measures each once)."""
+
+_SURVEYED: dict[Any, Measured | str] = {}
+"""Per kind of call (shapes aside): what the small measurement found."""
 
 _VIEWS: dict[Any, bool] = {}
 
@@ -131,7 +147,8 @@ class Workspaces:
 
     def __init__(self) -> None:
         self._slots: list[Slot] = []
-        self._cases: dict[Any, _Case] = {}
+        self._cases: dict[Any, _Case] = {}  # by kind and shape
+        self._kinds: dict[Any, Any] = {}  # kind -> the key of its first call
         self._bytes: dict[str, int] = {}
 
     def slot(self, func: Any, args: Any, kwargs: Any, out: Any) -> Slot | None:
@@ -139,24 +156,27 @@ class Workspaces:
         if not _allocates(func):
             return None
         leaves, spec = tree_flatten((list(args), dict(kwargs)))
-        key_parts: list[Any] = [func]
-        elements = -1
+        kind_parts: list[Any] = [func]
+        shapes: list[tuple[int, ...]] = []
         for value in leaves:
             if isinstance(value, torch.Tensor):
-                key_parts.append(_tensor_key(value))
-                elements = max(elements, value.numel())
+                kind_parts.append(_tensor_key(value))
+                shapes.append(tuple(value.shape))
             elif isinstance(value, bool) or not isinstance(value, float | int):
                 # Flags, dtypes, layouts: part of the kind; numbers (sizes, dims, scalars) not.
-                key_parts.append(value if _hashable(value) else type(value).__name__)
-        if elements < 0:
+                kind_parts.append(value if _hashable(value) else type(value).__name__)
+        if not shapes:
             return None  # factories allocate what they return
+        kind = tuple(kind_parts)
+        key = (kind, tuple(shapes))
+        elements = max(math.prod(shape) for shape in shapes)
         for value in tree_leaves(out):
             if isinstance(value, torch.Tensor):
                 elements = max(elements, value.numel())
-        key = tuple(key_parts)
         if key not in _MEASURED and key not in self._cases:
             self._cases[key] = _Case(func, spec, tuple(_describe(v) for v in leaves))
-        slot = Slot(key=key, elements=elements, name=str(func._schema.name))
+        self._kinds.setdefault(kind, key)
+        slot = Slot(key=key, kind=kind, elements=elements, name=str(func._schema.name), scaled=scaled(shapes))
         self._slots.append(slot)
         return slot
 
@@ -169,13 +189,27 @@ class Workspaces:
         """Measure the kinds of call not measured yet, then ``add(alloc_ns, free_ns, nbytes)``
         each call's workspace and ``enlarge(record, nbytes)`` the allocation of each output
         whose real storage is larger. Returns notes."""
-        pending = [(key, case) for key, case in self._cases.items() if key not in _MEASURED]
+        survey = [(kind, self._cases[key]) for kind, key in self._kinds.items() if kind not in _SURVEYED]
+        if survey:
+            if status:
+                status(
+                    f"measuring what {len(survey)} kind(s) of op call allocate inside, on small real tensors"
+                )
+            _SURVEYED.update(_measure(survey, _survey_cap))
+        pending = [
+            (key, case)
+            for key, case in self._cases.items()
+            if key not in _MEASURED and _allocates_inside(_SURVEYED.get(key[0]))
+        ]
         if pending:
             if status:
-                status(f"measuring what {len(pending)} kind(s) of op call allocate inside, on real tensors")
-            _MEASURED.update(_measure(pending))
+                status(f"measuring {len(pending)} op call(s) that allocate inside, at their sizes")
+            _MEASURED.update(_measure(pending, _caps))
         self._cases.clear()
+        self._kinds.clear()
         for slot in self._slots:
+            if not _allocates_inside(_SURVEYED.get(slot.kind)):
+                continue
             measured = _MEASURED.get(slot.key)
             if not isinstance(measured, Measured):
                 continue
@@ -188,13 +222,20 @@ class Workspaces:
                     extra = measured.outputs[position].bytes_at(slot.elements)
                     if extra > 0:
                         enlarge(record, extra)
+        notes = []
         missing = self.unmeasured()
-        if not missing:
-            return []
-        return [
-            f"what {len(missing)} op(s) allocate inside could not be measured on small tensors "
-            f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): counted as nothing"
-        ]
+        if missing:
+            notes.append(
+                f"what {len(missing)} op(s) allocate inside could not be measured on small tensors "
+                f"({_listed(missing)}): counted as nothing"
+            )
+        scaled_ops = self.scaled()
+        if scaled_ops:
+            notes.append(
+                f"what {_listed(scaled_ops)} allocate(s) inside was measured on smaller tensors and "
+                f"scaled (calls whose largest tensor exceeds {EXACT_ELEMENTS:,} elements): approximate"
+            )
+        return notes
 
     def summary(self) -> dict[str, int]:
         """Each op with a workspace, and its largest one in a call (bytes)."""
@@ -202,14 +243,40 @@ class Workspaces:
 
     def unmeasured(self) -> tuple[str, ...]:
         """The ops of this run that could not be measured."""
-        names = {slot.name for slot in self._slots if isinstance(_MEASURED.get(slot.key), str)}
+        names = {
+            slot.name
+            for slot in self._slots
+            if isinstance(_SURVEYED.get(slot.kind), str) or isinstance(_MEASURED.get(slot.key), str)
+        }
         return tuple(sorted(names))
+
+    def scaled(self) -> tuple[str, ...]:
+        """The ops of this run with a workspace measured smaller and scaled (approximate)."""
+        names = {
+            slot.name
+            for slot in self._slots
+            if slot.scaled
+            and isinstance(_MEASURED.get(slot.key), Measured)
+            and _allocates_inside(_SURVEYED[slot.kind])
+        }
+        return tuple(sorted(names))
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+
+
+def _allocates_inside(measured: Measured | str | None) -> bool:
+    """Whether a small measurement found the kind allocating inside (or could not tell)."""
+    if not isinstance(measured, Measured):
+        return False
+    return measured.workspace.bytes_at(1) > 0 or any(fit.bytes_at(1) > 0 for fit in measured.outputs)
 
 
 def _tensor_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     stride = tensor.stride()
     order = tuple(sorted(range(tensor.dim()), key=lambda i: (-stride[i], i)))
-    return (tensor.dtype, tuple(tensor.shape), order, tuple(s == 0 for s in stride))
+    return (tensor.dtype, tensor.dim(), order, tuple(s == 0 for s in stride))
 
 
 def _hashable(value: Any) -> bool:
@@ -244,8 +311,10 @@ always allocate the same inside from one call to the next (oneDNN's convolution,
 here: 147,456 B in one call, 8,536,064 B in the next of the same shapes)."""
 
 
-def _measure(pending: list[tuple[Any, _Case]]) -> dict[Any, Measured | str]:
-    """Run each kind of call at its caps under one profile; fit each."""
+def _measure(
+    pending: list[tuple[Any, _Case]], caps: Callable[[_Case], list[int]]
+) -> dict[Any, Measured | str]:
+    """Run each case at its ``caps`` under one profile; fit each."""
     found: dict[Any, Measured | str] = {}
     probes: list[_Probe] = []
     markers = [0]  # CALL_MARKER ranges entered so far
@@ -255,7 +324,7 @@ def _measure(pending: list[tuple[Any, _Case]]) -> dict[Any, Measured | str]:
     quiet = _quiet_profiler_stderr(notes)
     with quiet, torch.no_grad(), profile(profile_memory=True, use_kineto=True) as prof:
         for key, case in pending:
-            for cap in _caps(case):
+            for cap in caps(case):
                 try:
                     probes += _probe(key, case, cap, markers)
                 except Exception as error:  # the op refuses such small or capped arguments
@@ -308,23 +377,34 @@ def _fit(points: list[tuple[int, int]], smallest: int) -> Fit:
     return Fit(slope, w2 - slope * n2)
 
 
-def _caps(case: _Case) -> list[int]:
-    """The caps a kind of call is measured at: none that changes it (its own size) when its
-    largest tensor holds at most EXACT_ELEMENTS elements; else the largest cap at which no
-    tensor exceeds PROBE_ELEMENTS, and half of it."""
+def _survey_cap(case: _Case) -> list[int]:
+    """One cap, the largest at which no tensor exceeds SURVEY_ELEMENTS elements."""
+    return [_largest_cap(case, SURVEY_ELEMENTS)]
+
+
+def _largest_cap(case: _Case, limit: int) -> int:
     shapes = [leaf.shape for leaf in case.leaves if isinstance(leaf, _TensorDesc)]
     largest = max((max(shape, default=1) for shape in shapes), default=1)
 
     def elements(cap: int) -> int:
         return max((math.prod(min(d, cap) for d in shape) for shape in shapes), default=1)
 
-    if elements(largest) <= EXACT_ELEMENTS:
-        return [largest]
     low, high = 1, largest
-    while low < high:  # the largest cap within the limit
+    while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if elements(middle) <= PROBE_ELEMENTS else (low, middle - 1)
-    return [max(1, low // 2), low]
+        low, high = (middle, high) if elements(middle) <= limit else (low, middle - 1)
+    return low
+
+
+def _caps(case: _Case) -> list[int]:
+    """The caps a kind of call is measured at: none that changes it (its own size) when its
+    largest tensor holds at most EXACT_ELEMENTS elements; else the largest cap at which no
+    tensor exceeds PROBE_ELEMENTS, and half of it."""
+    shapes = [leaf.shape for leaf in case.leaves if isinstance(leaf, _TensorDesc)]
+    if not scaled(shapes):
+        return [max((max(shape, default=1) for shape in shapes), default=1)]
+    cap = _largest_cap(case, PROBE_ELEMENTS)
+    return [max(1, cap // 2), cap]
 
 
 def scaled(case_shapes: list[tuple[int, ...]]) -> bool:
