@@ -68,6 +68,35 @@ def amount(run: RunResult) -> str:
     )
 
 
+RUN_HEADERS = (
+    "run",
+    "peak",
+    "footprint",
+    "live at start",
+    "reserved peak",
+    "allocated",
+    "net",
+    "peak during",
+)
+
+
+def run_cells(run: RunResult) -> list[str]:
+    """An estimated run's row (no times: nothing real ran): peak above the start, footprint,
+    live at the start, reserved peak (CUDA; else -), allocated, net, the op at the peak."""
+    if run.failed:
+        return [run.label, "failed", "", "", "", "", "", run.failed]
+    return [
+        run.label,
+        format_bytes(run.peak_bytes),
+        format_bytes(run.footprint_bytes),
+        format_bytes(run.live_at_start_bytes),
+        format_bytes(run.reserved_peak_bytes) if run.reserved_peak_bytes is not None else "-",
+        format_bytes(run.allocated_bytes),
+        format_bytes(run.net_bytes, signed=True),
+        run.peak_op or "-",
+    ]
+
+
 @dataclass(frozen=True)
 class SweepRow:
     """One value of a sweep, as every format shows it."""

@@ -297,7 +297,12 @@ def render_estimate_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += [f"**{escape_text(answer)}**", ""]
     if report.sweep is not None:
         lines += [f"**{escape_text(report.sweep.verdict)}**", ""]
-    lines += [*_runs_table(report), ""]
+    rows = [
+        [escape_text(cell) if i < 7 else code(cell) if cell != "-" else "-" for i, cell in enumerate(cells)]
+        for cells in (estimate.run_cells(run) for run in report.runs.values())
+    ]
+    headers = [escape_text(h) for h in estimate.RUN_HEADERS]
+    lines += [*_table(headers, rows, "l" + "r" * 6 + "l"), ""]
     if report.sweep is not None:
         sweep = report.sweep
         rows = [

@@ -283,7 +283,13 @@ def render_estimate(report: Report, *, sort: str = "peak", top: int = 15) -> str
     """The summary printed by ``memprof estimate``: the runs, the one-line answer (or the
     sweep's table and verdict), the top ops of a single estimate, what ops allocate inside,
     notes."""
-    lines = [f"memprof: {estimate.title(report)}", "", runs_table(report)]
+    runs = tabulate(
+        [estimate.run_cells(run) for run in report.runs.values()],
+        headers=list(estimate.RUN_HEADERS),
+        tablefmt="simple",
+        disable_numparse=True,
+    )
+    lines = [f"memprof: {estimate.title(report)}", "", runs]
     answer = estimate.answer(report)
     if answer:
         lines += ["", answer]
