@@ -521,6 +521,10 @@ def _sweep(
                 break
             estimate_value(value)
             searched.append(value)
+    if numeric:  # runs and points in order of value, the searched ones among the listed
+        order = sorted(need, key=float)
+        need = {v: need[v] for v in order}
+        runs = {f"{name}={value_text(v)}": runs[f"{name}={value_text(v)}"] for v in order}
     return runs, _sweep_result(name, runs, need, fits, searched, line, linear, needed, capacity)
 
 

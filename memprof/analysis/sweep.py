@@ -41,7 +41,8 @@ class SweepPoint:
 
 @dataclass(frozen=True, kw_only=True)
 class Sweep:
-    """The sweep of ``parameter``: each point in the order estimated; the line through the
+    """The sweep of ``parameter``: each point (in order of value when the values are numbers,
+    else as listed); the line through the
     listed values' footprints (``footprint = intercept_bytes + slope_bytes x value``; None when
     the values are not numbers or fewer than two), the largest relative distance of a listed
     point from it, whether that is within 1% (None with fewer than three values); what a value
