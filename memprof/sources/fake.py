@@ -69,8 +69,8 @@ PLACEHOLDERS: dict[str, Any] = {"float": 1.0, "int": 1, "bool": True, "complex":
 NOT_MODELLED_CUDA = (
     "not modelled on CUDA: kernels' own allocations (cuBLAS and cuBLASLt workspaces, cuDNN "
     "workspaces, the attention kernels' buffers and which of them runs), the CUDA context and "
-    "NCCL's buffers (outside the caching allocator, hundreds of MiB per process): the "
-    "estimate is torch's tensors on the caching allocator, rounded and cached as it does"
+    "NCCL's buffers (outside the caching allocator): the estimate is torch's tensors on the "
+    "caching allocator, rounded and cached as it does"
 )
 
 
