@@ -12,7 +12,7 @@
 (c) table parsing rows per second (``memprof.table.read_table``), when that module exists.
 (d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``.
-(f) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
+(g) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
     example), at two sizes: whole processes, alternating, medians; the estimate's own fake
     execution seconds; the peaks each reports.
 """
@@ -274,7 +274,7 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(wall(cmd) for _ in range(rounds))) for name, cmd in commands.items()]
 
 
-# ---- (f) estimate vs the real run ------------------------------------------------------------
+# ---- (g) estimate vs the real run ------------------------------------------------------------
 
 ESTIMATE_SIZES = {
     "batch 8, context 64 (default)": ["--set", "batch=8", "--set", "context=64"],
@@ -330,7 +330,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcdef", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdeg", help="sections to run, e.g. 'bd'")
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -365,9 +365,9 @@ def main() -> None:
             f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache, "
             f"{fresh:.1f} s with --fresh-compile\n"
         )
-    if "f" in args.only:
+    if "g" in args.only:
         rounds = 3
-        print(f"(f) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
+        print(f"(g) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
         print(
             "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
             "|---|---:|---:|---:|---:|---:|---:|"
