@@ -12,6 +12,9 @@
 (c) table parsing rows per second (``memprof.table.read_table``), when that module exists.
 (d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``.
+(g) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
+    example), at two sizes: whole processes, alternating, medians; the estimate's own fake
+    execution seconds; the peaks each reports.
 """
 
 from __future__ import annotations
@@ -271,6 +274,42 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(wall(cmd) for _ in range(rounds))) for name, cmd in commands.items()]
 
 
+# ---- (g) estimate vs the real run ------------------------------------------------------------
+
+ESTIMATE_SIZES = {
+    "batch 8, context 64 (default)": ["--set", "batch=8", "--set", "context=64"],
+    "batch 64, context 256": ["--set", "batch=64", "--set", "context=256"],
+}
+
+
+def bench_estimate(rounds: int) -> list[tuple[str, float, float, float, int, int]]:
+    """(size, estimate wall, run wall, fake seconds, estimated peak, measured peak) per size."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sets in ESTIMATE_SIZES.items():
+            target = ["memprof.examples.gpt:train_step", "-q", "--device", "cpu", *sets]
+            est_json, run_json = Path(tmp) / "e.json", Path(tmp) / "r.json"
+            est = [PY, "-m", "memprof", "estimate", *target, "--json", str(est_json)]
+            run = [PY, "-m", "memprof", "run", *target, "--json", str(run_json)]
+            walls: dict[str, list[float]] = {"est": [], "run": []}
+            for _ in range(rounds):
+                walls["est"].append(wall(est))
+                walls["run"].append(wall(run))
+            estimated = json.loads(est_json.read_text())["runs"]["estimate"]
+            measured = json.loads(run_json.read_text())["runs"]["eager"]
+            rows.append(
+                (
+                    name,
+                    statistics.median(walls["est"]),
+                    statistics.median(walls["run"]),
+                    float(estimated["estimate"]["seconds"]),
+                    int(estimated["peak_bytes"]),
+                    int(measured["peak_bytes"]),
+                )
+            )
+    return rows
+
+
 # ---- (e) compile cache -----------------------------------------------------------------------
 
 
@@ -291,7 +330,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcde", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdeg", help="sections to run, e.g. 'bd'")
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -326,6 +365,20 @@ def main() -> None:
             f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache, "
             f"{fresh:.1f} s with --fresh-compile\n"
         )
+    if "g" in args.only:
+        rounds = 3
+        print(f"(g) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
+        print(
+            "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
+            "|---|---:|---:|---:|---:|---:|---:|"
+        )
+        for name, est, run, fake, peak_est, peak_run in bench_estimate(rounds):
+            print(
+                f"| {name} | {est:.2f} s | {run:.2f} s | {est / run:.2f} | {fake:.2f} s "
+                f"| {peak_est:,} B | {peak_run:,} B |",
+                flush=True,
+            )
+        print()
 
 
 if __name__ == "__main__":
