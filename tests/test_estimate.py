@@ -313,6 +313,23 @@ def test_cli_fits_is_exit_0_and_does_not_fit_is_exit_1(runner: CliRunner, make_m
     assert short.output.rstrip().endswith(line)
 
 
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_estimate_report_fits_the_terminal_width(make_module, width: int) -> None:  # type: ignore[no-untyped-def]
+    from memprof.report.terminal import render_terminal
+
+    module = make_module(WORKLOAD)
+    report = memprof.estimate(f"{module}:grow", capacity="13MB", sweep=("size_mib", [4, 8, 12]))
+    text = render_terminal(report, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    # The sweep's verdict comes last, as every report's verdict does.
+    assert " ".join(text.split()).endswith(report.sweep.verdict)
+    single = memprof.estimate(f"{module}:grow", capacity="20MB")
+    text = render_terminal(single, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    answer = "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits 20.0 MiB with 6.0 MiB to spare"
+    assert " ".join(text.split()).endswith(answer)
+
+
 def test_cli_sweep_table_and_csv(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "sweep.csv"
     result = estimate_cli(

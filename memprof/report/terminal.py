@@ -491,8 +491,16 @@ def sweep_section(report: Report, width: int) -> list[Line]:
     assert report.sweep is not None
     sweep = report.sweep
     headers = estimate.sweep_headers(sweep)
+    # When narrow, the search's words move under their row first, then the line's column goes.
     columns = [
-        Column(header, "left" if n == 0 or n >= len(headers) - 2 else "right", shrink=n == 0, min_width=12)
+        Column(
+            header,
+            "left" if n == 0 or n >= len(headers) - 2 else "right",
+            drop=1 if header == "line" else 0,
+            shrink=n == 0,
+            min_width=12,
+            detach=n == len(headers) - 1,
+        )
         for n, header in enumerate(headers)
     ]
     table = Table(columns)
