@@ -17,6 +17,9 @@
     explained (the default) and with ``--no-explain``, against a bare script that profiles the
     same step and prints ``key_averages().table()``; whole processes, alternately, one torch
     thread each (``scripts/bench_explain.py`` splits the explained run into its phases).
+(g) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
+    example), at two sizes: whole processes, alternating, medians; the estimate's own fake
+    execution seconds; the peaks each reports.
 """
 
 from __future__ import annotations
@@ -277,6 +280,42 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(wall(cmd) for _ in range(rounds))) for name, cmd in commands.items()]
 
 
+# ---- (g) estimate vs the real run ------------------------------------------------------------
+
+ESTIMATE_SIZES = {
+    "batch 8, context 64 (default)": ["--set", "batch=8", "--set", "context=64"],
+    "batch 64, context 256": ["--set", "batch=64", "--set", "context=256"],
+}
+
+
+def bench_estimate(rounds: int) -> list[tuple[str, float, float, float, int, int]]:
+    """(size, estimate wall, run wall, fake seconds, estimated peak, measured peak) per size."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sets in ESTIMATE_SIZES.items():
+            target = ["memprof.examples.gpt:train_step", "-q", "--device", "cpu", *sets]
+            est_json, run_json = Path(tmp) / "e.json", Path(tmp) / "r.json"
+            est = [PY, "-m", "memprof", "estimate", *target, "--json", str(est_json)]
+            run = [PY, "-m", "memprof", "run", *target, "--json", str(run_json)]
+            walls: dict[str, list[float]] = {"est": [], "run": []}
+            for _ in range(rounds):
+                walls["est"].append(wall(est))
+                walls["run"].append(wall(run))
+            estimated = json.loads(est_json.read_text())["runs"]["estimate"]
+            measured = json.loads(run_json.read_text())["runs"]["eager"]
+            rows.append(
+                (
+                    name,
+                    statistics.median(walls["est"]),
+                    statistics.median(walls["run"]),
+                    float(estimated["estimate"]["seconds"]),
+                    int(estimated["peak_bytes"]),
+                    int(measured["peak_bytes"]),
+                )
+            )
+    return rows
+
+
 # ---- (e) compile cache -----------------------------------------------------------------------
 
 
@@ -369,7 +408,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcdef", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdefg", help="sections to run, e.g. 'bd'")
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -414,6 +453,20 @@ def main() -> None:
         for name, wall_s, cpu_s in rows:
             ratios = f"{wall_s / bare_wall:.2f} | {cpu_s / bare_cpu:.2f}"
             print(f"| {name} | {wall_s:.2f} s | {cpu_s:.2f} s | {ratios} |")
+        print()
+    if "g" in args.only:
+        rounds = 3
+        print(f"(g) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
+        print(
+            "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
+            "|---|---:|---:|---:|---:|---:|---:|"
+        )
+        for name, est, run, fake, peak_est, peak_run in bench_estimate(rounds):
+            print(
+                f"| {name} | {est:.2f} s | {run:.2f} s | {est / run:.2f} | {fake:.2f} s "
+                f"| {peak_est:,} B | {peak_run:,} B |",
+                flush=True,
+            )
         print()
 
 
