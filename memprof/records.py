@@ -29,6 +29,10 @@ class RawProfile:
     mem_bytes: np.ndarray
     calls: list[tuple[int, int]] = field(default_factory=list)
     other_thread_bytes: int = 0
+    op_code: np.ndarray | None = None
+    """Optional: each op's name as an int code into ``op_code_names`` (names interned while
+    reading); lets the analysis group ops without hashing every name again."""
+    op_code_names: tuple[str, ...] = ()
 
     @staticmethod
     def from_lists(
