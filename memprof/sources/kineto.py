@@ -5,6 +5,7 @@ Duck-typed over kineto's event objects: importing this module does not import to
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import compress
@@ -36,8 +37,10 @@ _SKIPPED_NAMES = frozenset(
 HOST_DEVICE_TYPES = frozenset({"CPU", "MKLDNN", "IDEEP"})
 ACCELERATOR_DEVICE_TYPES = frozenset({"CUDA", "PrivateUse1", "HIP", "XPU", "MTIA"})
 
-# Events are read this many at a time; each block's event objects are released once read.
-_BLOCK = 1 << 16
+# Events are read this many at a time, one accessor over the whole block, then released. Small
+# enough that a block's event objects stay in the CPU caches between the accessors' passes
+# (65,536 read 1.5x slower than 4,096 when the objects lie scattered in memory).
+_BLOCK = 4096
 
 # Interned names with fixed codes: the memory records, the call marker, then the skipped names.
 _MEMORY_CODE, _CALL_CODE = 0, 1
@@ -270,10 +273,12 @@ def _return_freed_memory() -> None:
     """Hand the heap pages freed by the released event objects back to the system (glibc's
     ``malloc_trim``), so that the analysis's arrays do not add to the resident peak on top of
     memory the process no longer uses. A no-op where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return
     import ctypes
 
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # absent from musl
     except (OSError, AttributeError):
         return
     trim(0)
