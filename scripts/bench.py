@@ -320,20 +320,20 @@ SPLIT_SCRIPT = textwrap.dedent(
     with open("/proc/self/clear_refs", "w") as f:  # VmHWM restarts from here
         f.write("5")
     out = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if sys.argv[2] == "events":
         with gc_paused():
             events = prof.profiler.kineto_results.events()
             out["events"] = len(events)
             del events
-        out["read_s"] = time.perf_counter() - start
     else:
         raw = raw_from_profiler(prof)
-        out["read_s"] = time.perf_counter() - start
         out["read_mib"] = (status("VmHWM:") - rss) / 2**20
-        start = time.perf_counter()
+    out["read_s"], out["read_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+    if sys.argv[2] != "events":
+        start, cpu = time.perf_counter(), time.process_time()
         analyze(raw)
-        out["analyze_s"] = time.perf_counter() - start
+        out["analyze_s"], out["analyze_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
     out["added_mib"] = (status("VmHWM:") - rss) / 2**20
     print(json.dumps(out))
     """
@@ -410,11 +410,11 @@ def bench_split(steps: int, rounds: int, against: Path | None) -> list[str]:
     rows = []
     for label, runs in results.items():
         med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-        analyze_s = f"{med['analyze_s']:.2f} s" if "analyze_s" in med else ""
+        analyze_s = f"{med['analyze_s']:.2f} s ({med['analyze_cpu_s']:.2f} s)" if "analyze_s" in med else ""
         read_mib = f"+{med['read_mib']:,.0f} MiB" if "read_mib" in med else ""
         rows.append(
-            f"| {events:,} | {label} | {med['read_s']:.2f} s | {read_mib} | {analyze_s} "
-            f"| +{med['added_mib']:,.0f} MiB |"
+            f"| {events:,} | {label} | {med['read_s']:.2f} s ({med['read_cpu_s']:.2f} s) | {read_mib} "
+            f"| {analyze_s} | +{med['added_mib']:,.0f} MiB |"
         )
     return rows
 
@@ -534,7 +534,8 @@ def main() -> None:
     if "g" in args.only:
         print("(g) reading and analysis alone, after the same profile (fresh process each, medians)\n")
         print(
-            "| events | what | read | read: peak RSS added | analyze | peak RSS added |\n"
+            "| events | what | read: wall (CPU) | read: peak RSS added | analyze: wall (CPU) "
+            "| peak RSS added |\n"
             "|---:|---|---:|---:|---:|---:|"
         )
         for steps in step_counts:

@@ -87,9 +87,18 @@ def _parents(raw: RawProfile) -> tuple[np.ndarray, np.ndarray]:
     has = sorted_parent >= 0
     parent[order[has]] = order[sorted_parent[has]]
 
-    # An op is nested in a same-name op when it lies inside (j, close(j)) of an earlier op j of
-    # its name on its thread: a running maximum of `close` per (thread, name) group, exclusive.
     codes = _name_codes(raw, order)
+    nested_same[order[_inside_same_name(codes, close, seg_first, seg_last)]] = True
+    return parent, nested_same
+
+
+def _inside_same_name(
+    codes: np.ndarray, close: np.ndarray, seg_first: list[int], seg_last: list[int]
+) -> np.ndarray:
+    """Positions lying inside ``(j, close(j))`` of an earlier op ``j`` of the same name and
+    thread (an ancestor of that name): a running maximum of ``close`` per (thread, name) group,
+    exclusive of the op itself."""
+    size = len(codes)
     seg_id = np.repeat(np.arange(len(seg_first)), np.subtract(seg_last, seg_first))
     key = seg_id * (int(codes.max()) + 1) + codes
     group_order = np.argsort(key.astype(_smallest_int(int(key.max()))), kind="stable")
@@ -99,9 +108,7 @@ def _parents(raw: RawProfile) -> tuple[np.ndarray, np.ndarray]:
     offset = np.cumsum(new_group) * (size + 1)
     reach = np.maximum.accumulate(close[group_order] + offset)
     earlier = np.concatenate(([0], reach[:-1]))
-    inside = ~new_group & (earlier > group_order + offset)
-    nested_same[order[group_order[inside]]] = True
-    return parent, nested_same
+    return group_order[~new_group & (earlier > group_order + offset)]
 
 
 def _sorted_order(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:
