@@ -494,6 +494,11 @@ def main() -> None:
     parser.add_argument(
         "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
     )
+    parser.add_argument(
+        "--steps",
+        default="36,585",
+        help="(f), (g): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M)",
+    )
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -521,7 +526,7 @@ def main() -> None:
         for name, seconds in bench_startup(10):
             print(f"| `{name}` | {seconds:.3f} s |", flush=True)
         print()
-    step_counts = [36] + ([] if args.quick else [585])
+    step_counts = [int(n) for n in args.steps.split(",")][: 1 if args.quick else None]
     if "f" in args.only:
         print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
         print(
