@@ -12,6 +12,15 @@
 (c) table parsing rows per second (``memprof.table.read_table``), when that module exists.
 (d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``.
+(f) ``memprof run`` on a CPU training step against the profile floor: the same script profiling
+    the same step with ``profile_memory=True`` and doing nothing after. ~98k and ~1.58M events;
+    wall, CPU time and peak RSS of whole processes, alternating, medians.
+(g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
+    ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
+    reading (``raw_from_profiler``, which includes it) and ``analyze``.
+
+``--against PATH`` also measures (f) and (g) with the memprof package found under PATH (another
+checkout, e.g. the one before a change), in the same alternating rounds.
 """
 
 from __future__ import annotations
@@ -33,9 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
-def env() -> dict[str, str]:
+def env(root: Path = ROOT, **extra: str) -> dict[str, str]:
     out = dict(os.environ)
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), out.get("PYTHONPATH", "")]))
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), out.get("PYTHONPATH", "")]))
+    out.update(extra)
     return out
 
 
@@ -54,6 +64,20 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return seconds, cpu
+
+
+def measured(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of one whole process, from its own rusage."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        cmd, env=environment, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
 
 
 def machine() -> str:
@@ -220,6 +244,181 @@ def bench_analysis(sizes: list[int]) -> list[str]:
     return lines
 
 
+# ---- (f) memprof run vs the profile floor, (g) reading and analysis --------------------------
+
+# ~2,726 events per step (half ops, half allocator records): 36 steps ~ 98k, 585 ~ 1.59M.
+TRAIN_STEP = textwrap.dedent(
+    """
+    import os
+
+    import torch
+
+    STEPS = int(os.environ["MEMPROF_BENCH_STEPS"])
+
+
+    def train_inputs():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(8):
+            layers += [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 10))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        return model, optimizer, torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+
+    def train(model, optimizer, x, y):
+        for _ in range(STEPS):
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        return loss.detach()
+    """
+)
+
+# The floor: what `memprof run` (one warm-up call, then the profiled call) cannot avoid.
+FLOOR_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, sys.argv[1])
+    from train_step import train, train_inputs
+
+    inputs = train_inputs()
+    train(*inputs)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train(*inputs)
+    if len(sys.argv) > 2:
+        print(len(prof.profiler.kineto_results.events()))
+    """
+)
+
+SPLIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, sys.argv[1])
+    from train_step import train, train_inputs
+    from memprof.analysis.peaks import analyze
+    from memprof.gcpause import gc_paused
+    from memprof.sources.kineto import raw_from_profiler
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key))
+
+    inputs = train_inputs()
+    train(*inputs)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train(*inputs)
+    rss = status("VmRSS:")
+    with open("/proc/self/clear_refs", "w") as f:  # VmHWM restarts from here
+        f.write("5")
+    out = {}
+    start, cpu = time.perf_counter(), time.process_time()
+    if sys.argv[2] == "events":
+        with gc_paused():
+            events = prof.profiler.kineto_results.events()
+            out["events"] = len(events)
+            del events
+    else:
+        raw = raw_from_profiler(prof)
+        out["read_mib"] = (status("VmHWM:") - rss) / 2**20
+    out["read_s"], out["read_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+    if sys.argv[2] != "events":
+        start, cpu = time.perf_counter(), time.process_time()
+        analyze(raw)
+        out["analyze_s"], out["analyze_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+    out["added_mib"] = (status("VmHWM:") - rss) / 2**20
+    print(json.dumps(out))
+    """
+)
+
+
+def _labels(against: Path | None) -> dict[str, Path]:
+    return {"memprof": ROOT} | ({"against": against} if against else {})
+
+
+def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
+    """``memprof run`` (and the --against checkout's) vs the floor, alternating rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+        floor_py = Path(tmp) / "floor.py"
+        floor_py.write_text(FLOOR_SCRIPT)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        count = subprocess.run(
+            [PY, str(floor_py), tmp, "count"],
+            env=env(**steps_env),
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[-1]
+        run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
+        commands = {"floor": ([PY, str(floor_py), tmp], env(**steps_env))}
+        commands |= {label: (run, env(root, **steps_env)) for label, root in _labels(against).items()}
+        results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in commands}
+        for _ in range(rounds):
+            for label, (cmd, environment) in commands.items():
+                # cwd: a folder holding no memprof, so that PYTHONPATH decides which one runs
+                results[label].append(measured(cmd, environment, tmp))
+    floor = results.pop("floor")
+    rows = [
+        f"| {int(count):,} events, floor | {_median(floor, 0):.2f} s | {_median(floor, 1):.2f} s "
+        f"| {_median(floor, 2):,.0f} MiB | | | |"
+    ]
+    for label, runs in results.items():
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(runs, floor, strict=True))
+        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(runs, floor, strict=True))
+        added = statistics.median(a[2] - b[2] for a, b in zip(runs, floor, strict=True))
+        rows.append(
+            f"| {int(count):,} events, {label} run | {_median(runs, 0):.2f} s | {_median(runs, 1):.2f} s "
+            f"| {_median(runs, 2):,.0f} MiB | {ratio:.3f} | {cpu_ratio:.3f} | +{added:,.0f} MiB |"
+        )
+    return rows
+
+
+def _median(runs: list[tuple[float, ...]], column: int) -> float:
+    return statistics.median(r[column] for r in runs)
+
+
+def bench_split(steps: int, rounds: int, against: Path | None) -> list[str]:
+    """torch's events() alone, then memprof's read and analyze (each checkout), fresh processes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        jobs = {"events() alone": (ROOT, "events")}
+        jobs |= {label: (root, "memprof") for label, root in _labels(against).items()}
+        results: dict[str, list[dict[str, float]]] = {label: [] for label in jobs}
+        for _ in range(rounds):
+            for label, (root, what) in jobs.items():
+                done = subprocess.run(
+                    [PY, "-c", SPLIT_SCRIPT, tmp, what],
+                    env=env(root, **steps_env),
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                results[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    events = int(results["events() alone"][0]["events"])
+    rows = []
+    for label, runs in results.items():
+        med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        analyze_s = f"{med['analyze_s']:.2f} s ({med['analyze_cpu_s']:.2f} s)" if "analyze_s" in med else ""
+        read_mib = f"+{med['read_mib']:,.0f} MiB" if "read_mib" in med else ""
+        rows.append(
+            f"| {events:,} | {label} | {med['read_s']:.2f} s ({med['read_cpu_s']:.2f} s) | {read_mib} "
+            f"| {analyze_s} | +{med['added_mib']:,.0f} MiB |"
+        )
+    return rows
+
+
 # ---- (c) table parsing -----------------------------------------------------------------------
 
 TABLE_SCRIPT = textwrap.dedent(
@@ -291,7 +490,15 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcde", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdefg", help="sections to run, e.g. 'bd'")
+    parser.add_argument(
+        "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
+    )
+    parser.add_argument(
+        "--steps",
+        default="36,585",
+        help="(f), (g): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M)",
+    )
     args = parser.parse_args()
 
     print(f"Machine: {machine()}\n", flush=True)
@@ -318,6 +525,26 @@ def main() -> None:
         print("(d) start-up (median of 10 runs)\n\n| command | wall |\n|---|---:|")
         for name, seconds in bench_startup(10):
             print(f"| `{name}` | {seconds:.3f} s |", flush=True)
+        print()
+    step_counts = [int(n) for n in args.steps.split(",")][: 1 if args.quick else None]
+    if "f" in args.only:
+        print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
+        print(
+            f"| {args.rounds} alternating rounds | wall | CPU time | peak RSS | wall ratio | CPU ratio "
+            "| RSS added |\n|---|---:|---:|---:|---:|---:|---:|"
+        )
+        for steps in step_counts:
+            print("\n".join(bench_floor(steps, args.rounds, args.against)), flush=True)
+        print()
+    if "g" in args.only:
+        print("(g) reading and analysis alone, after the same profile (fresh process each, medians)\n")
+        print(
+            "| events | what | read: wall (CPU) | read: peak RSS added | analyze: wall (CPU) "
+            "| peak RSS added |\n"
+            "|---:|---|---:|---:|---:|---:|"
+        )
+        for steps in step_counts:
+            print("\n".join(bench_split(steps, max(args.rounds // 2, 1), args.against)), flush=True)
         print()
     if "e" in args.only and not args.quick:
         cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
