@@ -1,7 +1,8 @@
 """Benchmarks of memprof's own costs, with public tools only. Prints Markdown tables.
 
     PYTHONPATH=. python scripts/bench.py            # everything (the 1M-event key_averages takes minutes)
-    PYTHONPATH=. python scripts/bench.py --quick    # skips the 1M-event profile and the compile section
+    PYTHONPATH=. python scripts/bench.py --quick    # skips the 1M-event profiles and the compile section
+    PYTHONPATH=. python scripts/bench.py --only hi --steps 36 --rounds 3    # issue 18's ratios
 
 (a) ``memprof run`` on the built-in example against a bare script that profiles the same call
     with torch.profiler and prints ``key_averages().table()``: wall times of whole processes,
@@ -18,6 +19,17 @@
 (g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
     ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
     reading (``raw_from_profiler``, which includes it) and ``analyze``.
+(h) ``memprof run`` on the first (f) profile (~98k events) against the bare profiler script that
+    prints ``key_averages().table()`` after the same profile, and ``memprof run --json`` and
+    ``--out`` (every report file) in the same rounds: ``--out`` / ``--json`` is what the HTML,
+    CSV and Markdown reports add (none of them builds torch's table; only ``--table`` does).
+(i) ``memprof analyze`` of the 54 MB V100 trace (``$MEMPROF_GPU_DATA/traces``) against
+    ``json.loads`` of the same text: in one process, and as whole commands
+    (``scripts/bench_analyze.py``'s sections (a) and (c)).
+
+Every ratio is a median of per-round ratios of commands run in turn, side by side, so that
+load from other jobs on a shared machine touches both sides alike; the machine and its load
+average are printed first.
 
 ``--against PATH`` also measures (f) and (g) with the memprof package found under PATH (another
 checkout, e.g. the one before a change), in the same alternating rounds.
@@ -291,8 +303,11 @@ FLOOR_SCRIPT = textwrap.dedent(
     train(*inputs)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         train(*inputs)
-    if len(sys.argv) > 2:
+    mode = sys.argv[2] if len(sys.argv) > 2 else "floor"
+    if mode == "count":
         print(len(prof.profiler.kineto_results.events()))
+    elif mode == "table":  # the bare profiler script: what users print without memprof
+        print(prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=15))
     """
 )
 
@@ -344,43 +359,93 @@ def _labels(against: Path | None) -> dict[str, Path]:
     return {"memprof": ROOT} | ({"against": against} if against else {})
 
 
+def _alternate(
+    commands: dict[str, tuple[list[str], dict[str, str]]], rounds: int, cwd: str
+) -> dict[str, list[tuple[float, float, float]]]:
+    """(wall, CPU, peak RSS) of each command per round, the commands run in turn each round."""
+    results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in commands}
+    for _ in range(rounds):
+        for label, (cmd, environment) in commands.items():
+            # cwd: a folder holding no memprof, so that PYTHONPATH decides which one runs
+            results[label].append(measured(cmd, environment, cwd))
+    return results
+
+
+def _event_count(tmp: str, steps_env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [PY, str(Path(tmp) / "floor.py"), tmp, "count"],
+        env=env(**steps_env),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.split()[-1])
+
+
+def _ratio_rows(name: str, results: dict[str, list[tuple[float, float, float]]], reference: str) -> list[str]:
+    """One row per command: medians, and the median of the per-round ratios to ``reference``."""
+    base = results[reference]
+    rows = [
+        f"| {name}, {reference} | {_median(base, 0):.2f} s | {_median(base, 1):.2f} s "
+        f"| {_median(base, 2):,.0f} MiB | | | |"
+    ]
+    for label, runs in results.items():
+        if label == reference:
+            continue
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(runs, base, strict=True))
+        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(runs, base, strict=True))
+        added = statistics.median(a[2] - b[2] for a, b in zip(runs, base, strict=True))
+        rows.append(
+            f"| {name}, {label} | {_median(runs, 0):.2f} s | {_median(runs, 1):.2f} s "
+            f"| {_median(runs, 2):,.0f} MiB | {ratio:.3f} | {cpu_ratio:.3f} | {added:+,.0f} MiB |"
+        )
+    return rows
+
+
+def _train_folder(tmp: str) -> None:
+    (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+    (Path(tmp) / "floor.py").write_text(FLOOR_SCRIPT)
+
+
 def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
     """``memprof run`` (and the --against checkout's) vs the floor, alternating rounds."""
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
-        floor_py = Path(tmp) / "floor.py"
-        floor_py.write_text(FLOOR_SCRIPT)
+        _train_folder(tmp)
         steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
-        count = subprocess.run(
-            [PY, str(floor_py), tmp, "count"],
-            env=env(**steps_env),
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()[-1]
+        count = _event_count(tmp, steps_env)
         run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
-        commands = {"floor": ([PY, str(floor_py), tmp], env(**steps_env))}
-        commands |= {label: (run, env(root, **steps_env)) for label, root in _labels(against).items()}
-        results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in commands}
-        for _ in range(rounds):
-            for label, (cmd, environment) in commands.items():
-                # cwd: a folder holding no memprof, so that PYTHONPATH decides which one runs
-                results[label].append(measured(cmd, environment, tmp))
-    floor = results.pop("floor")
-    rows = [
-        f"| {int(count):,} events, floor | {_median(floor, 0):.2f} s | {_median(floor, 1):.2f} s "
-        f"| {_median(floor, 2):,.0f} MiB | | | |"
+        commands = {"floor": ([PY, f"{tmp}/floor.py", tmp], env(**steps_env))}
+        commands |= {
+            f"{label} run": (run, env(root, **steps_env)) for label, root in _labels(against).items()
+        }
+        results = _alternate(commands, rounds, tmp)
+    return _ratio_rows(f"{count:,} events", results, "floor")
+
+
+def bench_bare(steps: int, rounds: int) -> list[str]:
+    """``memprof run`` and its report files vs the bare profiler script that prints torch's
+    table; ``--out`` (every report file) vs ``--json`` alone, in the same rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _train_folder(tmp)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        count = _event_count(tmp, steps_env)
+        run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
+        commands = {
+            "bare script": ([PY, f"{tmp}/floor.py", tmp, "table"], env(**steps_env)),
+            "memprof run": (run, env(**steps_env)),
+            "memprof run --json": ([*run, "--json", f"{tmp}/r.json"], env(**steps_env)),
+            "memprof run --out": ([*run, "--out", f"{tmp}/out"], env(**steps_env)),
+        }
+        results = _alternate(commands, rounds, tmp)
+    out_vs_json = statistics.median(
+        a[0] / b[0] for a, b in zip(results["memprof run --out"], results["memprof run --json"], strict=True)
+    )
+    rows = _ratio_rows(f"{count:,} events", results, "bare script")
+    return [
+        *rows,
+        f"| `--out` (JSON, CSV, Markdown, HTML) / `--json` alone, wall | | | | {out_vs_json:.3f} | | |",
     ]
-    for label, runs in results.items():
-        ratio = statistics.median(a[0] / b[0] for a, b in zip(runs, floor, strict=True))
-        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(runs, floor, strict=True))
-        added = statistics.median(a[2] - b[2] for a, b in zip(runs, floor, strict=True))
-        rows.append(
-            f"| {int(count):,} events, {label} run | {_median(runs, 0):.2f} s | {_median(runs, 1):.2f} s "
-            f"| {_median(runs, 2):,.0f} MiB | {ratio:.3f} | {cpu_ratio:.3f} | +{added:,.0f} MiB |"
-        )
-    return rows
 
 
 def _median(runs: list[tuple[float, ...]], column: int) -> float:
@@ -482,77 +547,127 @@ def compile_seconds(fresh: bool) -> float:
         return float(json.loads(out.read_text())["runs"]["compile"]["compile_seconds"])
 
 
+def _section_a(args: argparse.Namespace) -> None:
+    print("(a) memprof run vs a bare torch.profiler script (similarity example, eager, whole processes)\n")
+    print(
+        f"| {args.rounds} alternating rounds | memprof run | bare script | wall ratio | CPU-time ratio |\n"
+        "|---|---:|---:|---:|---:|"
+    )
+    for name, ours, theirs, ratio, cpu_ratio in bench_run(args.rounds):
+        print(f"| {name} | {ours:.2f} s | {theirs:.2f} s | {ratio:.3f} | {cpu_ratio:.3f} |", flush=True)
+
+
+def _section_b(args: argparse.Namespace) -> None:
+    print("(b) analysis of real profiles: memprof (raw_from_kineto + analyze) vs key_averages()\n")
+    bench_analysis([10_000, 100_000] + ([] if args.quick else [1_000_000]))
+
+
+def _section_c(args: argparse.Namespace) -> None:
+    print(f"(c) table parsing: {bench_table(100_000)}", flush=True)
+
+
+def _section_d(args: argparse.Namespace) -> None:
+    print("(d) start-up (median of 10 runs)\n\n| command | wall |\n|---|---:|")
+    for name, seconds in bench_startup(10):
+        print(f"| `{name}` | {seconds:.3f} s |", flush=True)
+
+
+def _section_e(args: argparse.Namespace) -> None:
+    if args.quick:
+        return
+    cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
+    fresh = compile_seconds(fresh=True)
+    print(
+        f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache, "
+        f"{fresh:.1f} s with --fresh-compile"
+    )
+
+
+_RATIO_HEAD = (
+    "| wall | CPU time | peak RSS | wall ratio | CPU ratio | RSS added |\n|---|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def _steps(args: argparse.Namespace) -> list[int]:
+    return [int(n) for n in args.steps.split(",")][: 1 if args.quick else None]
+
+
+def _section_f(args: argparse.Namespace) -> None:
+    print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
+    print(f"| {args.rounds} alternating rounds {_RATIO_HEAD}")
+    for steps in _steps(args):
+        print("\n".join(bench_floor(steps, args.rounds, args.against)), flush=True)
+
+
+def _section_g(args: argparse.Namespace) -> None:
+    print("(g) reading and analysis alone, after the same profile (fresh process each, medians)\n")
+    print(
+        "| events | what | read: wall (CPU) | read: peak RSS added | analyze: wall (CPU) | peak RSS added |\n"
+        "|---:|---|---:|---:|---:|---:|"
+    )
+    for steps in _steps(args):
+        print("\n".join(bench_split(steps, max(args.rounds // 2, 1), args.against)), flush=True)
+
+
+def _section_h(args: argparse.Namespace) -> None:
+    steps = _steps(args)[0]
+    print(
+        "(h) memprof run vs the bare profiler script that prints torch's table, on the first "
+        "--steps profile (whole processes, medians; ratios: medians of per-round ratios to the bare script)\n"
+    )
+    print(f"| {args.rounds} alternating rounds {_RATIO_HEAD}")
+    print("\n".join(bench_bare(steps, args.rounds)), flush=True)
+
+
+def _section_i(args: argparse.Namespace) -> None:
+    """``memprof analyze`` of the V100 trace vs ``json.loads`` of it: scripts/bench_analyze.py's
+    in-process (a) and whole-command (c) sections."""
+    import bench_analyze  # this folder's module; it imports this one for env, machine, timed
+
+    print("(i) memprof analyze vs json.loads of the same trace\n")
+    path = bench_analyze.trace_path()
+    bench_analyze.section_a(path, args.rounds)
+    bench_analyze.section_c(path, args.rounds)
+
+
+SECTIONS = {
+    "a": _section_a,
+    "b": _section_b,
+    "c": _section_c,
+    "d": _section_d,
+    "f": _section_f,
+    "g": _section_g,
+    "h": _section_h,
+    "i": _section_i,
+    "e": _section_e,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
+        "--quick", action="store_true", help="skip the 1M-event profiles and the compile section"
     )
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcdefg", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
+    parser.add_argument("--only", default="abcdefghi", help="sections to run, e.g. 'bd'")
     parser.add_argument(
         "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
     )
     parser.add_argument(
         "--steps",
         default="36,585",
-        help="(f), (g): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M)",
+        help="(f), (g), (h): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M; "
+        "(h) uses the first)",
     )
     args = parser.parse_args()
-
-    print(f"Machine: {machine()}\n", flush=True)
-    if "a" in args.only:
-        print(
-            "(a) memprof run vs a bare torch.profiler script (similarity example, eager, whole processes)\n"
-        )
-        print(
-            f"| {args.rounds} alternating rounds | memprof run | bare script | wall ratio "
-            "| CPU-time ratio |\n"
-            "|---|---:|---:|---:|---:|"
-        )
-        for name, ours, theirs, ratio, cpu_ratio in bench_run(args.rounds):
-            print(f"| {name} | {ours:.2f} s | {theirs:.2f} s | {ratio:.3f} | {cpu_ratio:.3f} |", flush=True)
-        print()
-    if "b" in args.only:
-        print("(b) analysis of real profiles: memprof (raw_from_kineto + analyze) vs key_averages()\n")
-        sizes = [10_000, 100_000] + ([] if args.quick else [1_000_000])
-        bench_analysis(sizes)
-        print()
-    if "c" in args.only:
-        print(f"(c) table parsing: {bench_table(100_000)}\n", flush=True)
-    if "d" in args.only:
-        print("(d) start-up (median of 10 runs)\n\n| command | wall |\n|---|---:|")
-        for name, seconds in bench_startup(10):
-            print(f"| `{name}` | {seconds:.3f} s |", flush=True)
-        print()
-    step_counts = [int(n) for n in args.steps.split(",")][: 1 if args.quick else None]
-    if "f" in args.only:
-        print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
-        print(
-            f"| {args.rounds} alternating rounds | wall | CPU time | peak RSS | wall ratio | CPU ratio "
-            "| RSS added |\n|---|---:|---:|---:|---:|---:|---:|"
-        )
-        for steps in step_counts:
-            print("\n".join(bench_floor(steps, args.rounds, args.against)), flush=True)
-        print()
-    if "g" in args.only:
-        print("(g) reading and analysis alone, after the same profile (fresh process each, medians)\n")
-        print(
-            "| events | what | read: wall (CPU) | read: peak RSS added | analyze: wall (CPU) "
-            "| peak RSS added |\n"
-            "|---:|---|---:|---:|---:|---:|"
-        )
-        for steps in step_counts:
-            print("\n".join(bench_split(steps, max(args.rounds // 2, 1), args.against)), flush=True)
-        print()
-    if "e" in args.only and not args.quick:
-        cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
-        fresh = compile_seconds(fresh=True)
-        print(
-            f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache, "
-            f"{fresh:.1f} s with --fresh-compile\n"
-        )
+    print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start\n", flush=True)
+    for key, section in SECTIONS.items():
+        if key in args.only:
+            section(args)
+            print(flush=True)
+    print(f"Load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
