@@ -15,6 +15,9 @@
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``.
 (f) ``memprof run`` on a CPU training step against the profile floor: the same script profiling
     the same step with ``profile_memory=True`` and doing nothing after. ~98k and ~1.58M events;
+    ``memprof run`` as users run it (one warm-up call, the unprofiled call(s) timed for the wall
+    time within ``--time-budget``, the profiled call) and with ``--time-budget 0`` (no timing
+    call: what memprof adds to the floor by itself);
     wall, CPU time and peak RSS of whole processes, alternating, medians.
 (g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
     ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
@@ -416,9 +419,10 @@ def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
         count = _event_count(tmp, steps_env)
         run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
         commands = {"floor": ([PY, f"{tmp}/floor.py", tmp], env(**steps_env))}
-        commands |= {
-            f"{label} run": (run, env(root, **steps_env)) for label, root in _labels(against).items()
-        }
+        for label, root in _labels(against).items():
+            commands[f"{label} run"] = (run, env(root, **steps_env))
+            # Without the unprofiled timing call(s) made for the wall time: memprof's own cost.
+            commands[f"{label} run --time-budget 0"] = ([*run, "--time-budget", "0"], env(root, **steps_env))
         results = _alternate(commands, rounds, tmp)
     return _ratio_rows(f"{count:,} events", results, "floor")
 
@@ -434,6 +438,7 @@ def bench_bare(steps: int, rounds: int) -> list[str]:
         commands = {
             "bare script": ([PY, f"{tmp}/floor.py", tmp, "table"], env(**steps_env)),
             "memprof run": (run, env(**steps_env)),
+            "memprof run --time-budget 0": ([*run, "--time-budget", "0"], env(**steps_env)),
             "memprof run --json": ([*run, "--json", f"{tmp}/r.json"], env(**steps_env)),
             "memprof run --out": ([*run, "--out", f"{tmp}/out"], env(**steps_env)),
         }
