@@ -17,6 +17,7 @@ __all__ = [
     "Variant",
     "analyze",
     "compare",
+    "estimate",
     "profile",
     "read_table",
     "load_report",
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, analyze, compare, profile
+    from memprof.api import Variant, analyze, compare, estimate, profile
     from memprof.model import Report, RunResult, load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -33,6 +34,7 @@ _LAZY = {
     "profile": "memprof.api",
     "compare": "memprof.api",
     "analyze": "memprof.api",
+    "estimate": "memprof.api",
     "Variant": "memprof.api",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",

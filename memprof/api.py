@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -28,14 +28,15 @@ class Variant:
     ``inputs``: :class:`memprof.sources.target.Inputs` (the arguments themselves), an inputs
     factory or its spec (``pkg.mod:make``; it returns a tuple/list of args, a dict of kwargs or
     one argument, and gets ``device`` when it accepts it), or None: the target's own
-    ``<func>_inputs`` factory when it needs arguments. Fields left None take the values given
-    to :func:`compare`.
+    ``<func>_inputs`` factory when it needs arguments. ``inputs_kwargs`` are passed to that
+    factory by keyword. Fields left None take the values given to :func:`compare`.
     """
 
     target: Callable[..., Any] | str
     inputs: Inputs | InputsFactory | None = None
     mode: str | None = None
     label: str | None = None
+    inputs_kwargs: Mapping[str, Any] | None = None
 
 
 def default_labels(names: Sequence[str]) -> list[str]:
@@ -57,6 +58,7 @@ def compare(
     inputs: Inputs | InputsFactory | None = None,
     mode: str = "eager",
     status: StatusFn | None = None,
+    inputs_kwargs: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> Report:
     """Profile each target in turn and return one :class:`memprof.Report`; the first run is the
@@ -64,7 +66,8 @@ def compare(
 
     ``targets``: callables, ``pkg.mod:func`` specs, or :class:`Variant` (a target with its own
     inputs, mode and label). ``inputs``: for every target without its own (see
-    :class:`Variant`). ``mode``: "eager" or "compile" for every target without its own, or
+    :class:`Variant`); ``inputs_kwargs``: keyword arguments for the inputs factory of every
+    target without its own. ``mode``: "eager" or "compile" for every target without its own, or
     "both" to compare one target with its compiled self. ``labels``: one per run (default: the
     function names, ``f#2`` when repeated; for one target, its mode). ``status`` receives
     progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
@@ -84,6 +87,10 @@ def compare(
     'no_grad lowers peak memory vs with_autograd by 28.0 MiB (-87.5%): 32.0 MiB -> 4.0 MiB'
     """
     variants = _variants(targets, inputs, mode)
+    if inputs_kwargs:
+        variants = [
+            v if v.inputs_kwargs is not None else replace(v, inputs_kwargs=inputs_kwargs) for v in variants
+        ]
     named = _labels(variants, labels)
     variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
     return _profile_variants(variants, _run_options(settings), status)
@@ -271,7 +278,7 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
     from memprof.sources.target import build_inputs, check_measurable, resolve
 
     targets: dict[Any, Target] = {}
-    made: dict[tuple[Any, Any], Inputs] = {}
+    made: dict[tuple[Any, Any, str], Inputs] = {}
     out = []
     for variant in variants:
         key = _key(variant.target)
@@ -280,12 +287,17 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
             targets[key] = resolve(spec) if isinstance(spec, str) else Target.of(spec)
             check_measurable(targets[key].func, targets[key].spec)
         target = targets[key]
+        params = dict(variant.inputs_kwargs or {})
         if isinstance(variant.inputs, Inputs):
+            if params:
+                raise UsageError(
+                    f"{param('inputs_kwargs')} are for an inputs factory; this run was given its arguments"
+                )
             inputs = variant.inputs
         else:
-            factory_key = (key, _key(variant.inputs))
+            factory_key = (key, _key(variant.inputs), repr(sorted(params.items())))
             if factory_key not in made:
-                made[factory_key] = build_inputs(target, variant.inputs, device)
+                made[factory_key] = build_inputs(target, variant.inputs, device, params)
             inputs = made[factory_key]
         out.append((target, inputs))
     return out
@@ -294,3 +306,282 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
 def _key(thing: Any) -> Any:
     """Specs are the same target when equal; objects when they are the same object."""
     return thing if thing is None or isinstance(thing, str) else ("object", id(thing))
+
+
+# ---- estimates ----------------------------------------------------------------------------------
+
+ESTIMATE_LABEL = "estimate"
+
+
+def estimate(
+    fn: Callable[..., Any] | str,
+    *args: Any,
+    device: str = "cuda",
+    capacity: int | str | None = None,
+    gpu: str | None = None,
+    inputs: InputsFactory | None = None,
+    inputs_kwargs: Mapping[str, Any] | None = None,
+    sweep: tuple[str, Sequence[Any]] | None = None,
+    warmup: int = 1,
+    status: StatusFn | None = None,
+    **kwargs: Any,
+) -> Report:
+    """Estimate the memory ``fn(*args, **kwargs)`` needs, without running it for real: on fake
+    tensors (shapes and dtypes, no data, no compute), in seconds whatever the sizes.
+
+    ``fn``: a callable or a ``pkg.mod:func`` spec. Its arguments: ``args``/``kwargs`` (real
+    tensors, modules and optimizers are copied into fake ones), or an inputs factory
+    (``inputs``, default the target's ``<func>_inputs``; called on fake tensors, so it makes
+    nothing of the real size) with ``inputs_kwargs`` passed to it by keyword. ``device``:
+    whose allocator is modelled, ``"cuda"`` (block rounding and the caching allocator's
+    reserve, ``reserved_peak_bytes``) or ``"cpu"``. ``capacity`` (bytes, or a size such as
+    ``"80GB"``) or ``gpu`` (a card's name, :mod:`memprof.gpus`): ``report.fits`` says whether
+    the run fits and by how much. ``sweep=("batch", [8, 16, 32])`` estimates each value of one
+    factory parameter (runs ``batch=8``, ...), fits the bytes needed against it and, with a
+    capacity, finds the largest value that fits (``report.sweep``). ``warmup`` calls run first
+    (optimizer state is made there). Raises :class:`memprof.errors.UserCodeError` when the code
+    fails on fake tensors.
+
+    >>> import memprof
+    >>> report = memprof.estimate("memprof.examples.gpt:train_step", gpu="H100")  # doctest: +SKIP
+    >>> report.fits.fits, report.runs["estimate"].reserved_peak_bytes  # doctest: +SKIP
+    """
+    from memprof.gpus import find_gpu
+    from memprof.sources.options import EstimateOptions
+    from memprof.sources.target import resolve
+
+    modelled = _estimate_device(device)
+    if warmup < 0:
+        raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
+    if capacity is not None and gpu is not None:
+        raise UsageError(f"give {param('capacity')} or {param('gpu')}, not both")
+    card = find_gpu(gpu) if gpu is not None else None
+    capacity_bytes = card.memory_bytes if card is not None else _capacity_bytes(capacity)
+    if (args or kwargs) and (inputs is not None or inputs_kwargs or sweep is not None):
+        raise UsageError(
+            f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
+            f"{param('inputs_kwargs')}, {param('sweep')}), not both"
+        )
+    target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
+    options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=capacity_bytes)
+    one = _estimator(target, options, args, kwargs, inputs, status)
+    params = dict(inputs_kwargs or {})
+    needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
+    if sweep is None:
+        runs = {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
+        sweep_result = None
+        fits = _fits(runs, needed, capacity_bytes, card.name if card else None)
+    else:
+        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes)
+        fits = None
+    from memprof.sources.fake import estimate_environment
+
+    return Report(
+        target=target.spec,
+        device=modelled,
+        runs=runs,
+        environment=estimate_environment(modelled, card.name if card else None),
+        source=Source(kind="estimate"),
+        fits=fits,
+        sweep=sweep_result,
+    )
+
+
+def _estimate_device(device: str) -> str:
+    text = (device or "").strip().lower()
+    if text == "cpu":
+        return "cpu"
+    if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        return "cuda"
+    raise UsageError(f"{param('device')} {device!r} cannot be estimated; use cuda or cpu")
+
+
+def _capacity_bytes(capacity: int | str | None) -> int | None:
+    from memprof.units import parse_size
+
+    if capacity is None:
+        return None
+    if isinstance(capacity, bool) or not isinstance(capacity, int | str):
+        raise UsageError(f"{param('capacity')} must be a size in bytes or like '80GB', got {capacity!r}")
+    try:
+        value = parse_size(capacity) if isinstance(capacity, str) else int(capacity)
+    except UsageError as error:
+        raise UsageError(f"{param('capacity')}: {error.message}") from None
+    if value <= 0:
+        raise UsageError(f"{param('capacity')} must be more than 0 bytes, got {capacity!r}")
+    return value
+
+
+def _estimator(
+    target: Target,
+    options: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    inputs: InputsFactory | None,
+    status: StatusFn | None,
+) -> Callable[[str, dict[str, Any]], RunResult]:
+    """A function estimating one run of the target: (label, factory parameters) -> run."""
+    from memprof.sources.fake import estimate_target, fake_copy
+    from memprof.sources.target import build_inputs
+
+    def one(label: str, params: dict[str, Any]) -> RunResult:
+        def make(session: Any) -> Inputs:
+            if args or kwargs:
+                fake_args, fake_kwargs = fake_copy((args, kwargs), session.mode, session.recorder.adopt)
+                return Inputs(args=tuple(fake_args), kwargs=dict(fake_kwargs), source="python")
+            return build_inputs(target, inputs, "cpu", params)
+
+        name, module = target.attr_path, target.module
+        return estimate_target(
+            target.func, make, options, label=label, name=name, module=module, status=status
+        )
+
+    return one
+
+
+def _needed(run: RunResult, needed: str) -> int:
+    """The bytes a run needs of a device: its footprint (CPU), or its reserve (CUDA: within the
+    capacity when every request found room there, else on a device with no limit)."""
+    replay = run.estimate.allocator if run.estimate is not None else None
+    if needed == "reserved_peak_bytes" and replay is not None and not replay.ooms:
+        if replay.capacity_reserved_peak_bytes is not None:
+            return replay.capacity_reserved_peak_bytes
+    value = getattr(run, needed)
+    return int(value if value is not None else run.peak_bytes)
+
+
+def run_fits(run: RunResult, needed: str, capacity: int) -> bool:
+    """Whether an estimated run fits ``capacity``: its need is within it, and (CUDA) the
+    allocator model found room for every request."""
+    replay = run.estimate.allocator if run.estimate is not None else None
+    return _needed(run, needed) <= capacity and not (replay is not None and replay.ooms)
+
+
+def _fits(runs: dict[str, RunResult], needed: str, capacity: int | None, gpu: str | None) -> Any:
+    from memprof.model import Fits
+
+    if capacity is None:
+        return None
+    label, run = max(runs.items(), key=lambda item: _needed(item[1], needed))
+    need = _needed(run, needed)
+    return Fits(
+        capacity_bytes=capacity,
+        fits=run_fits(run, needed, capacity),
+        headroom_bytes=capacity - need,
+        needed_bytes=need,
+        needed=needed,
+        run=label,
+        gpu=gpu,
+    )
+
+
+def value_text(value: Any) -> str:
+    """A swept value as its label shows it: ``8``, ``0.5``, ``true``, ``name``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _sweep(
+    one: Callable[[str, dict[str, Any]], RunResult],
+    sweep: tuple[str, Sequence[Any]],
+    params: dict[str, Any],
+    needed: str,
+    capacity: int | None,
+) -> tuple[dict[str, RunResult], Any]:
+    """Estimate each listed value, fit the bytes needed, and with a capacity search for the
+    largest value that fits (whole values: the line's guess, then bisection, at most
+    ``MAX_SEARCH`` more estimates)."""
+    from memprof.analysis import sweep as fit
+
+    name, values = sweep
+    values = list(values)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise UsageError(f"{param('sweep')} names a parameter {name!r}; write it like batch=8,16,32")
+    if not values:
+        raise UsageError(f"{param('sweep')} {name}= lists no values; write it like {name}=8,16,32")
+    if name in params:
+        raise UsageError(f"{name} is both swept and set ({param('inputs_kwargs')}); give it once")
+    runs: dict[str, RunResult] = {}
+    need: dict[Any, int] = {}
+    fits: dict[Any, bool] = {}
+    searched: list[Any] = []
+
+    def estimate_value(value: Any) -> bool:
+        """Estimate ``value``; whether it fits the capacity."""
+        label = f"{name}={value_text(value)}"
+        runs[label] = one(label, {**params, name: value})
+        need[value] = _needed(runs[label], needed)
+        fits[value] = capacity is not None and run_fits(runs[label], needed, capacity)
+        return fits[value]
+
+    for value in values:
+        if value not in need:
+            estimate_value(value)
+    numeric = all(fit.is_number(v) for v in values)
+    footprints = [_needed(runs[f"{name}={value_text(v)}"], "footprint_bytes") for v in values]
+    line = fit.fit_line(values, footprints) if numeric else None
+    linear = None if line is None or len(set(values)) < 3 else line.max_residual <= fit.LINEAR_TOLERANCE
+    if capacity is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        guess = fit.line_value(line, capacity) if line is not None and linear is not False else None
+        for _ in range(fit.MAX_SEARCH):
+            value = fit.next_value(dict(fits), dict(need), capacity, guess)
+            if value is None:
+                break
+            estimate_value(value)
+            searched.append(value)
+    if numeric:  # runs and points in order of value, the searched ones among the listed
+        order = sorted(need, key=float)
+        need = {v: need[v] for v in order}
+        runs = {f"{name}={value_text(v)}": runs[f"{name}={value_text(v)}"] for v in order}
+    return runs, _sweep_result(name, runs, need, fits, searched, line, linear, needed, capacity)
+
+
+def _sweep_result(
+    name: str,
+    runs: dict[str, RunResult],
+    need: dict[Any, int],
+    fits: dict[Any, bool],
+    searched: list[Any],
+    line: Any,
+    linear: bool | None,
+    needed: str,
+    capacity: int | None,
+) -> Any:
+    from memprof.analysis.sweep import Sweep, SweepPoint, verdict
+
+    points = tuple(
+        SweepPoint(
+            value=value_text(value),
+            label=f"{name}={value_text(value)}",
+            footprint_bytes=_needed(runs[f"{name}={value_text(value)}"], "footprint_bytes"),
+            fitted_bytes=line.at(value) if line is not None else None,
+            needed_bytes=nbytes,
+            fits=None if capacity is None else fits[value],
+            searched=value in searched,
+        )
+        for value, nbytes in need.items()
+    )
+    fitting = [v for v, ok in fits.items() if ok]
+    largest = max(fitting) if fitting and all(_is_number(v) for v in fitting) else None
+    # Verified: the next whole value was estimated too, and does not fit.
+    verified = isinstance(largest, int) and (largest + 1) in need
+    sweep = Sweep(
+        parameter=name,
+        needed=needed,
+        points=points,
+        slope_bytes=float(line.slope) if line is not None else None,
+        intercept_bytes=float(line.intercept) if line is not None else None,
+        max_residual=line.max_residual if line is not None else None,
+        linear=linear,
+        capacity_bytes=capacity,
+        largest_fitting=value_text(largest) if largest is not None else None,
+        largest_fitting_label=f"{name}={value_text(largest)}" if largest is not None else None,
+        largest_fitting_bytes=need[largest] if largest is not None else None,
+        verified=verified,
+    )
+    return replace(sweep, verdict=verdict(sweep))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import __version__, fields, schema
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
+from memprof.analysis.sweep import Sweep
 from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError, brief
 
@@ -195,6 +196,64 @@ class AllocatorModel:
         object.__setattr__(self, "exact", exact)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AllocatorReplay:
+    """An estimate's allocations and frees, from the first input made to the end of the
+    estimated call, replayed through the CUDA caching-allocator model (default settings, one
+    stream), as on a device with no limit: the highest allocated bytes (block sizes) and
+    reserved bytes (whole segments, each a ``cudaMalloc``), reserved above allocated, segments
+    held at the end and asked for in all, the largest cached free block at the end.
+
+    With a ``capacity_bytes``, replayed once more within it, as the allocator would behave on
+    that device (when a segment does not fit, it frees its cached segments and tries again):
+    the highest reserve there (``capacity_reserved_peak_bytes``) and the requests that found
+    no room even then (``ooms``: the run does not fit)."""
+
+    settings: str = fields.text(default="default")
+    allocated_peak_bytes: int = fields.size()
+    reserved_peak_bytes: int = fields.size()
+    reserve_overhead_bytes: int = fields.size()
+    segments: int = fields.count()
+    segment_allocations: int = fields.count()
+    largest_free_block_bytes: int = fields.size()
+    capacity_bytes: int | None = fields.maybe_size()
+    capacity_reserved_peak_bytes: int | None = fields.maybe_size()
+    ooms: int = fields.count()
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateSection:
+    """How a run was estimated (``memprof estimate``): whose allocator it models (``cpu``,
+    ``cuda``), the seconds the fake execution took (warm-up included), the ops of the estimated
+    call, each op with a measured workspace and its largest (bytes), the ops whose workspaces
+    could not be measured, the scalar reads answered with a placeholder, and the CUDA
+    allocator's replay."""
+
+    modelled_device: str = fields.text(default="cuda", choices=("cpu", "cuda"))
+    seconds: float = fields.number()
+    ops: int = fields.count()
+    workspace_ops: dict[str, int] = fields.mapping(fields.SIZE)
+    unmeasured_ops: tuple[str, ...] = fields.items(fields.TEXT)
+    placeholders: int = fields.count()
+    allocator: AllocatorReplay | None = fields.optional(AllocatorReplay)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fits:
+    """Whether an estimate fits a device's memory: ``capacity_bytes`` (``gpu`` names the card
+    it came from, when one was named), the bytes the run needs (``needed``: the reserved peak
+    on CUDA, the footprint on the CPU; the largest over the runs) and what is left
+    (``headroom_bytes``; negative: short by that much)."""
+
+    capacity_bytes: int = fields.size(required=True)
+    fits: bool = fields.flag()
+    headroom_bytes: int = fields.signed_size()
+    needed_bytes: int = fields.size()
+    needed: str = fields.text(default="footprint_bytes", choices=("footprint_bytes", "reserved_peak_bytes"))
+    run: str | None = fields.optional_text()
+    gpu: str | None = fields.optional_text()
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
 class RunResult:
     """One profiled run of a target (eager, compiled, or one variant of a comparison).
@@ -246,6 +305,7 @@ class RunResult:
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
     allocator_model: AllocatorModel | None = fields.optional(AllocatorModel)
+    estimate: EstimateSection | None = fields.optional(EstimateSection)
     error: str | None = fields.maybe_text(omit=lambda run: run.error is None)
     torch_table: str | None = fields.python_only()
     torch_messages: tuple[tuple[str, int], ...] = fields.python_only(default=())
@@ -271,8 +331,9 @@ class RunResult:
         names = {f.name for f in dataclass_fields(cls)}
         numbers = analysis.numbers
         values = {f.name: getattr(numbers, f.name) for f in dataclass_fields(numbers) if f.name in names}
+        values.update(op_stats=analysis.ops, timeline=analysis.timeline)
         notes = (*run.pop("notes", ()), *analysis.notes)
-        return cls(op_stats=analysis.ops, timeline=analysis.timeline, notes=notes, **values, **run)
+        return cls(**{**values, **run, "notes": notes})
 
     @property
     def failed(self) -> str | None:
@@ -288,13 +349,18 @@ class RunResult:
 
     def summary(self) -> str:
         """One line: ``eager: peak 795.4 MiB during aten::sum, wall 311.5 ms ±0.4%``; for a run
-        read from a recording, its peak above the recording's start (no wall time)."""
+        read from a recording, its peak above the recording's start, and for an estimate, its
+        estimated peak (no wall time)."""
         if self.failed:
             return f"{self.label}: failed: {self.failed}"
         if self.mode in ("trace", "snapshot"):  # a recording's: no wall time
             from memprof.report.recorded import peak_line
 
             return peak_line(self)
+        if self.estimate is not None:  # nothing real ran: no wall time
+            from memprof.report.estimate import amount
+
+            return f"{self.label}: {amount(self)}"
         from memprof.analysis.timing import format_wall
         from memprof.units import format_bytes
 
@@ -345,6 +411,8 @@ class Report:
     environment: dict[str, str] = fields.mapping(fields.TEXT)
     source: Source | None = fields.optional(Source)
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
+    fits: Fits | None = fields.optional(Fits)
+    sweep: Sweep | None = fields.optional(Sweep)
 
     @property
     def base(self) -> RunResult:

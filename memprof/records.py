@@ -11,6 +11,7 @@ import numpy as np
 CALL_MARKER = "memprof.call"
 """Name of the ``record_function`` range that memprof puts around each measured call."""
 
+
 @dataclass(frozen=True)
 class RawProfile:
     """The profiler's records, as arrays. Times are nanoseconds on the profiler's clock.

@@ -29,6 +29,9 @@
 (i) ``memprof analyze`` of the 54 MB V100 trace (``$MEMPROF_GPU_DATA/traces``) against
     ``json.loads`` of the same text: in one process, and as whole commands
     (``scripts/bench_analyze.py``'s sections (a) and (c)).
+(j) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
+    example), at two sizes: whole processes, alternating, medians; the estimate's own fake
+    execution seconds; the peaks each reports.
 
 Every ratio is a median of per-round ratios of commands run in turn, side by side, so that
 load from other jobs on a shared machine touches both sides alike; the machine and its load
@@ -540,6 +543,42 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(wall(cmd) for _ in range(rounds))) for name, cmd in commands.items()]
 
 
+# ---- (j) estimate vs the real run ------------------------------------------------------------
+
+ESTIMATE_SIZES = {
+    "batch 8, context 64 (default)": ["--set", "batch=8", "--set", "context=64"],
+    "batch 64, context 256": ["--set", "batch=64", "--set", "context=256"],
+}
+
+
+def bench_estimate(rounds: int) -> list[tuple[str, float, float, float, int, int]]:
+    """(size, estimate wall, run wall, fake seconds, estimated peak, measured peak) per size."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sets in ESTIMATE_SIZES.items():
+            target = ["memprof.examples.gpt:train_step", "-q", "--device", "cpu", *sets]
+            est_json, run_json = Path(tmp) / "e.json", Path(tmp) / "r.json"
+            est = [PY, "-m", "memprof", "estimate", *target, "--json", str(est_json)]
+            run = [PY, "-m", "memprof", "run", *target, "--json", str(run_json)]
+            walls: dict[str, list[float]] = {"est": [], "run": []}
+            for _ in range(rounds):
+                walls["est"].append(wall(est))
+                walls["run"].append(wall(run))
+            estimated = json.loads(est_json.read_text())["runs"]["estimate"]
+            measured = json.loads(run_json.read_text())["runs"]["eager"]
+            rows.append(
+                (
+                    name,
+                    statistics.median(walls["est"]),
+                    statistics.median(walls["run"]),
+                    float(estimated["estimate"]["seconds"]),
+                    int(estimated["peak_bytes"]),
+                    int(measured["peak_bytes"]),
+                )
+            )
+    return rows
+
+
 # ---- (e) compile cache -----------------------------------------------------------------------
 
 
@@ -635,6 +674,21 @@ def _section_i(args: argparse.Namespace) -> None:
     bench_analyze.section_c(path, args.rounds)
 
 
+def _section_j(args: argparse.Namespace) -> None:
+    rounds = 3
+    print(f"(j) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
+    print(
+        "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
+        "|---|---:|---:|---:|---:|---:|---:|"
+    )
+    for name, est, run, fake, peak_est, peak_run in bench_estimate(rounds):
+        print(
+            f"| {name} | {est:.2f} s | {run:.2f} s | {est / run:.2f} | {fake:.2f} s "
+            f"| {peak_est:,} B | {peak_run:,} B |",
+            flush=True,
+        )
+
+
 SECTIONS = {
     "a": _section_a,
     "b": _section_b,
@@ -645,6 +699,7 @@ SECTIONS = {
     "h": _section_h,
     "i": _section_i,
     "e": _section_e,
+    "j": _section_j,
 }
 
 
@@ -656,7 +711,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profiles and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
-    parser.add_argument("--only", default="abcdefghi", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdefghij", help="sections to run, e.g. 'bd'")
     parser.add_argument(
         "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
     )

@@ -75,6 +75,12 @@ def test_run_help_loads_no_torch() -> None:
     assert heavy_modules_after_cli("run", "--help") == ["rich"]
 
 
+def test_estimate_help_and_its_gpu_table_load_no_torch() -> None:
+    # typer draws its help with rich.
+    assert heavy_modules_after_cli("estimate", "--help") == ["rich"]
+    assert heavy_modules_after_cli("estimate", "x:y", "--gpu", "list") == []
+
+
 def test_analyze_reads_a_trace_and_a_snapshot_without_torch(tmp_path: Path) -> None:
     data = ROOT / "tests" / "data" / "gpu"
     trace, snapshot = (

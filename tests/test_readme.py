@@ -78,3 +78,30 @@ def test_readme_analyze_example_prints_what_readme_shows(command, expected, monk
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, result.output
     assert result.stdout == expected
+
+
+def estimate_examples() -> list[tuple[str, str]]:
+    """(command, expected output) pairs of README's `memprof estimate` section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Will it fit? `memprof estimate`") : text.index("## Distributed jobs")]
+    found = []
+    for block in re.findall(r"```\n(\$ memprof estimate .*?)```", section, re.S):
+        command, _, output = block.partition("\n")
+        found.append((command[2:], output))
+    return found
+
+
+ESTIMATE_EXAMPLES = estimate_examples()
+
+
+def test_readme_has_estimate_examples() -> None:
+    assert len(ESTIMATE_EXAMPLES) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "expected"), ESTIMATE_EXAMPLES, ids=[c for c, _ in ESTIMATE_EXAMPLES])
+def test_readme_estimate_example_prints_what_readme_shows(command, expected, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, shlex.split(command)[1:])
+    assert result.exit_code == (1 if "does not fit" in expected else 0), result.output
+    assert result.stdout == expected

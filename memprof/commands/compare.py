@@ -10,6 +10,7 @@ import typer
 from memprof.commands.common import check_runs, profile_and_report, read_inputs
 from memprof.commands.options import (
     DistributedOptions,
+    FactoryOptions,
     GateOptions,
     Mode,
     OutputOptions,
@@ -85,6 +86,7 @@ def compare(
     mode: Annotated[
         Mode, typer.Option("--mode", help="eager, or compile: torch.compile every target before profiling.")
     ] = Mode.eager,
+    factory: FactoryOptions,
     profile: ProfileOptions,
     output: OutputOptions,
     gate: GateOptions,
@@ -114,14 +116,17 @@ def compare(
     files = output.files(save_baseline, read_inputs([s for pair in split for s in pair], gate.baseline))
     names = parse_labels(labels, [spec for spec, _ in split])
     config = gate.config()
+    params = factory.params()
     if wanted(distributed):
         variants = [
-            Variant(target=spec, inputs=factory, mode=mode.value, label=name)
-            for (spec, factory), name in zip(split, names, strict=True)
+            Variant(target=spec, inputs=make, mode=mode.value, label=name, inputs_kwargs=params)
+            for (spec, make), name in zip(split, names, strict=True)
         ]
         run_distributed(variants, files, config, profile, output, distributed)
         return
     check_runs(config, names)
     refuse_rank(output.rank)
-    variants = [Variant(target=spec, inputs=factory, mode=mode.value) for spec, factory in split]
+    variants = [
+        Variant(target=spec, inputs=make, mode=mode.value, inputs_kwargs=params) for spec, make in split
+    ]
     profile_and_report(variants, names, files, config, profile, output)

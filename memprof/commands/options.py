@@ -211,6 +211,17 @@ SaveBaseline = Annotated[
 ]
 
 
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="NAME=VALUE",
+        help="Pass NAME=VALUE to the inputs factory by keyword (repeat for more): 8 is an int, 0.5 a "
+        "float, true/false a bool, anything else (or anything in quotes) a string.",
+    ),
+]
+
+
 # ---------------------------------------------------------------------------- option groups
 
 
@@ -303,6 +314,35 @@ def _make_folder(folder: Path) -> None:
         raise UsageError(
             f"--out {str(folder)!r}: cannot create the folder ({error.strerror or error})"
         ) from None
+
+
+@dataclass(frozen=True)
+class FactoryOptions(OptionGroup):
+    """Keyword arguments for the inputs factory, from the command line."""
+
+    inputs_kwargs: SetOption = None
+
+    def params(self) -> dict[str, Any]:
+        """``--set batch=8 --set seq=2048`` -> ``{"batch": 8, "seq": 2048}``; a malformed or
+        repeated name is exit 2."""
+        params: dict[str, Any] = {}
+        for text in self.inputs_kwargs or ():
+            name, value = parse_assignment(text, "--set")
+            if name in params:
+                raise UsageError(f"--set {name} is given twice; give each parameter once")
+            params[name] = value
+        return params
+
+
+def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` -> (name, parsed value); exit 2 naming ``flag`` otherwise."""
+    from memprof.sources.target import parse_value
+
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise UsageError(f"{flag} {text!r} is not NAME=VALUE; write it like {flag} batch=8")
+    return name, parse_value(value)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import typer
 from memprof.commands.common import check_runs, profile_and_report
 from memprof.commands.options import (
     DistributedOptions,
+    FactoryOptions,
     GateOptions,
     Inputs,
     Mode,
@@ -29,6 +30,7 @@ def run(
     compare_compile: Annotated[
         bool, typer.Option("--compare-compile", help="Profile eager and compiled, side by side.")
     ] = False,
+    factory: FactoryOptions,
     profile: ProfileOptions,
     output: OutputOptions,
     gate: GateOptions,
@@ -56,7 +58,8 @@ def run(
     modes = ["eager", "compile"] if compare_compile else [mode.value]
     # The gate's options are checked before any torch work: a typo costs no profiling.
     config = gate.config()
-    variants = [Variant(target=target, inputs=inputs, mode=m, label=m) for m in modes]
+    params = factory.params()
+    variants = [Variant(target=target, inputs=inputs, mode=m, label=m, inputs_kwargs=params) for m in modes]
     if wanted(distributed):
         run_distributed(variants, files, config, profile, output, distributed)
         return

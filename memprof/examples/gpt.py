@@ -12,7 +12,7 @@ of those is 8 MiB (8 x 64 x 4096 x 4 B) while one block's attention scores are 5
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -130,9 +130,26 @@ def make_model(config: GPTConfig = GPTConfig(), device: str = "cpu") -> GPT:  # 
 def train_step_inputs(
     device: str = "cpu",
     config: GPTConfig = GPTConfig(),  # noqa: B008 - frozen
+    *,
+    batch: int | None = None,
+    context: int | None = None,
+    n_layer: int | None = None,
+    n_head: int | None = None,
+    n_embd: int | None = None,
+    vocab_size: int | None = None,
 ) -> tuple[GPT, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
     """The model, its AdamW optimizer (no state yet: the first step makes it) and one seeded
-    batch of token ids and next-token targets, on ``device``."""
+    batch of token ids and next-token targets, on ``device``. The keywords replace the sizes of
+    ``config`` (``memprof estimate memprof.examples.gpt:train_step --set batch=64``)."""
+    sizes = {
+        "batch": batch,
+        "context": context,
+        "n_layer": n_layer,
+        "n_head": n_head,
+        "n_embd": n_embd,
+        "vocab_size": vocab_size,
+    }
+    config = replace(config, **{name: value for name, value in sizes.items() if value is not None})
     model = make_model(config, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     generator = torch.Generator().manual_seed(1)

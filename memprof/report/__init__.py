@@ -16,6 +16,9 @@ STANDARD_NAMES = {
     "html": "memprof.html",
 }
 
+SWEEP_CSV_NAME = "memprof-sweep.csv"
+"""The sweep's CSV in a folder given for every format (an estimate's sweep)."""
+
 
 def render_torch_tables(report: Report) -> str:
     """torch.profiler's own printed table of each run that kept one, each under a line naming
@@ -39,6 +42,10 @@ def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
         from memprof.report.csv import render_csv
 
         return render_csv
+    if fmt == "sweep_csv":
+        from memprof.report.csv import render_sweep_csv
+
+        return render_sweep_csv
     if fmt == "markdown":
         from memprof.report.markdown import render_markdown
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
 from memprof.analysis.timing import format_spread, format_wall
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.chart import CHART_CSS, CHART_JS, Bar, Series, bar_chart, peak_time_ms, timeline_chart
 from memprof.report.layout import shorten
 from memprof.report.ranks import RankView, rank_view, size_columns
@@ -125,9 +125,10 @@ def _summary(report: Report) -> str:
 
 def _verdict(report: Report) -> str:
     """Each comparison's verdict and its memory-and-time summary (the lines every format ends
-    with), or the single run's peak."""
+    with), or the single run's peak; an estimate's answer (or its sweep's verdict)."""
     groups = []
-    for verdict, *rest in conclusions(report):
+    said = estimate.conclusions(report) if estimate.is_estimate(report) else conclusions(report)
+    for verdict, *rest in said:
         lines = "".join(f'<p class="summary-line">{_e(line)}</p>' for line in rest)
         groups.append(f'<div class="conclusion"><p class="verdict">{_e(verdict)}</p>{lines}</div>')
     return f'<section id="verdict">{"".join(groups)}</section>'
@@ -358,6 +359,61 @@ def _fused(report: Report) -> str:
     return f'<section id="fused"><h2>Fused kernels</h2>{body}</section>'
 
 
+def _estimate_runs(report: Report) -> str:
+    """An estimate's runs (no times: nothing real ran, and the fake run's clock is not the
+    call's)."""
+    headers = estimate.RUN_HEADERS
+    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in headers)
+    rows = []
+    for run in report.runs.values():
+        cells = estimate.run_cells(run)
+        if run.failed:
+            rows.append(
+                f'<tr class="failed"><th scope="row">{_e(run.label)}</th>'
+                f'<td colspan="{len(headers) - 1}">failed: {_e(run.failed)}</td></tr>'
+            )
+            continue
+        sizes = "".join(f'<td class="num">{_e(cell)}</td>' for cell in cells[1:-1])
+        during = f"<code>{_e(run.peak_op)}</code>" if run.peak_op else "-"
+        rows.append(f'<tr><th scope="row">{_e(run.label)}</th>{sizes}<td class="name">{during}</td></tr>')
+    return (
+        '<section id="runs"><h2>Runs</h2>'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        '<p class="help">estimated on fake tensors: peak: most live bytes above the call\'s start; '
+        "footprint: every live byte then, what was live before the call included; live at start: live "
+        "when the call began; reserved peak (CUDA): the most the caching-allocator model holds from the "
+        "device; allocated: all bytes allocated; net: left allocated at the end.</p></section>"
+    )
+
+
+def _estimate(report: Report) -> str:
+    """An estimate's sweep (its table and verdict) and what ops allocate inside; an estimate's
+    timeline is left out (its clock is the fake run's, not the real call's)."""
+    parts = []
+    if report.sweep is not None:
+        sweep = report.sweep
+        headers = estimate.sweep_headers(sweep)
+        numeric = {"value", "footprint", "line", "reserved"}
+        head = "".join(f'<th scope="col">{_e(h)}</th>' for h in headers)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f'<td class="num">{_e(cell)}</td>' if header in numeric else f"<td>{_e(cell)}</td>"
+                for header, cell in zip(headers, estimate.sweep_cells(row, sweep), strict=True)
+            )
+            + "</tr>"
+            for row in estimate.sweep_rows(sweep)
+        )
+        parts.append(
+            f"<h3>{_e(estimate.sweep_title(sweep).rstrip(':'))}</h3>"
+            f'<table class="sweep"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            f'<p class="verdict">{_e(sweep.verdict)}</p>'
+        )
+    lines = [line for run in report.ok_runs() if (line := estimate.workspace_line(run))]
+    parts += [f"<p>{_e(line)}</p>" for line in lines[:1]]
+    return f'<section id="estimate"><h2>Estimate</h2>{"".join(parts)}</section>'
+
+
 def _notes(report: Report) -> str:
     items = [
         f"<li><b>{_e(run.label)}</b>: {_e(note)}</li>" for run in report.runs.values() for note in run.notes
@@ -524,8 +580,11 @@ def render_html(
         else _summary(report)
         + ranks
         + _verdict(detail)
-        + _runs(report)
-        + _timeline(report)
+        + (
+            _estimate_runs(report) + _estimate(report)
+            if estimate.is_estimate(report)
+            else _runs(report) + _timeline(report)
+        )
         + _ops(detail, top)
         + _fused(detail)
         + _notes(report)

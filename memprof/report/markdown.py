@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
 from memprof.analysis.timing import format_wall
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
@@ -236,6 +236,8 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
     one rank's runs (the highest peak's, or ``rank``); its notes cover every rank."""
     if report.recorded:
         return render_recorded_markdown(report, top, rank=rank)
+    if estimate.is_estimate(report):
+        return render_estimate_markdown(report, top)
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
@@ -332,4 +334,49 @@ def render_recorded_markdown(report: Report, top: int = TOP_OPS, *, rank: int | 
         "held; snapshots count requested bytes, their footprint and reserve block sizes; sizes are "
         "1024-based.</sub>"
     )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates (memprof estimate)
+
+
+def render_estimate_markdown(report: Report, top: int = TOP_OPS) -> str:
+    """An estimate: the answer (or the sweep's verdict) in bold, the runs, the sweep's table or
+    the top ops, what ops allocate inside, notes."""
+    lines = [f"## memprof: {escape_text(estimate.title(report))}", ""]
+    for verdict, *_ in estimate.conclusions(report):
+        lines += [f"**{escape_text(unbreakable(verdict))}**", ""]
+    rows = [
+        [
+            escape_text(unbreakable(cell)) if i < 7 else code(cell) if cell != "-" else "-"
+            for i, cell in enumerate(cells)
+        ]
+        for cells in (estimate.run_cells(run) for run in report.runs.values())
+    ]
+    headers = [escape_text(h) for h in estimate.RUN_HEADERS]
+    lines += [*_table(headers, rows, "l" + "r" * 6 + "l"), ""]
+    if report.sweep is not None:
+        sweep = report.sweep
+        rows = [
+            [escape_text(unbreakable(cell)) for cell in estimate.sweep_cells(r, sweep)]
+            for r in estimate.sweep_rows(sweep)
+        ]
+        headers = [escape_text(h) for h in estimate.sweep_headers(sweep)]
+        align = "lr" + "r" * (len(headers) - 4) + "ll"
+        lines += [f"### {escape_text(estimate.sweep_title(sweep).rstrip(':'))}", ""]
+        lines += [*_table(headers, rows, align), ""]
+    else:
+        lines += _op_section(report, top)
+        line = estimate.workspace_line(next(iter(report.runs.values())))
+        if line:
+            lines += [f"- {escape_text(unbreakable(line))}", ""]
+    notes = [f"- {escape_text(whose)}: {escape_text(note)}" for whose, note in estimate.notes(report)]
+    if notes:
+        lines += ["### Notes", "", *notes, ""]
+    legend = (
+        "estimated on fake tensors; peak: most live bytes above the call's start; footprint: all live "
+        "bytes then; sizes are 1024-based"
+    )
+    lines.append(f"<sub>{legend}.</sub>")
     return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from memprof.analysis.diff import op_note
 from memprof.analysis.timing import format_wall
-from memprof.report import recorded
+from memprof.report import estimate, recorded
 from memprof.report.layout import (
     DEFAULT_WIDTH,
     Column,
@@ -320,6 +320,8 @@ def terminal_lines(
     highest peak's, or ``rank``); its notes cover every rank."""
     if report.recorded:
         return recorded_lines(report, sort=sort, top=top, width=width, rank=rank)
+    if estimate.is_estimate(report):
+        return estimate_lines(report, sort=sort, top=top, width=width)
     everything, view = report, rank_view(report, rank)
     lines = heading(report, width)
     if view is not None:
@@ -450,3 +452,82 @@ def render_recorded(
 ) -> str:
     """:func:`recorded_lines` as plain text (what ``memprof analyze`` prints to a pipe)."""
     return plain(recorded_lines(report, sort=sort, top=top, width=width or DEFAULT_WIDTH, rank=rank))
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates (memprof estimate)
+
+# The estimate runs table (estimate.RUN_HEADERS) drops, when narrow, live at start first, then
+# net, allocated, reserved peak; never the footprint (the one-line answer's figure).
+_ESTIMATE_DROPS = (0, 0, 0, 4, 1, 2, 3, 0)
+
+
+def estimate_runs_table(report: Report, width: int) -> list[Line]:
+    """One row per estimated run, without times (nothing real ran); failed runs' messages follow."""
+    columns = [
+        Column(
+            header,
+            "left" if n in (0, 7) else "right",
+            drop=drop,
+            shrink=n in (0, 7),
+            min_width=32 if n == 7 else 12,
+        )
+        for n, (header, drop) in enumerate(zip(estimate.RUN_HEADERS, _ESTIMATE_DROPS, strict=True))
+    ]
+    table = Table(columns)
+    failures: list[Line] = []
+    for run in report.runs.values():
+        if run.failed:
+            table.add(run.label, ("failed", "red"), *([""] * (len(columns) - 2)))
+            failures += paragraph(f"{run.label} failed: {run.failed}", width, "red")
+            continue
+        label, peak, *rest = estimate.run_cells(run)
+        table.add(label, (peak, "bold"), *rest)
+    return table.lines(width) + failures
+
+
+def sweep_section(report: Report, width: int) -> list[Line]:
+    """A sweep's table (values in order, then the search's) and its verdict."""
+    assert report.sweep is not None
+    sweep = report.sweep
+    headers = estimate.sweep_headers(sweep)
+    # When narrow, the search's words move under their row first, then the line's column goes.
+    columns = [
+        Column(
+            header,
+            "left" if n == 0 or n >= len(headers) - 2 else "right",
+            drop=1 if header == "line" else 0,
+            shrink=n == 0,
+            min_width=12,
+            detach=n == len(headers) - 1,
+        )
+        for n, header in enumerate(headers)
+    ]
+    table = Table(columns)
+    for row in estimate.sweep_rows(sweep):
+        table.add(*estimate.sweep_cells(row, sweep))
+    return [[], *paragraph(estimate.sweep_title(sweep), width, "bold"), *table.lines(width)]
+
+
+def estimate_lines(
+    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH
+) -> list[Line]:
+    """The summary printed by ``memprof estimate``: the runs, the sweep's table or the top ops
+    of a single estimate, what ops allocate inside, notes, and last the one-line answer (or the
+    sweep's verdict)."""
+    lines = paragraph(f"memprof: {estimate.title(report)}", width, "bold")
+    lines += [[], *estimate_runs_table(report, width)]
+    if report.sweep is not None:
+        lines += sweep_section(report, width)
+    else:
+        lines += op_section(report, sort, top, width)
+        for run in report.ok_runs()[:1]:
+            line = estimate.workspace_line(run)
+            lines += [[], *paragraph(line, width)] if line else []
+    notes = [
+        row
+        for whose, note in estimate.notes(report)
+        for row in paragraph(f"note ({whose}): {note}", width, "yellow")
+    ]
+    lines += [[], *notes] if notes else []
+    return lines + conclusion_section(estimate.conclusions(report), width)

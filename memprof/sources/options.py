@@ -29,3 +29,20 @@ class RunOptions:
     keep_table: bool = False
     time_budget: float = 0.2
     verbose: bool = False
+
+
+ESTIMATE_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """How to estimate: ``device`` "cpu" or "cuda" (whose allocator is modelled; the run itself
+    is always on fake CPU tensors); ``warmup`` calls before the estimated one (optimizer state
+    is made there, as in a real run); ``capacity_bytes``, the device's memory the CUDA
+    allocator model may reserve (None: unlimited); ``workspaces``: measure what ops allocate
+    inside their kernels (CPU estimates)."""
+
+    device: str = "cuda"
+    warmup: int = 1
+    capacity_bytes: int | None = None
+    workspaces: bool = True

@@ -11,6 +11,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 import re
 import sys
@@ -224,9 +225,66 @@ InputsFactory = str | Callable[..., Any]
 """Where a target's arguments come from: a factory's spec (``pkg.mod:make``) or the factory."""
 
 
-def build_inputs(target: Target, factory: InputsFactory | None, device: str) -> Inputs:
+def parse_value(text: str) -> Any:
+    """A factory parameter's value as written on the command line: ``8`` an int, ``0.5`` or
+    ``1e-3`` a float, ``true``/``false`` a bool (any case), anything else (or anything in
+    quotes, ``'8'``) a string."""
+    stripped = text.strip()
+    if len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in "'\"":
+        return stripped[1:-1]
+    if stripped.lower() in ("true", "false"):
+        return stripped.lower() == "true"
+    try:
+        return int(stripped, 10)
+    except ValueError:
+        pass
+    try:
+        value = float(stripped)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
+
+
+def factory_parameters(make: Callable[..., Any]) -> tuple[list[str], bool]:
+    """The names a factory takes by keyword (``device`` excluded: memprof passes it), and
+    whether it takes any keyword (``**kwargs``)."""
+    try:
+        parameters = list(inspect.signature(make).parameters.values())
+    except (TypeError, ValueError):
+        return [], True
+    named = [
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.name != "device"
+    ]
+    return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _check_params(make: Callable[..., Any], source: str, params: dict[str, Any]) -> None:
+    names, open_ended = factory_parameters(make)
+    if "device" in params:
+        raise UsageError(
+            f"the inputs factory's device is memprof's to set ({param('device')}); "
+            f"remove device from {param('inputs_kwargs')}"
+        )
+    unknown = sorted(set(params) - set(names))
+    if unknown and not open_ended:
+        takes = ", ".join(names) if names else "no parameters"
+        raise UsageError(f"inputs factory {source!r} has no parameter {', '.join(unknown)}; it takes {takes}")
+
+
+def build_inputs(
+    target: Target, factory: InputsFactory | None, device: str, params: dict[str, Any] | None = None
+) -> Inputs:
     """Make the target's arguments: from ``factory``, else ``<func>_inputs`` in its module,
-    else none. A factory that accepts ``device`` gets the chosen device."""
+    else none. A factory that accepts ``device`` gets the chosen device; ``params`` are passed
+    to it by keyword (a name it does not take is a :class:`UsageError` listing those it does)."""
+    if params and not isinstance(factory, str) and factory is None and not required_parameters(target.func):
+        raise UsageError(
+            f"{target.spec!r} takes no arguments, so there is no inputs factory to give "
+            f"{', '.join(params)} to; name one with {param('inputs')}"
+        )
     if isinstance(factory, str):
         source = factory
         make = resolve(factory).func
@@ -244,7 +302,9 @@ def build_inputs(target: Target, factory: InputsFactory | None, device: str) -> 
             raise UsageError(_missing_inputs_message(target, required, factory_name, module_part))
         source = f"{module_part}:{factory_name}"
         make = found
-    return _call_factory(make, source, device)
+    if params:
+        _check_params(make, source, params)
+    return _call_factory(make, source, device, params or {})
 
 
 # Names that read like an inputs factory: make_*, *_inputs, *_batch, and inputs/batch/example
@@ -283,9 +343,9 @@ def _missing_inputs_message(target: Target, required: list[str], factory_name: s
     )
 
 
-def _call_factory(make: Callable[..., Any], source: str, device: str) -> Inputs:
+def _call_factory(make: Callable[..., Any], source: str, device: str, params: dict[str, Any]) -> Inputs:
     try:
-        made = make(device=device) if accepts(make, "device") else make()
+        made = make(device=device, **params) if accepts(make, "device") else make(**params)
     except (MemprofError, KeyboardInterrupt):
         # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
         # own exit code stands, it is not the user's code failing.

@@ -129,9 +129,10 @@ class _Mode(TorchDispatchMode):
         self.tracker = tracker
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        t0 = time.time_ns()
+        clock = self.tracker._clock
+        t0 = clock()
         out = func(*args, **kwargs) if kwargs else func(*args)
-        t1 = time.time_ns()
+        t1 = clock()
         self.tracker._record_op(func, t0, t1, out, args, kwargs)
         return out
 
@@ -149,6 +150,11 @@ class Tracker:
     ``ops=True`` also tracks ops, lines and saved tensors, for one attribution call.
     ``compiled=True``: for a ``torch.compile``d function, state found by scanning only (no
     hooks); lines and modules come from :class:`CompileTracking`.
+    ``fake``: the call runs on fake tensors (:mod:`memprof.sources.fake`), which have no
+    addresses and allocate nothing: storages are told apart by their ``StorageImpl``
+    (:func:`storage_key`), time is ``fake.clock`` (the clock of the allocations it records),
+    and backward ops are seen by the dispatch mode itself (there is no profile to read them
+    from, and no allocation of a fake run to disturb). Read the result with :meth:`fake_facts`.
     """
 
     def __init__(
@@ -161,7 +167,11 @@ class Tracker:
         device: str = "cpu",
         ops: bool = True,
         compiled: bool = False,
+        fake: FakeClock | None = None,
     ) -> None:
+        self._fake = fake is not None
+        self._clock: Callable[[], int] = fake.clock if fake is not None else time.time_ns
+        self._storage_key: Callable[[Any], int] = storage_key if fake is not None else _data_ptr
         # A compiled function must see no hooks: Dynamo guards on the global module and optimizer
         # hooks (adding one after compiling would compile again) and traces what they do.
         self._ops = ops and not compiled
@@ -249,7 +259,8 @@ class Tracker:
             stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack))
             mode = _Mode(self)
             stack.enter_context(mode)
-            self._run_backward_without(mode)
+            if not self._fake:
+                self._run_backward_without(mode)
         return self
 
     def _run_backward_without(self, mode: _Mode) -> None:
@@ -271,13 +282,13 @@ class Tracker:
         windows = self._backward_windows
 
         def run_backward(*args: Any, **kwargs: Any) -> Any:
-            start = time.time_ns()
+            start = self._clock()
             popped = _get_current_dispatch_mode() is mode
             try:
                 with _pop_mode_temporarily() if popped else contextlib.nullcontext():
                     return original(*args, **kwargs)
             finally:
-                windows.append((start, time.time_ns()))
+                windows.append((start, self._clock()))
 
         autograd._engine_run_backward = run_backward
         self._stack.callback(setattr, autograd, "_engine_run_backward", original)
@@ -285,7 +296,7 @@ class Tracker:
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
-        self._scan_state(time.time_ns())
+        self._scan_state(self._clock())
         # Deaths after this no longer matter; detached, the storages no longer keep the tracker.
         for finalizer in self._finalizers:
             finalizer.detach()
@@ -301,8 +312,9 @@ class Tracker:
             self._name_list.append(_op_name(func))
             self._tensor_arguments.append(_tensor_arguments(func))
         # A Python number passed for a Tensor argument is wrapped in a new tensor when the mode
-        # calls the op again: an allocation the untracked run does not make. Noted, to be left out.
-        for position, keyword in self._tensor_arguments[name]:
+        # calls the op again: an allocation the untracked run does not make. Noted, to be left out
+        # (a fake run records no allocation for it).
+        for position, keyword in () if self._fake else self._tensor_arguments[name]:
             value = args[position] if position < len(args) else kwargs.get(keyword) if kwargs else None
             size = _NUMBER_BYTES.get(type(value))
             if size:
@@ -336,7 +348,7 @@ class Tracker:
 
     def _record_output(self, tensor: torch.Tensor, index: int) -> None:
         try:
-            ptr = tensor.untyped_storage().data_ptr()
+            ptr = self._storage_key(tensor.untyped_storage())
         except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, wrapper subclasses
             return
         if ptr:
@@ -396,22 +408,22 @@ class Tracker:
             path_id = self._path_ids[path] = len(self._path_ids)
         self._call_path.append(path_id)
         self._call_parent.append(self._call_stack[-1] if self._call_stack else -1)
-        self._call_start.append(time.time_ns())
+        self._call_start.append(self._clock())
         self._call_end.append(-1)
         self._call_stack.append(len(self._call_path) - 1)
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if self._call_stack:
-            self._call_end[self._call_stack.pop()] = time.time_ns()
+            self._call_end[self._call_stack.pop()] = self._clock()
 
     def _optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not self._optimizer_depth:
-            self._optimizer_starts.append(time.time_ns())
+            self._optimizer_starts.append(self._clock())
         self._optimizer_depth += 1
 
     def _optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._optimizer_depth = max(self._optimizer_depth - 1, 0)
-        now = time.time_ns()
+        now = self._clock()
         if not self._optimizer_depth and self._optimizer_starts:
             self._optimizer_steps.append((self._optimizer_starts.pop(), now))
         self._optimizers.setdefault(id(optimizer), optimizer)
@@ -420,14 +432,14 @@ class Tracker:
     def _grad_ready(self, param: torch.Tensor) -> None:
         if param.grad is not None:
             name = self._param_names.get(id(param), "")
-            self._see(param.grad, "gradient", name, _owner(name), time.time_ns())
+            self._see(param.grad, "gradient", name, _owner(name), self._clock())
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
         with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):
-            ptr = tensor.untyped_storage().data_ptr()
+            ptr = self._storage_key(tensor.untyped_storage())
             if ptr:
                 self._saved_ptr.append(ptr)
-                self._saved_time.append(time.time_ns())
+                self._saved_time.append(self._clock())
         return tensor
 
     # ---- program state ------------------------------------------------------------------------
@@ -444,7 +456,7 @@ class Tracker:
             return
         try:
             storage = tensor.untyped_storage()
-            ptr = storage.data_ptr()
+            ptr = self._storage_key(storage)
             nbytes = storage.nbytes()
         except (RuntimeError, NotImplementedError, TypeError):
             return
@@ -461,7 +473,7 @@ class Tracker:
         self._storages.append([ptr, nbytes, now, None, kind, name, module, shape, dtype])
 
     def _died(self, ptr: int, rows: list[int]) -> None:
-        now = time.time_ns()
+        now = self._clock()
         for row in rows:
             self._storages[row][3] = now
         if self._alive.get(ptr) is rows:
@@ -469,7 +481,7 @@ class Tracker:
 
     def _scan_start(self) -> None:
         """Find the model(s), optimizer(s) and inputs; name modules and parameters."""
-        now = time.time_ns()
+        now = self._clock()
         found = _Found()
         for label, value in self._roots():
             found.visit(label, value, is_argument=not label.startswith("global "))
@@ -558,12 +570,25 @@ class Tracker:
         """What was seen, with the finished profile's allocator records (and their addresses).
         For a compiled run, ``compiled`` (entered around the compiling call) says which source
         lines and modules each kernel computes."""
-        device = "cpu" if self._device_type == "cpu" else f"{self._device_type}:{self._device_index}"
         read = _read_profile(
-            prof, device, backward_ops=self._backward_from_profile, kernels=compiled is not None
+            prof, self._device, backward_ops=self._backward_from_profile, kernels=compiled is not None
         )
         if compiled is not None:
-            return compiled.facts(read, self._storage_facts(), device, self._notes)
+            return compiled.facts(read, self._storage_facts(), self._device, self._notes)
+        return self._facts(read)
+
+    def fake_facts(self, allocations: Allocations, calls: Iterable[tuple[int, int]]) -> TrackedFacts:
+        """What was seen in a fake run, with the ``allocations`` its storages made and died on the
+        tracker's clock (from :class:`memprof.sources.fake.Recorder`) and the (start, end) of
+        each measured call."""
+        return self._facts(_ProfileRead(allocations, [], [], sorted(calls)))
+
+    @property
+    def _device(self) -> str:
+        return "cpu" if self._device_type == "cpu" else f"{self._device_type}:{self._device_index}"
+
+    def _facts(self, read: _ProfileRead) -> TrackedFacts:
+        device = self._device
         backward_ops, backward_sequence = (
             _backward_table(read.backward)
             if self._backward_from_profile
@@ -619,6 +644,30 @@ class Tracker:
 
 def _unpack(value: Any) -> Any:
     return value
+
+
+def _data_ptr(storage: Any) -> int:
+    return int(storage.data_ptr())
+
+
+def storage_key(storage: Any) -> int:
+    """A storage's identity while it lives, also for fake and meta storages (whose data pointer
+    is 0): the address of its ``StorageImpl``. Reused after the storage dies, as addresses are."""
+    return int(storage._cdata)
+
+
+class FakeClock:
+    """A clock that never repeats a reading: ``clock()`` returns Unix nanoseconds, or one more
+    than the previous reading when the system clock has not advanced. A fake run's ops,
+    allocations and frees are ordered by it, so that no two of them tie."""
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def clock(self) -> int:
+        now = time.time_ns()
+        self._last = now if now > self._last else self._last + 1
+        return self._last
 
 
 def _tensor_arguments(func: Any) -> tuple[tuple[int, str], ...]:
@@ -705,6 +754,13 @@ def _outermost(modules: Iterable[torch.nn.Module]) -> list[torch.nn.Module]:
 # ---- the profiler's allocator records, with addresses -------------------------------------------
 
 
+def read_calls(prof: Any, device: str = "cpu") -> tuple[Allocations, list[tuple[int, int]]]:
+    """The ``[memory]`` records of ``device`` with their addresses, and the (start, end) of each
+    ``CALL_MARKER`` range, in order, of a finished ``torch.profiler.profile``."""
+    read = _read_profile(prof, device)
+    return read.allocations, read.calls
+
+
 def read_allocations(prof: Any, device: str = "cpu") -> Allocations:
     """The ``[memory]`` records of ``device`` in a finished ``torch.profiler.profile``, with their
     addresses (``experimental_event_tree()``: the flat event list has no address)."""
@@ -738,7 +794,7 @@ def _read_profile(
     # Depth first, carrying: the autograd node's number (None outside backward), whether inside
     # an op already, and the Inductor wrapper call whose kernels are the children (-1 if none).
     stack: list[tuple[Any, int | None, bool, int]] = [
-        (root, None, False, -1) for root in prof.profiler.kineto_results.experimental_event_tree()
+        (root, None, False, -1) for root in _kineto_results(prof).experimental_event_tree()
     ]
     while stack:
         node, sequence, inside, wrapper = stack.pop()
@@ -771,6 +827,13 @@ def _read_profile(
     order = np.lexsort((array[2], array[0]))
     allocations = Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
     return _ProfileRead(allocations, backward, sorted(found, key=lambda k: k[3]), sorted(calls))
+
+
+def _kineto_results(prof: Any) -> Any:
+    """The finished profile's results: ``torch.profiler.profile`` wraps the autograd profiler
+    that holds them (``torch.autograd.profiler.profile``, which starts without importing
+    ``torch._dynamo``: seconds saved where only allocations are wanted)."""
+    return getattr(prof, "profiler", prof).kineto_results
 
 
 def _backward_table(backward: list[tuple[str, int, int, int]]) -> tuple[TrackedOps, np.ndarray]:

@@ -1,0 +1,217 @@
+"""``memprof estimate``: how much memory a function needs, and whether it fits a device,
+answered on fake tensors (no real memory, no compute, no GPU) in seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memprof.commands.options import (
+    FactoryOptions,
+    GateOptions,
+    Inputs,
+    Mode,
+    OutputOptions,
+    SaveBaseline,
+    Target,
+    parse_assignment,
+)
+from memprof.errors import GateFailed, UsageError
+
+# Why --mode compile is refused, said where it is asked for.
+COMPILE_REFUSED = (
+    "--mode compile cannot be estimated: torch.compile's kernels run on real data (fake tensors have "
+    "none), and what Inductor's generated code allocates is decided inside its compiler, not visible "
+    "to memprof without running it; estimate eager, or measure compile with memprof run --mode "
+    "compile on a machine that has the memory"
+)
+
+
+class EstimateDevice(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+def _gpu_help() -> str:
+    from memprof.gpus import GPUS
+
+    return (
+        "A card whose memory the estimate is checked against (exit 1 when it does not fit): "
+        + ", ".join(gpu.key for gpu in GPUS)
+        + ". --gpu list prints each card's figure and where it comes from."
+    )
+
+
+DeviceOption = Annotated[
+    EstimateDevice,
+    typer.Option(
+        "--device",
+        help="Whose allocator to model: cuda (block rounding and the caching allocator's reserve, "
+        "no GPU needed) or cpu (comparable with memprof run on this machine).",
+    ),
+]
+CapacityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--capacity",
+        metavar="SIZE",
+        help="The device's memory, e.g. 24GB (1024-based): say whether the estimate fits (exit 1 "
+        "when it does not).",
+    ),
+]
+GpuOption = Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())]
+ModeOption = Annotated[
+    Mode, typer.Option("--mode", help="eager (compile cannot be estimated: the message says why).")
+]
+WarmupOption = Annotated[
+    int,
+    typer.Option("--warmup", min=0, help="Calls before the estimated one (optimizer state is made there)."),
+]
+SweepOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sweep",
+        metavar="NAME=V1,V2,...",
+        help="Estimate each value of one inputs-factory parameter (runs NAME=V1, ...), fit the bytes "
+        "needed against it and, with --capacity or --gpu, find the largest value that fits.",
+    ),
+]
+SweepCsvOption = Annotated[
+    Path | None,
+    typer.Option("--sweep-csv", dir_okay=False, help="Write the sweep as CSV, one row per value."),
+]
+
+
+def estimate(
+    target: Target,
+    *,
+    inputs: Inputs = None,
+    device: DeviceOption = EstimateDevice.cuda,
+    capacity: CapacityOption = None,
+    gpu: GpuOption = None,
+    mode: ModeOption = Mode.eager,
+    warmup: WarmupOption = 1,
+    sweep: SweepOption = None,
+    sweep_csv: SweepCsvOption = None,
+    factory: FactoryOptions,
+    output: OutputOptions,
+    gate: GateOptions,
+    save_baseline: SaveBaseline = None,
+) -> None:
+    """Estimate the memory a function needs, and whether it fits a GPU, without the GPU: the
+    function runs on fake tensors (shapes, no data), so nothing of the real size is allocated
+    or computed.
+
+    The same numbers as memprof run (peak, footprint, live at start, per-op), and on CUDA the
+    caching allocator's reserve; what ops allocate inside their kernels is measured on real
+    tensors. Not modelled on CUDA: cuBLAS/cuDNN workspaces, attention kernels' choices, the CUDA
+    context, NCCL (the notes say so).
+
+    Exit 1 when a --capacity or --gpu is given and the estimate does not fit (a sweep: when no
+    value fits), or a --budget or --baseline check fails.
+
+    Example: memprof estimate memprof.examples.gpt:train_step --gpu H100
+
+    Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
+    """
+    import memprof
+    from memprof.commands.common import read_inputs, status_printer, write_outputs
+    from memprof.commands.distributed import refuse_rank
+    from memprof.gpus import gpu_table
+    from memprof.report.terminal import print_terminal
+
+    if gpu is not None and gpu.strip().lower() == "list":
+        typer.echo(gpu_table(), nl=False)
+        return
+    if mode is Mode.compile:
+        raise UsageError(COMPILE_REFUSED)
+    if output.table_path is not None:
+        raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
+    refuse_rank(output.rank)
+    swept = parse_sweep(sweep) if sweep is not None else None
+    reads = read_inputs([target, inputs], gate.baseline)
+    files = _files(output, save_baseline, sweep_csv, swept is not None, reads)
+    config = gate.config()
+    if config.require_compile_saves:
+        raise UsageError("--require-compile-saves compares compiled with eager; an estimate is eager only")
+    if swept is None:
+        config.budgets.check_labels(["estimate"])
+    report = memprof.estimate(
+        target,
+        device=device.value,
+        capacity=capacity,
+        gpu=gpu,
+        inputs=inputs,
+        inputs_kwargs=factory.params(),
+        sweep=swept,
+        warmup=warmup,
+        status=status_printer(output.quiet),
+    )
+    print_terminal(report, sort=output.sort.value, top=output.top)
+    write_outputs(report, files)
+    _gate(report, config)
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``batch=8,16,32`` -> ``("batch", [8, 16, 32])`` (values as --set parses them)."""
+    from memprof.sources.target import parse_value
+
+    name, _ = parse_assignment(text, "--sweep")
+    values = text.partition("=")[2].split(",")
+    if any(not part.strip() for part in values):
+        raise UsageError(f"--sweep {text!r} has an empty value; write it like --sweep {name}=8,16,32")
+    parsed = [parse_value(part) for part in values]
+    if len(set(map(repr, parsed))) != len(parsed):
+        raise UsageError(f"--sweep {text!r} repeats a value; list each once")
+    return name, parsed
+
+
+def _files(
+    output: OutputOptions,
+    save_baseline: Path | None,
+    sweep_csv: Path | None,
+    swept: bool,
+    reads: Sequence[tuple[str, Path | None]],
+) -> dict[str, Path]:
+    from memprof.fileio import absolute, check_output_paths
+    from memprof.report import SWEEP_CSV_NAME
+
+    files = output.files(save_baseline, reads)
+    if sweep_csv is not None and not swept:
+        raise UsageError("--sweep-csv writes a sweep; add --sweep NAME=V1,V2,...")
+    if sweep_csv is None and swept and output.out_dir is not None:
+        sweep_csv = output.out_dir / SWEEP_CSV_NAME
+    if sweep_csv is not None:
+        # Against the other outputs too: no two options may name one file.
+        chosen = [
+            (f"--{fmt}", path)
+            for fmt, path in files.items()
+            if not (fmt == "baseline" and path == files.get("json"))  # one file, written once
+        ]
+        check_output_paths([*chosen, ("--sweep-csv", sweep_csv)], reads)
+        files["sweep_csv"] = absolute(sweep_csv)
+    return files
+
+
+def _gate(report: Any, config: Any) -> None:
+    """The budget and baseline checks, then whether the estimate fits: its line on stdout and
+    exit 1 when it does not."""
+    from memprof.report.estimate import failed
+
+    if config.active:
+        config.budgets.check_labels(list(report.runs))
+        from memprof.gate import evaluate
+
+        result = evaluate(report, config)
+        for gate_line in result.lines():
+            typer.echo(gate_line)
+        if not result.passed:
+            raise GateFailed(result.summary())
+    line = failed(report)
+    if line is not None:
+        typer.echo(line)
+        raise GateFailed(line)

@@ -1,0 +1,549 @@
+"""Fake execution for estimates: a target run on fake tensors, which carry shapes, dtypes and
+strides but no data, so nothing of the real size is allocated and nothing is computed.
+
+How a run is estimated (:func:`estimate_target`):
+
+1. A :class:`FakeSession` is entered: torch's ``FakeTensorMode``, and under it a
+   :class:`Recorder`, a dispatch mode that sees every op's outputs and records each new
+   storage as an allocation and its death (a ``weakref.finalize`` on the storage) as a free,
+   on one clock: the allocator records a real run would make, as far as tensors go.
+2. The inputs are made inside the session (the factory's tensors, modules and optimizers are
+   fake from birth), or real arguments are copied into fake ones (:func:`fake_copy`).
+3. The warm-up calls run, then the estimated call, with the attribution's
+   :class:`memprof.sources.tracking.Tracker` around it (the same one ``memprof run`` uses):
+   categories, modules, source lines.
+4. What fake execution cannot see, the bytes an op allocates inside its kernel and frees before
+   returning (the int64 copy ``sum`` makes of a bool tensor on the CPU, oneDNN's reorders), is
+   measured (:mod:`memprof.sources.workspaces`) and put in each op's window.
+5. The records go through the same analysis as a profile's (:func:`memprof.analysis.attribution.attribute`,
+   :func:`memprof.analysis.peaks.analyze`); for a CUDA estimate, sizes are rounded to the caching
+   allocator's blocks and the whole history, from the first input made to the end of the call,
+   is replayed through :func:`memprof.analysis.allocator.simulate` for the reserve.
+
+Fake CUDA tensors do not work on a machine without a GPU (nor backward on one with it, pytorch
+#92627), so every estimate runs on fake CPU tensors; ``--device cuda`` models the CUDA
+allocator on top of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import time
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - fake execution, like sources/live.py and sources/tracking.py
+from torch._subclasses.fake_tensor import (  # noqa: TID253
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
+from torch.utils._pytree import tree_leaves  # noqa: TID253
+
+from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
+from memprof.analysis.attribution import Attribution, attribute
+from memprof.analysis.peaks import analyze
+from memprof.errors import MemprofError, UserCodeError, format_user_traceback
+from memprof.model import AllocatorReplay, EstimateSection, RunResult
+from memprof.records import Allocations, RawProfile, TrackedFacts
+from memprof.sources.options import EstimateOptions
+from memprof.sources.target import Inputs
+from memprof.sources.tracking import FakeClock, Tracker, storage_key
+from memprof.sources.workspaces import Workspaces
+from memprof.units import format_bytes
+
+StatusFn = Callable[[str], None]
+
+# What ``.item()`` (and ``float(t)``, ``int(t)``, ``bool(t)``) of a fake tensor whose value is
+# unknown returns: fake tensors have no data. One, so that divisions by it still run.
+PLACEHOLDERS: dict[str, Any] = {"float": 1.0, "int": 1, "bool": True, "complex": 1 + 0j}
+
+NOT_MODELLED_CUDA = (
+    "not modelled on CUDA: kernels' own allocations (cuBLAS and cuBLASLt workspaces, cuDNN "
+    "workspaces, the attention kernels' buffers and which of them runs), the CUDA context and "
+    "NCCL's buffers (outside the caching allocator): the estimate is torch's tensors on the "
+    "caching allocator, rounded and cached as it does"
+)
+
+
+# ---- the records of a fake run ------------------------------------------------------------------
+
+
+class Recorder(TorchDispatchMode):
+    """Sees every op's outputs on fake tensors: a storage no input has and not seen before is
+    an allocation; its death, a free. Ops whose real kernels may allocate inside get two more
+    instants around their outputs, where a measured workspace is put afterwards.
+
+    An op whose result depends on the data it cannot know: ``.item()`` returns a placeholder
+    (counted in ``placeholders``); an op whose output's size depends on the data
+    (``nonzero``) raises :class:`UserCodeError`."""
+
+    def __init__(self, clock: FakeClock, workspaces: Workspaces | None) -> None:
+        super().__init__()
+        self.clock = clock.clock
+        self.time: list[int] = []
+        self.bytes: list[int] = []
+        self.key: list[int] = []
+        self.placeholders: dict[str, int] = {}
+        self.workspaces = workspaces
+        self._live: dict[int, int] = {}  # key of a live storage -> its allocation record
+        self._freed: dict[int, int] = {}  # allocation record -> its free record
+        self._finalizers: list[weakref.finalize] = []
+        self._next_workspace = -1
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        try:
+            out = func(*args, **kwargs)
+        except DataDependentOutputException:
+            return self._placeholder(func, args)
+        except (DynamicOutputShapeException, UnsupportedOperatorException) as error:
+            raise _unsupported(func, error) from None
+        inputs = {storage_key(a.untyped_storage()) for a in tree_leaves((args, kwargs)) if _is_tensor(a)}
+        fresh = []
+        tensors = [t for t in tree_leaves(out) if _is_tensor(t)]
+        for position, tensor in enumerate(tensors):
+            storage = tensor.untyped_storage()
+            key = storage_key(storage)
+            if key not in inputs and key not in self._live and storage.nbytes():
+                fresh.append((position, storage, key))
+        # An op that made no storage and writes none of its arguments is a view in all but
+        # name (_unsafe_view, _reshape_alias): its kernel allocates nothing.
+        measured = self.workspaces is not None and (fresh or _writes(func))
+        slot = self.workspaces.slot(func, args, kwargs, out) if measured and self.workspaces else None
+        if slot is not None:
+            slot.alloc_ns = self.clock()
+        for position, storage, key in fresh:
+            record = self._allocate(storage, key)
+            if slot is not None:
+                slot.outputs.append((position, record))
+        if slot is not None:
+            slot.free_ns = self.clock()
+        return out
+
+    def adopt(self, tensor: torch.Tensor) -> None:
+        """A fake tensor made outside any op (a copy of a real one): its storage is allocated."""
+        storage = tensor.untyped_storage()
+        key = storage_key(storage)
+        if key not in self._live and storage.nbytes():
+            self._allocate(storage, key)
+
+    def _allocate(self, storage: Any, key: int) -> int:
+        nbytes = int(storage.nbytes())
+        record = len(self.time)
+        self._live[key] = record
+        self._record(key, nbytes)
+        self._finalizers.append(weakref.finalize(storage, self._died, key))
+        return record
+
+    def _died(self, key: int) -> None:
+        record = self._live.pop(key, None)
+        if record is not None:
+            self._freed[record] = len(self.time)
+            self._record(key, -self.bytes[record])
+
+    def enlarge(self, record: int, nbytes: int) -> None:
+        """The storage allocated by ``record`` is ``nbytes`` larger (as measured of its op):
+        its allocation and free grow."""
+        self.bytes[record] += nbytes
+        free = self._freed.get(record)
+        if free is not None:
+            self.bytes[free] -= nbytes
+
+    def _record(self, key: int, nbytes: int) -> None:
+        self.time.append(self.clock())
+        self.bytes.append(nbytes)
+        self.key.append(key)
+
+    def _placeholder(self, func: Any, args: Any) -> Any:
+        name = _op_name(func)
+        self.placeholders[name] = self.placeholders.get(name, 0) + 1
+        tensor = next((a for a in tree_leaves(args) if _is_tensor(a)), None)
+        dtype = tensor.dtype if tensor is not None else torch.float32
+        kind = "bool" if dtype == torch.bool else "complex" if dtype.is_complex else "float"
+        return PLACEHOLDERS["int" if kind == "float" and not dtype.is_floating_point else kind]
+
+    def add_workspace(self, alloc_ns: int, free_ns: int, nbytes: int) -> None:
+        """A measured workspace of ``nbytes`` live from ``alloc_ns`` to ``free_ns``."""
+        key, self._next_workspace = self._next_workspace, self._next_workspace - 1
+        self.time += [alloc_ns, free_ns]
+        self.bytes += [nbytes, -nbytes]
+        self.key += [key, key]
+
+    def detach(self) -> None:
+        """Stop following deaths (the run is over; later frees do not belong to it)."""
+        for finalizer in self._finalizers:
+            finalizer.detach()
+        self._finalizers.clear()
+
+    def allocations(self, since: int = 0, until: int | None = None, block: bool = False) -> Allocations:
+        """The records from ``since`` to ``until``, in time order; ``block``: sizes rounded to the
+        CUDA caching allocator's blocks."""
+        array = np.array([self.time, self.bytes, self.key], dtype=np.int64).reshape(3, -1)
+        order = np.argsort(array[0], kind="stable")
+        time_, size, key = array[0][order], array[1][order], array[2][order]
+        keep = (time_ >= since) & (time_ <= (until if until is not None else np.iinfo(np.int64).max))
+        size = size[keep]
+        if block:
+            size = np.sign(size) * np.array([round_size(int(abs(s))) for s in size], dtype=np.int64)
+        return Allocations(time=time_[keep], bytes=size, ptr=key[keep])
+
+
+def _writes(func: Any) -> bool:
+    schema = getattr(func, "_schema", None)
+    return schema is not None and any(
+        a.alias_info is not None and a.alias_info.is_write for a in schema.arguments
+    )
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _op_name(func: Any) -> str:
+    schema = getattr(func, "_schema", None)
+    return str(schema.name) if schema is not None else str(func)
+
+
+def _unsupported(func: Any, error: BaseException) -> UserCodeError:
+    why = (
+        "its output's size depends on the values in its input"
+        if isinstance(error, DynamicOutputShapeException)
+        else "torch has no fake (shape-only) implementation of it"
+    )
+    return UserCodeError(
+        f"{_op_name(func)} cannot run on fake tensors: {why}; memprof cannot estimate this "
+        "code (profile it with memprof run on a machine that has the memory)",
+        user_traceback=format_user_traceback(error),
+    )
+
+
+# ---- the session --------------------------------------------------------------------------------
+
+
+class FakeSession:
+    """Fake tensors while entered: ``FakeTensorMode``, the :class:`Recorder` under it, and the
+    one adjustment torch needs for modules built on fake tensors (``Module.to`` swaps a fake
+    parameter for its converted self, which torch refuses while the fake-tensor converter's
+    memo holds a weak reference to it: the memo is emptied first; it only caches conversions
+    of real tensors)."""
+
+    def __init__(self, workspaces: Workspaces | None) -> None:
+        self.clock = FakeClock()
+        self.mode = FakeTensorMode()
+        self.recorder = Recorder(self.clock, workspaces)
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> FakeSession:
+        original = torch.utils.swap_tensors
+        memo = self.mode.fake_tensor_converter.meta_converter.tensor_memo
+
+        def swap_tensors(t1: Any, t2: Any) -> Any:
+            memo.clear()
+            return original(t1, t2)
+
+        torch.utils.swap_tensors = swap_tensors
+        self._stack.callback(setattr, torch.utils, "swap_tensors", original)
+        self._stack.enter_context(self.mode)
+        self._stack.enter_context(self.recorder)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+        self.recorder.detach()
+
+
+def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], None] = lambda t: None) -> Any:
+    """A deep copy of ``value`` with every tensor made fake (shared storages stay shared,
+    parameters stay parameters with their gradients): arguments a caller made for real, for
+    an estimate. Modules, optimizers and containers are copied around them. ``made`` is told
+    of each fake tensor (the recorder counts their storages as allocated)."""
+    originals = {cls: cls.__dict__.get("__deepcopy__") for cls in (torch.Tensor, torch.nn.Parameter)}
+
+    def fake_of(tensor: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+        fake: torch.Tensor = mode.from_tensor(tensor)
+        if isinstance(tensor, torch.nn.Parameter):
+            fake = torch.nn.Parameter(fake, requires_grad=tensor.requires_grad)
+        made(fake)
+        if tensor.grad is not None:
+            fake.grad = mode.from_tensor(tensor.grad)
+            made(fake.grad)
+        memo[id(tensor)] = fake
+        return fake
+
+    for cls in originals:
+        cls.__deepcopy__ = fake_of  # type: ignore[assignment]
+    try:
+        return copy.deepcopy(value)
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                delattr(cls, "__deepcopy__")
+            else:
+                cls.__deepcopy__ = original  # type: ignore[method-assign]
+
+
+def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..., Any]:
+    """A bound method of an object that holds tensors (a module's ``forward``), bound to a fake
+    copy of it; other callables as they are."""
+    owner = getattr(func, "__self__", None)
+    if inspect.ismethod(func) and isinstance(owner, torch.nn.Module | torch.optim.Optimizer):
+        return types.MethodType(func.__func__, fake_copy(owner, session.mode, session.recorder.adopt))
+    return func
+
+
+# ---- one estimated run --------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """What the fake calls gave: the tracker of the estimated call, its window, when the
+    tracker started, the fake seconds, and ops run."""
+
+    tracker: Tracker
+    start_ns: int
+    end_ns: int
+    tracked_from_ns: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def estimate_target(
+    func: Callable[..., Any],
+    make_inputs: Callable[[FakeSession], Inputs],
+    options: EstimateOptions,
+    *,
+    label: str,
+    name: str = "target",
+    module: types.ModuleType | None = None,
+    status: StatusFn | None = None,
+) -> RunResult:
+    """Estimate ``func``'s memory on fake tensors: ``make_inputs(mode)`` is called inside the
+    fake session (``session.mode``; ``session.recorder.adopt`` counts fake copies of real tensors)
+    and returns the arguments (made fake); ``options.warmup`` calls, then the
+    estimated one. Raises :class:`UserCodeError` (exit 3) when the code fails on fake tensors."""
+    cuda = options.device == "cuda"
+    workspaces = Workspaces() if options.workspaces and not cuda else None
+    session = FakeSession(workspaces)
+    started = time.perf_counter()
+    if status:
+        status(f"estimating {name} ({label}) on fake tensors")
+    with session:
+        inputs = _fake_inputs(make_inputs, session, name)
+        call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
+    seconds = time.perf_counter() - started
+    notes = [*call.notes]
+    if workspaces is not None:
+        notes += workspaces.resolve(session.recorder.add_workspace, session.recorder.enlarge, status)
+    recorder = session.recorder
+    facts = _facts(call, recorder, cuda)
+    explained = attribute(None, facts, warm=options.warmup > 0)
+    replay = _replay(recorder, call.end_ns, options) if cuda else None
+    notes += _notes(recorder, options, replay)
+    estimate = EstimateSection(
+        modelled_device=options.device,
+        seconds=seconds,
+        ops=len(facts.ops.t0),
+        workspace_ops=workspaces.summary() if workspaces is not None else {},
+        unmeasured_ops=workspaces.unmeasured() if workspaces is not None else (),
+        placeholders=sum(recorder.placeholders.values()),
+        allocator=replay,
+    )
+    return _run(facts, explained, call, estimate, label, notes, options)
+
+
+def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
+    try:
+        return make_inputs(session)
+    except MemprofError:
+        raise
+    except Exception as error:
+        raise UserCodeError(
+            f"making the inputs of {name} on fake tensors failed: {_first_line(error)}",
+            user_traceback=format_user_traceback(error),
+        ) from None
+
+
+def _fake_calls(
+    func: Callable[..., Any],
+    inputs: Inputs,
+    options: EstimateOptions,
+    session: FakeSession,
+    name: str,
+    module: types.ModuleType | None,
+) -> _Call:
+    """The warm-up calls, then the estimated call inside the tracker."""
+    clock = session.clock
+    result: Any = None
+    with _user_code(name):
+        for _ in range(options.warmup):
+            result = func(*inputs.args, **inputs.kwargs)
+            result = None
+        tracker = Tracker(inputs.args, inputs.kwargs, func=func, module=module, device="cpu", fake=clock)
+        tracked_from = clock.clock()
+        started = time.perf_counter()
+        with tracker:
+            start = clock.clock()
+            result = func(*inputs.args, **inputs.kwargs)
+            end = clock.clock()
+        seconds = time.perf_counter() - started
+    del result
+    return _Call(tracker, start, end, tracked_from, seconds)
+
+
+@contextlib.contextmanager
+def _user_code(name: str) -> Iterator[None]:
+    try:
+        yield
+    except MemprofError:
+        raise
+    except Exception as error:
+        raise UserCodeError(
+            f"{name} raised {_first_line(error)} on fake tensors",
+            user_traceback=format_user_traceback(error),
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
+    """The tracker's facts with the recorder's allocations since the tracker started (as a
+    profile would have them); CUDA: every size rounded to the allocator's blocks."""
+    allocations = recorder.allocations(since=call.tracked_from_ns, block=cuda)
+    facts = call.tracker.fake_facts(allocations, [(call.start_ns, call.end_ns)])
+    if cuda:
+        storages = tuple(replace(s, nbytes=round_size(s.nbytes)) for s in facts.storages)
+        facts = replace(facts, storages=storages, device="cuda:0")
+    return facts
+
+
+def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> AllocatorReplay:
+    """Every allocation and free from the first input made to the end of the estimated call,
+    through the caching-allocator model: the reserve it would hold on a device with no limit,
+    and with a capacity, whether every request finds room within it."""
+    records = recorder.allocations(until=until_ns)
+    actions = list(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True))
+    free = simulate(actions)
+    within = (
+        simulate(actions, AllocatorSettings(capacity_bytes=options.capacity_bytes))
+        if options.capacity_bytes is not None
+        else None
+    )
+    return AllocatorReplay(
+        settings=free.settings,
+        allocated_peak_bytes=free.allocated_peak_bytes,
+        reserved_peak_bytes=free.reserved_peak_bytes,
+        reserve_overhead_bytes=free.reserve_overhead_bytes,
+        segments=free.segments,
+        segment_allocations=free.segment_allocations,
+        largest_free_block_bytes=free.largest_free_block_bytes,
+        capacity_bytes=options.capacity_bytes,
+        capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
+        ooms=len(within.ooms) if within is not None else 0,
+    )
+
+
+def _notes(recorder: Recorder, options: EstimateOptions, replay: AllocatorReplay | None) -> list[str]:
+    notes = []
+    if recorder.placeholders:
+        ops = ", ".join(f"{op} x{count}" for op, count in sorted(recorder.placeholders.items()))
+        notes.append(
+            f"fake tensors have no values: {sum(recorder.placeholders.values())} scalar read(s) ({ops}; "
+            ".item(), float(t), ...) returned a placeholder 1; code whose path depends on such a value "
+            "may take another path than the real run"
+        )
+    if options.device == "cuda":
+        notes.append(NOT_MODELLED_CUDA)
+        notes.append(
+            "estimated on fake CPU tensors (fake CUDA tensors need a GPU): ops whose CUDA kernels "
+            "allocate differently from their CPU kernels are counted as on the CPU, without the CPU "
+            "kernels' own workspaces"
+        )
+    if replay is not None and replay.ooms:
+        notes.append(
+            f"within {format_bytes(replay.capacity_bytes or 0)} the caching-allocator model ran out of "
+            f"memory {replay.ooms} time(s): a request found no room even after the cache was emptied"
+        )
+    elif replay is not None and replay.capacity_bytes is not None:
+        if replay.reserved_peak_bytes > replay.capacity_bytes:
+            notes.append(
+                f"the reserve would reach {format_bytes(replay.reserved_peak_bytes)} on a larger device; "
+                f"within {format_bytes(replay.capacity_bytes)} the allocator frees cached segments "
+                f"instead and every request finds room (reserve at most "
+                f"{format_bytes(replay.capacity_reserved_peak_bytes or 0)})"
+            )
+    return notes
+
+
+_PROFILE_WORDS = ", which the profiler does not record"
+
+
+def _run(
+    facts: TrackedFacts,
+    explained: Attribution,
+    call: _Call,
+    estimate: EstimateSection,
+    label: str,
+    notes: list[str],
+    options: EstimateOptions,
+) -> RunResult:
+    """The run's numbers: per-op numbers and the op at the peak from the records (as a profile's
+    analysis gives them; times are fake execution's, so left unknown), the exact peak,
+    footprint and live bytes at the start from the attribution."""
+    ops = facts.ops
+    raw = RawProfile.from_lists(
+        [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)],
+        list(zip(facts.allocations.time.tolist(), facts.allocations.bytes.tolist(), strict=True)),
+        [(call.start_ns, call.end_ns)],
+    )
+    analysis = analyze(raw)
+    analysis = replace(
+        analysis,
+        ops=tuple(replace(op, self_us=float("nan"), total_us=float("nan")) for op in analysis.ops),
+    )
+    numbers = explained.calls[0]
+    cuda = options.device == "cuda"
+    return RunResult.from_analysis(
+        analysis,
+        label=label,
+        mode="eager",
+        device="cuda" if cuda else "cpu",
+        device_total_bytes=options.capacity_bytes,
+        inputs_bytes=numbers.live_at_start_bytes,
+        net_bytes=numbers.live_at_end_bytes - numbers.live_at_start_bytes,
+        peak_bytes=explained.peak_bytes,
+        footprint_bytes=explained.footprint_bytes,
+        live_at_start_bytes=explained.live_at_start_bytes,
+        reserved_peak_bytes=estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
+        wall_ms=float("nan"),
+        estimate=estimate,
+        # The attribution's words are a profile's; an estimate has none.
+        notes=[*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)],
+    )
+
+
+def estimate_environment(device: str, gpu: str | None) -> dict[str, str]:
+    """What an estimate depends on: torch, python, platform, the CPU it ran on, and the device
+    it models (``device_name``: the card named, else what is modelled)."""
+    import os
+    import platform
+
+    modelled = gpu or ("a CUDA device (caching allocator model)" if device == "cuda" else None)
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device_name": modelled or platform.processor() or platform.machine(),
+        "cpu_count": str(os.cpu_count()),
+    }

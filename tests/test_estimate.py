@@ -1,0 +1,476 @@
+"""`memprof estimate` and `memprof.estimate`: fake execution agrees with what a real run measures,
+the CUDA allocator model's reserve, capacities, sweeps, factory parameters, the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from explaining import profile_calls
+from typer.testing import CliRunner
+
+import memprof
+from memprof.analysis.allocator import round_size
+from memprof.cli import app
+from memprof.sources.target import build_inputs, resolve
+
+MiB = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKLOAD = """
+import torch
+
+MiB = 1024 * 1024
+
+def grow(size_mib):
+    a = torch.empty(size_mib * MiB, dtype=torch.uint8)
+    b = torch.empty(1000, dtype=torch.uint8)
+    del a
+    return b
+
+def grow_inputs(size_mib=12):
+    return (size_mib,)
+
+def count_nonzero(x):
+    return x.nonzero()
+
+def count_nonzero_inputs():
+    return (torch.ones(8),)
+"""
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def estimate_cli(runner: CliRunner, *args: str) -> object:
+    return runner.invoke(app, ["estimate", *args, "-q"])
+
+
+# ---- the estimate agrees with the real run ------------------------------------------------------
+
+QUICK = [
+    "memprof.examples.similarity:similarity",
+    "memprof.examples.no_grad:with_autograd",
+    "memprof.examples.channels_last:contiguous",
+    "memprof.examples.gpt:train_step",
+]
+SLOW = [
+    "memprof.examples.no_grad:no_grad",
+    "memprof.examples.no_grad:inference_mode",
+    "memprof.examples.channels_last:channels_last",
+    "memprof.examples.activation_checkpointing:plain_step",
+    "memprof.examples.activation_checkpointing:checkpointed_step",
+]
+
+
+def _agreement(spec: str) -> None:
+    """Estimate on fake tensors (CPU) and measure for real, the way memprof run does: the peak
+    above the start, the footprint and what was live at the start agree within 1%."""
+    target = resolve(spec)
+    inputs = build_inputs(target, None, "cpu")
+    _, measured = profile_calls(target.func, inputs.args, inputs.kwargs, module=target.module, explain=False)
+    assert measured is not None
+    run = memprof.estimate(spec, device="cpu").runs["estimate"]
+    assert run.footprint_bytes is not None and run.live_at_start_bytes is not None
+    assert run.live_at_start_bytes == measured.live_at_start_bytes
+    assert run.peak_bytes == pytest.approx(measured.peak_bytes, rel=0.01)
+    assert run.footprint_bytes == pytest.approx(measured.footprint_bytes, rel=0.01)
+    if "zero_grad" not in (target.func.__doc__ or "") and "train_step" not in spec:
+        # No tensor made before the call is freed in it: the profiler's own peak is exact too.
+        real = memprof.profile(target.func, *inputs.args, device="cpu", **inputs.kwargs).runs["eager"]
+        assert run.peak_bytes == pytest.approx(real.peak_bytes, rel=0.01)
+
+
+@pytest.mark.parametrize("spec", QUICK)
+def test_estimate_on_cpu_agrees_with_the_measured_run(spec: str) -> None:
+    _agreement(spec)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", SLOW)
+def test_estimate_on_cpu_agrees_with_the_measured_run_on_every_example(spec: str) -> None:
+    _agreement(spec)
+
+
+def test_similarity_is_exact_with_sums_int64_copy_measured_inside_the_op() -> None:
+    run = memprof.estimate("memprof.examples.similarity:similarity", device="cpu").runs["estimate"]
+    # xy (256,000,000) + the bool mask (64,000,000) + sum's int64 copy of it (512,000,000, made and
+    # freed inside sum: fake tensors cannot see it, it is measured) + the result (2,000,000).
+    assert run.peak_bytes == 834_000_000
+    assert run.footprint_bytes == 834_000_000 + 2 * 256 * 500 * 4
+    assert run.peak_op == "aten::sum"
+    assert run.estimate is not None
+    assert run.estimate.workspace_ops["aten::sum"] == 512_000_000
+    assert run.estimate.modelled_device == "cpu" and run.reserved_peak_bytes is None
+
+
+def test_real_arguments_are_copied_into_fake_ones() -> None:
+    from memprof.examples.similarity import similarity, similarity_inputs
+
+    x, y = similarity_inputs(n=64)
+    report = memprof.estimate(similarity, x, y, device="cpu")
+    assert report.runs["estimate"].peak_bytes == 3_250_000 * 64 + 2_000_000
+    assert not x.is_meta and x.untyped_storage().data_ptr() != 0  # the caller's tensors are untouched
+
+
+def test_a_model_and_optimizer_given_for_real_estimate_like_the_factorys() -> None:
+    from memprof.examples.gpt import train_step, train_step_inputs
+
+    real = memprof.estimate(train_step, *train_step_inputs(), device="cpu").runs["estimate"]
+    fake = memprof.estimate("memprof.examples.gpt:train_step", device="cpu").runs["estimate"]
+    assert (real.peak_bytes, real.footprint_bytes) == (fake.peak_bytes, fake.footprint_bytes)
+    assert any("placeholder" in note for note in real.notes)  # float(loss) has no value on fake tensors
+
+
+# ---- CUDA: the caching allocator's blocks and segments ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size_mib", "reserved"),
+    [
+        (12, 12 * MiB + 2 * MiB),  # 12 MiB: its own segment (>= 10 MiB, 2 MiB multiple); 1000 B: small pool
+        (4, 20 * MiB + 2 * MiB),  # 4 MiB: a 20 MiB segment (1-10 MiB requests); 1000 B: small pool
+    ],
+)
+def test_cuda_rounds_to_blocks_and_reserves_whole_segments(make_module, size_mib: int, reserved: int) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    report = memprof.estimate(f"{module}:grow", inputs_kwargs={"size_mib": size_mib})
+    run = report.runs["estimate"]
+    assert report.device == "cuda" and run.device == "cuda"
+    assert run.footprint_bytes == size_mib * MiB + round_size(1000) == size_mib * MiB + 1024
+    assert run.reserved_peak_bytes == reserved
+    assert run.estimate is not None and run.estimate.allocator is not None
+    assert run.estimate.allocator.segments == 2
+
+
+def test_cuda_reserve_is_at_least_the_allocated_peak_in_whole_segments() -> None:
+    run = memprof.estimate("memprof.examples.gpt:train_step", device="cuda").runs["estimate"]
+    replay = run.estimate.allocator if run.estimate is not None else None
+    assert replay is not None and run.reserved_peak_bytes is not None and run.footprint_bytes is not None
+    assert run.reserved_peak_bytes >= replay.allocated_peak_bytes >= run.footprint_bytes
+    assert run.reserved_peak_bytes % (2 * MiB) == 0  # segments are multiples of 2 MiB
+    assert run.footprint_bytes % 512 == 0 and run.peak_bytes % 512 == 0  # blocks are multiples of 512 B
+    assert any("not modelled on CUDA" in note for note in run.notes)
+
+
+def test_a_capacity_gives_a_fits_verdict(make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    fits = memprof.estimate(f"{module}:grow", capacity="20MB").fits
+    assert fits is not None and fits.fits
+    assert (fits.capacity_bytes, fits.needed_bytes, fits.headroom_bytes) == (20 * MiB, 14 * MiB, 6 * MiB)
+    short = memprof.estimate(f"{module}:grow", capacity=13 * MiB).fits
+    assert short is not None and not short.fits and short.headroom_bytes == -MiB
+
+
+def test_a_gpu_by_name(make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    report = memprof.estimate(f"{module}:grow", gpu="H100")
+    assert report.fits is not None and report.fits.capacity_bytes == 85_018_279_936
+    assert report.fits.gpu == "NVIDIA H100 80GB HBM3"
+    from memprof.report.estimate import answer
+
+    assert answer(report) == (
+        "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits the NVIDIA H100 80GB HBM3 "
+        "(79.2 GiB) with 79.2 GiB to spare"
+    )
+
+
+# ---- sweeps -------------------------------------------------------------------------------------
+
+
+def test_a_sweep_rises_monotonically_and_is_linear() -> None:
+    report = memprof.estimate(
+        "memprof.examples.similarity:similarity", device="cpu", sweep=("n", [64, 128, 256])
+    )
+    assert list(report.runs) == ["n=64", "n=128", "n=256"]
+    sweep = report.sweep
+    assert sweep is not None and sweep.needed == "footprint_bytes"
+    needs = [point.needed_bytes for point in sweep.points]
+    # Per row of n: xy 1,000,000 + mask 250,000 + sum's int64 copy 2,000,000 + inputs 4,000;
+    # and the (500, 500) int64 result.
+    assert needs == [3_254_000 * n + 2_000_000 for n in (64, 128, 256)]
+    assert needs == sorted(needs)
+    assert sweep.slope_bytes == 3_254_000 and sweep.intercept_bytes == 2_000_000
+    assert sweep.linear is True and sweep.max_residual == 0
+
+
+def test_the_largest_value_that_fits_is_found_and_verified() -> None:
+    capacity = 1 << 30
+    report = memprof.estimate(
+        "memprof.examples.similarity:similarity",
+        device="cpu",
+        capacity=capacity,
+        sweep=("n", [64, 128, 256]),
+    )
+    sweep = report.sweep
+    assert sweep is not None
+    largest = (capacity - 2_000_000) // 3_254_000  # 329
+    assert sweep.largest_fitting == str(largest) and sweep.verified
+    assert report.runs[f"n={largest}"].footprint_bytes == 3_254_000 * largest + 2_000_000 <= capacity
+    assert report.runs[f"n={largest + 1}"].footprint_bytes > capacity  # estimated too: verified
+    searched = [p.value for p in sweep.points if p.searched]
+    assert searched == [str(largest), str(largest + 1)]
+    assert f"largest n that fits 1.0 GiB: n={largest}" in sweep.verdict
+
+
+def test_the_largest_batch_that_fits_a_gpu_under_the_allocator_model() -> None:
+    report = memprof.estimate(
+        "memprof.examples.similarity:similarity", capacity="2GB", sweep=("n", [64, 128, 256])
+    )
+    sweep = report.sweep
+    assert sweep is not None and sweep.needed == "reserved_peak_bytes" and sweep.verified
+    largest = int(sweep.largest_fitting or 0)
+    fit, over = report.runs[f"n={largest}"], report.runs[f"n={largest + 1}"]
+    assert fit.estimate is not None and fit.estimate.allocator is not None
+    assert over.estimate is not None and over.estimate.allocator is not None
+    assert fit.estimate.allocator.ooms == 0 and over.estimate.allocator.ooms > 0
+    assert all(p.fits == (int(p.value) <= largest) for p in sweep.points)
+
+
+# ---- fake execution never allocates the real sizes ----------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_step_needing_hundreds_of_gigabytes_is_estimated_in_seconds_in_little_memory() -> None:
+    script = textwrap.dedent(
+        """
+        import json, time
+        import memprof
+        start = time.perf_counter()
+        report = memprof.estimate(
+            "memprof.examples.gpt:train_step", device="cpu",
+            inputs_kwargs=dict(batch=48, context=2048, n_layer=8, n_head=16, n_embd=2048, vocab_size=50304),
+        )
+        run = report.runs["estimate"]
+        hwm = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
+        seconds = time.perf_counter() - start
+        print(json.dumps({"footprint": run.footprint_bytes, "seconds": seconds, "rss": hwm}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["footprint"] > 200e9  # the real step needs over 200 GB
+    assert result["rss"] < 1.5 * 2**30  # the whole process, torch included, stays small
+    assert result["seconds"] < 120
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+
+def said(result: Any) -> str:
+    """What a command printed, its lines joined (the terminal report wraps at the width)."""
+    return " ".join(result.output.split())
+
+
+def test_cli_estimate_writes_the_report(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "estimate.json"
+    result = estimate_cli(
+        runner, "memprof.examples.similarity:similarity", "--device", "cpu", "--json", str(path)
+    )
+    assert result.exit_code == 0, result.output
+    assert "estimated peak 796.3 MiB (795.4 MiB above the 1000.0 KiB live at the start)" in said(result)
+    data = json.loads(path.read_text())
+    assert data["source"]["kind"] == "estimate"
+    run = data["runs"]["estimate"]
+    assert (run["peak_bytes"], run["footprint_bytes"], run["live_at_start_bytes"]) == (
+        834_000_000,
+        835_024_000,
+        1_024_000,
+    )
+    assert run["estimate"]["workspace_ops"] == {"aten::sum": 512_000_000}
+    assert memprof.load_report(path).runs["estimate"].peak_bytes == 834_000_000
+
+
+def test_cli_fits_is_exit_0_and_does_not_fit_is_exit_1(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    fits = estimate_cli(runner, f"{module}:grow", "--capacity", "20MB")
+    assert fits.exit_code == 0, fits.output
+    assert (
+        "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits 20.0 MiB with 6.0 MiB to spare"
+        in said(fits)
+    )
+    short = estimate_cli(runner, f"{module}:grow", "--capacity", "13MB")
+    assert short.exit_code == 1
+    line = (
+        "memprof estimate: estimated peak 12.0 MiB allocated, 14.0 MiB reserved: does not fit 13.0 MiB: "
+        "short by 1.0 MiB"
+    )
+    assert short.output.rstrip().endswith(line)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_estimate_report_fits_the_terminal_width(make_module, width: int) -> None:  # type: ignore[no-untyped-def]
+    from memprof.report.terminal import render_terminal
+
+    module = make_module(WORKLOAD)
+    report = memprof.estimate(f"{module}:grow", capacity="13MB", sweep=("size_mib", [4, 8, 12]))
+    text = render_terminal(report, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    # The sweep's verdict comes last, as every report's verdict does.
+    assert " ".join(text.split()).endswith(report.sweep.verdict)
+    single = memprof.estimate(f"{module}:grow", capacity="20MB")
+    text = render_terminal(single, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    answer = "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits 20.0 MiB with 6.0 MiB to spare"
+    assert " ".join(text.split()).endswith(answer)
+
+
+def test_cli_sweep_table_and_csv(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "sweep.csv"
+    result = estimate_cli(
+        runner,
+        "memprof.examples.similarity:similarity",
+        "--device",
+        "cpu",
+        "--sweep",
+        "n=64,128,256",
+        "--capacity",
+        "1GB",
+        "--sweep-csv",
+        str(out),
+        "--markdown",
+        str(tmp_path / "s.md"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "Sweep of n:" in result.output
+    assert "largest n that fits 1.0 GiB: n=329" in said(result)
+    rows = out.read_text().splitlines()
+    assert rows[0] == (
+        "parameter,value,run,footprint_bytes,line_bytes,needed,needed_bytes,fits,searched,largest_fitting"
+    )
+    need = 3_254_000 * 64 + 2_000_000
+    assert rows[1] == f"n,64,n=64,{need},{need},footprint_bytes,{need},true,false,false"
+    assert rows[-2].startswith("n,329,n=329,") and rows[-2].endswith(",true,true,true")
+    # Markdown keeps each size whole with a no-break space.
+    assert "largest n that fits 1.0\u00a0GiB: n=329" in (tmp_path / "s.md").read_text()
+
+
+def test_cli_sweep_where_nothing_fits_is_exit_1(runner: CliRunner) -> None:
+    result = estimate_cli(
+        runner,
+        "memprof.examples.similarity:similarity",
+        "--device",
+        "cpu",
+        "--sweep",
+        "n=2,4",
+        "--capacity",
+        "1MB",
+    )
+    assert result.exit_code == 1
+    assert "no n fits 1.0 MiB" in said(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--mode", "compile"], "--mode compile cannot be estimated"),
+        (["--gpu", "k80"], "--gpu 'k80' is not a card memprof knows"),
+        (["--gpu", "h100", "--capacity", "1GB"], "give --capacity or --gpu, not both"),
+        (["--capacity", "lots"], "--capacity: not a size"),
+        (["--set", "nn=3"], "has no parameter nn; it takes n, d"),
+        (["--set", "n"], "--set 'n' is not NAME=VALUE"),
+        (["--sweep", "n=1,,2"], "has an empty value"),
+        (["--sweep", "n=64", "--set", "n=3"], "n is both swept and set (--set)"),
+        (["--table", "t.txt"], "an estimate makes none"),
+        (["--sweep-csv", "s.csv"], "--sweep-csv writes a sweep"),
+    ],
+)
+def test_cli_bad_options_are_exit_2(runner: CliRunner, args: list[str], fragment: str) -> None:
+    result = estimate_cli(runner, "memprof.examples.similarity:similarity", *args)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.output
+
+
+def test_gpu_list_prints_every_card_with_its_source(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["estimate", "x:y", "--gpu", "list"])
+    assert result.exit_code == 0
+    from memprof.gpus import GPUS
+
+    for gpu in GPUS:
+        assert gpu.key in result.output and f"{gpu.memory_bytes:,}" in result.output
+    assert "85,018,279,936" in result.output and "reported" in result.output
+
+
+def test_code_that_cannot_run_on_fake_tensors_is_exit_3(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    result = estimate_cli(runner, f"{module}:count_nonzero")
+    assert result.exit_code == 3
+    assert "aten::nonzero cannot run on fake tensors" in result.output
+
+
+# ---- factory parameters for run and compare -----------------------------------------------------
+
+
+def test_set_passes_factory_parameters_to_run(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "memprof.examples.similarity:similarity",
+            "-q",
+            "--device",
+            "cpu",
+            "--set",
+            "n=64",
+            "--json",
+            str(path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(path.read_text())["runs"]["eager"]["peak_bytes"] == 3_250_000 * 64 + 2_000_000
+
+
+def test_set_passes_factory_parameters_to_compare_and_rejects_unknown_names(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "compare.json"
+    spec = "memprof.examples.similarity:similarity"
+    args = ["compare", spec, spec, "--labels", "a,b", "-q", "--device", "cpu", "--json", str(path)]
+    ok = runner.invoke(app, [*args, "--set", "n=8"])
+    assert ok.exit_code == 0, ok.output
+    runs = json.loads(path.read_text())["runs"]
+    assert runs["a"]["peak_bytes"] == runs["b"]["peak_bytes"] == 3_250_000 * 8 + 2_000_000
+    bad = runner.invoke(app, [*args, "--set", "batch=8"])
+    assert bad.exit_code == 2
+    assert (
+        "inputs factory 'memprof.examples.similarity:similarity_inputs' has no parameter batch; it takes n, d"
+        in (bad.output)
+    )
+
+
+def test_values_are_parsed_as_int_float_bool_or_string() -> None:
+    from memprof.commands.options import FactoryOptions
+
+    params = FactoryOptions(inputs_kwargs=["a=8", "b=0.5", "c=true", "d=gpt2", "e='8'", "f=1e-3"]).params()
+    assert params == {"a": 8, "b": 0.5, "c": True, "d": "gpt2", "e": "8", "f": 0.001}
+    assert isinstance(params["a"], int) and isinstance(params["c"], bool)
+
+
+def test_estimate_sees_fake_tensors_only() -> None:
+    # The session's tensors are fake: an estimate leaves no real tensor of the example's size.
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    seen: list[bool] = []
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        seen.append(isinstance(x, FakeTensor))
+        return x * 2
+
+    memprof.estimate(step, torch.ones(4), device="cpu", warmup=0)
+    assert seen == [True]
