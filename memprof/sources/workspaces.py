@@ -4,11 +4,11 @@ element; oneDNN's convolution reorders an NCHW input into its blocked layout).
 
 Measured, not tabled: no table of kernels' internals stays true across torch versions, CPU
 kinds and thread counts, and each op's kernel is right here. An op is measured by running it
-on real tensors under torch's profiler, once unmeasured (as a warm-up would) and then twice:
-its workspace is its highest live bytes inside the call less the bytes of what it returns
-(the larger of the two calls: oneDNN's convolution does not always allocate the same), and
-for each tensor it returns, the bytes its storage holds beyond the tensor (``mse_loss``'s
-0-dimensional result lives in a storage as large as its input).
+on real tensors under torch's profiler, once unmeasured (as a warm-up would) and then once
+measured: its workspace is its highest live bytes inside the call less the bytes of what it
+returns (the allocations still live at the call's end: an address freed inside the call may
+come back for the output), and for each tensor it returns, the bytes its storage holds beyond
+the tensor (``mse_loss``'s 0-dimensional result lives in a storage as large as its input).
 
 Two steps, so that the cost does not grow with the tensors' sizes:
 
@@ -305,12 +305,6 @@ class _Probe:
     call: int  # index of its CALL_MARKER range in the profile
 
 
-MEASURED_CALLS = 2
-"""Measured calls of each kind (after one unmeasured): the largest counts. Kernels do not
-always allocate the same inside from one call to the next (oneDNN's convolution, measured
-here: 147,456 B in one call, 8,536,064 B in the next of the same shapes)."""
-
-
 def _measure(
     pending: list[tuple[Any, _Case]], caps: Callable[[_Case], list[int]]
 ) -> dict[Any, Measured | str]:
@@ -326,7 +320,7 @@ def _measure(
         for key, case in pending:
             for cap in caps(case):
                 try:
-                    probes += _probe(key, case, cap, markers)
+                    probes.append(_probe(key, case, cap, markers))
                 except Exception as error:  # the op refuses such small or capped arguments
                     found[key] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:120]}"
                     break
@@ -337,15 +331,15 @@ def _measure(
             continue
         start, end = calls[probe.call]
         lo, hi = np.searchsorted(allocations.time, [start, end], side="left")
-        sizes, ptrs = allocations.bytes[lo:hi].tolist(), allocations.ptr[lo:hi].tolist()
-        live = max(np.cumsum(sizes).max() if sizes else 0, 0)
-        returned = sum(s for s, p in zip(sizes, ptrs, strict=True) if s > 0 and p in probe.outputs)
+        live, returned = call_bytes(
+            allocations.bytes[lo:hi].tolist(), allocations.ptr[lo:hi].tolist(), set(probe.outputs)
+        )
         extra = [0] * (max(probe.positions, default=-1) + 1)
         for ptr, position in zip(probe.outputs, probe.positions, strict=True):
             extra[position] = probe.outputs[ptr]
-        # The largest of the measured calls at one size.
+        # Two caps may come to the same size (a cap of 1 and its half): the larger counts.
         seen = points.setdefault(probe.key, {}).get(probe.elements)
-        workspace = int(live) - returned
+        workspace = live - returned
         if seen is not None:
             workspace = max(workspace, seen[0])
             extra = [max(a, b) for a, b in zip(extra, seen[1], strict=False)]
@@ -354,6 +348,25 @@ def _measure(
         if key not in found:
             found[key] = _fit_all([(n, w, extra) for n, (w, extra) in measured.items()])
     return found
+
+
+def call_bytes(sizes: list[int], ptrs: list[int], outputs: set[int]) -> tuple[int, int]:
+    """A call's allocation events (bytes, negative for a free; storage address), in order: its
+    highest live bytes above its start, and the bytes of its outputs' allocations (those at an
+    address in ``outputs`` still live at its end). An address freed inside the call can be
+    handed out again for the output (oneDNN's convolution frees its reordered input, 8 MiB,
+    and the allocator may give that block to the output of the same size): counting every
+    allocation at the output's address would take the reorder for part of the output."""
+    live = peak = 0
+    held: dict[int, int] = {}  # address -> bytes, allocated inside the call and not freed yet
+    for size, ptr in zip(sizes, ptrs, strict=True):
+        live += size
+        peak = max(peak, live)
+        if size > 0:
+            held[ptr] = size
+        else:
+            held.pop(ptr, None)
+    return peak, sum(held.get(ptr, 0) for ptr in outputs)
 
 
 def _fit_all(points: list[tuple[int, int, tuple[int, ...]]]) -> Measured:
@@ -412,30 +425,26 @@ def scaled(case_shapes: list[tuple[int, ...]]) -> bool:
     return max((math.prod(shape) for shape in case_shapes), default=0) > EXACT_ELEMENTS
 
 
-def _probe(key: Any, case: _Case, cap: int, markers: list[int]) -> list[_Probe]:
+def _probe(key: Any, case: _Case, cap: int, markers: list[int]) -> _Probe:
     leaves = [_capped(leaf, cap) for leaf in case.leaves]
     args, kwargs = tree_unflatten(leaves, case.spec)
     case.func(*args, **kwargs)  # warm-up: first-call caches (oneDNN primitives) are not a workspace
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
     inputs = {t.untyped_storage().data_ptr() for t in tensors}
-    probes = []
-    for _ in range(MEASURED_CALLS):
-        index = markers[0]
-        markers[0] += 1
-        with record_function(CALL_MARKER):
-            out = case.func(*args, **kwargs)
-        returned = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        outputs: dict[int, int] = {}
-        positions: list[int] = []
-        for position, tensor in enumerate(returned):
-            ptr = tensor.untyped_storage().data_ptr()
-            if ptr and ptr not in inputs and ptr not in outputs:
-                outputs[ptr] = tensor.untyped_storage().nbytes() - _span_bytes(tensor)
-                positions.append(position)
-        elements = max(t.numel() for t in [*tensors, *returned])
-        probes.append(_Probe(key, elements, outputs, positions, index))
-        del out, returned
-    return probes
+    index = markers[0]
+    markers[0] += 1
+    with record_function(CALL_MARKER):
+        out = case.func(*args, **kwargs)
+    returned = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    outputs: dict[int, int] = {}
+    positions: list[int] = []
+    for position, tensor in enumerate(returned):
+        ptr = tensor.untyped_storage().data_ptr()
+        if ptr and ptr not in inputs and ptr not in outputs:
+            outputs[ptr] = tensor.untyped_storage().nbytes() - _span_bytes(tensor)
+            positions.append(position)
+    elements = max(t.numel() for t in [*tensors, *returned])
+    return _Probe(key, elements, outputs, positions, index)
 
 
 def _span_bytes(tensor: torch.Tensor) -> int:
