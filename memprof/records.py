@@ -33,6 +33,10 @@ class RawProfile:
     mem_thread: np.ndarray | None = None
     """Thread of each allocator record (same numbering as ``op_thread``), when the source knows
     it: the op at the peak is then looked for on the thread that allocated."""
+    op_code: np.ndarray | None = None
+    """Optional: each op's name as an int code into ``op_code_names`` (names interned while
+    reading); lets the analysis group ops without hashing every name again."""
+    op_code_names: tuple[str, ...] = ()
 
     @staticmethod
     def from_lists(

@@ -1,7 +1,8 @@
 """Read the fixed-width table torch prints (``prof.key_averages().table(...)``) back into data.
 
 Pure text processing: no torch import, so it works on a laptop without torch for a table copied
-from a GPU job's log, a notebook or a bug report. pandas is imported when a frame is built.
+from a GPU job's log, a notebook or a bug report. pandas is imported only when a frame is built
+(:func:`read_table`); ``memprof parse`` works on :class:`ParsedTable` and never imports it.
 
 How torch lays the table out (``torch/autograd/profiler_util.py::_build_table``): a dash line,
 the header, the same dash line, one line per row, the dash line again, then footer lines such as
@@ -37,7 +38,7 @@ from memprof.units import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TableLocation", "find_tables", "read_table", "table_document"]
+__all__ = ["ParsedTable", "TableLocation", "find_tables", "parse_table", "read_table", "table_document"]
 
 TOP_LEVEL_NOTE = "This report only display top-level ops statistics"
 
@@ -402,7 +403,7 @@ class _Cut:
     problems: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.DataFrame:
+def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> ParsedTable:
     """Rows -> columns -> footer: cut the body into cells, convert each column, read the
     totals under the table."""
     columns = _columns_for(table)
@@ -414,7 +415,7 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
         more = len(problems) - 1
         hint = f" ({more} more bad rows)" if more else ""
         raise InputError(f"line {line_no}: {reason}{hint}; {param('lenient', True)} skips bad rows")
-    frame = _frame(data, columns, [r for r in range(len(cut.row_lines)) if r not in bad] if bad else None)
+    typed = _typed(data, columns, [r for r in range(len(cut.row_lines)) if r not in bad] if bad else None)
     skipped = [{"line": line_no, "reason": reason} for line_no, reason in problems]
     if not table.closed:
         reason = (
@@ -430,8 +431,7 @@ def _read_located(lines: list[str], table: TableLocation, lenient: bool) -> pd.D
     attrs["table_index"] = table.index
     attrs["header_line"] = table.header_line
     attrs["skipped_rows"] = skipped
-    frame.attrs.update(attrs)
-    return frame
+    return ParsedTable(typed, attrs)
 
 
 def _cut_rows(lines: list[str], table: TableLocation, columns: list[_Column]) -> _Cut:
@@ -541,10 +541,44 @@ def _bad_cell(
     return f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
 
 
-def _frame(data: dict[str, Any], columns: list[_Column], keep: list[int] | None) -> pd.DataFrame:
-    """The frame of the converted columns, with only the rows in ``keep`` (None: all)."""
+@dataclass(frozen=True)
+class ParsedTable:
+    """A parsed table without pandas: ``data`` maps each column (in the table's order) to its
+    values (a numpy array for numbers and flags, a list of str for text); ``attrs`` as
+    :func:`read_table`'s ``frame.attrs``."""
+
+    data: dict[str, Any]
+    attrs: dict[str, Any]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data["name"])
+
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per row, of plain Python values (NaN stays a float NaN)."""
+        values = [v.tolist() if hasattr(v, "tolist") else list(v) for v in self.data.values()]
+        return [dict(zip(self.data, row, strict=True)) for row in zip(*values, strict=True)]
+
+    def frame(self) -> pd.DataFrame:
+        """The DataFrame :func:`read_table` returns."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.data)
+        if frame.empty:  # no values to infer from: text columns must still be text
+            for key, values in self.data.items():
+                if isinstance(values, list):
+                    frame[key] = frame[key].astype(str)
+        frame.attrs.update(self.attrs)
+        return frame
+
+
+def _typed(data: dict[str, Any], columns: list[_Column], keep: list[int] | None) -> dict[str, Any]:
+    """The converted columns as typed arrays (text stays lists), with only the rows in ``keep``
+    (None: all)."""
     import numpy as np
-    import pandas as pd
 
     if keep is not None:
         data = {key: [values[r] for r in keep] for key, values in data.items()}
@@ -553,12 +587,7 @@ def _frame(data: dict[str, Any], columns: list[_Column], keep: list[int] | None)
         if column.kind in dtypes:
             data[column.key] = np.array(data[column.key], dtype=dtypes[column.kind])
     data["name_truncated"] = np.array(data["name_truncated"], dtype=bool)
-    frame = pd.DataFrame(data)
-    if frame.empty:  # no values to infer from: text columns must still be text
-        for column in columns:
-            if column.kind in (_NAME, _STR, _SRC):
-                frame[column.key] = frame[column.key].astype(str)
-    return frame
+    return data
 
 
 def _footer(
@@ -630,10 +659,17 @@ def read_table(text: str, *, table_index: int | None = None, lenient: bool = Fal
     with ``lenient=True`` such rows are skipped and listed in ``attrs["skipped_rows"]``).
     """
     with gc_paused():  # millions of small objects, alive until the frame is built
+        return _read_table(text, table_index, lenient).frame()
+
+
+def parse_table(text: str, *, table_index: int | None = None, lenient: bool = False) -> ParsedTable:
+    """:func:`read_table` without pandas: the same columns, values and attrs as a
+    :class:`ParsedTable`."""
+    with gc_paused():
         return _read_table(text, table_index, lenient)
 
 
-def _read_table(text: str, table_index: int | None, lenient: bool) -> pd.DataFrame:
+def _read_table(text: str, table_index: int | None, lenient: bool) -> ParsedTable:
     lines = _split_lines(text)
     tables = _find_tables(lines)
     if not tables:
@@ -660,8 +696,9 @@ def _read_table(text: str, table_index: int | None, lenient: bool) -> pd.DataFra
     return _read_located(lines, table, lenient)
 
 
-def table_document(frame: pd.DataFrame) -> dict[str, Any]:
-    """The JSON document for a frame from :func:`read_table` (NaN becomes None)::
+def table_document(frame: pd.DataFrame | ParsedTable) -> dict[str, Any]:
+    """The JSON document for a frame from :func:`read_table` or a :func:`parse_table` result
+    (NaN becomes None)::
 
     {"schema_version": 1, "kind": "torch_table", "totals": {"self_cpu_time_total_us": ...},
      "table": {"index", "header_line", "title", "top_level_only"}, "skipped_rows": [...],
@@ -669,7 +706,7 @@ def table_document(frame: pd.DataFrame) -> dict[str, Any]:
     """
     attrs = frame.attrs
     totals = {k: v for k, v in attrs.items() if k.endswith("_time_total_us")}
-    rows = frame.to_dict("records")
+    rows = frame.records() if isinstance(frame, ParsedTable) else frame.to_dict("records")
     for row in rows:
         for key, value in row.items():
             if isinstance(value, float) and math.isnan(value):

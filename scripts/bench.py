@@ -1,7 +1,8 @@
 """Benchmarks of memprof's own costs, with public tools only. Prints Markdown tables.
 
     PYTHONPATH=. python scripts/bench.py            # everything (the 1M-event key_averages takes minutes)
-    PYTHONPATH=. python scripts/bench.py --quick    # skips the 1M-event profile and the compile section
+    PYTHONPATH=. python scripts/bench.py --quick    # skips the 1M-event profiles and the compile section
+    PYTHONPATH=. python scripts/bench.py --only hi --steps 36 --rounds 3    # issue 18's ratios
 
 (a) ``memprof run`` on the built-in example against a bare script that profiles the same call
     with torch.profiler and prints ``key_averages().table()``: wall times of whole processes,
@@ -13,13 +14,36 @@
 (d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``, and of an
     explained compiled run (Inductor's graph caches off for its provenance).
-(f) explaining the peak: ``memprof run`` of a GPT training step with ~100k profiler events,
+(f) ``memprof run`` on a CPU training step against the profile floor: the same script profiling
+    the same step with ``profile_memory=True`` and doing nothing after. ~98k and ~1.58M events;
+    ``memprof run`` as users run it (one warm-up call, the unprofiled call(s) timed for the wall
+    time within ``--time-budget``, the profiled call) and with ``--time-budget 0`` (no timing
+    call: what memprof adds to the floor by itself);
+    wall, CPU time and peak RSS of whole processes, alternating, medians.
+(g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
+    ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
+    reading (``raw_from_profiler``, which includes it) and ``analyze``.
+(h) ``memprof run`` on the first (f) profile (~98k events) against the bare profiler script that
+    prints ``key_averages().table()`` after the same profile, and ``memprof run --json`` and
+    ``--out`` (every report file) in the same rounds: ``--out`` / ``--json`` is what the HTML,
+    CSV and Markdown reports add (none of them builds torch's table; only ``--table`` does).
+(i) ``memprof analyze`` of the 54 MB V100 trace (``$MEMPROF_GPU_DATA/traces``) against
+    ``json.loads`` of the same text: in one process, and as whole commands
+    (``scripts/bench_analyze.py``'s sections (a) and (c)).
+(j) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
+    example), at two sizes: whole processes, alternating, medians; the estimate's own fake
+    execution seconds; the peaks each reports.
+(k) explaining the peak: ``memprof run`` of a GPT training step with ~100k profiler events,
     explained (the default) and with ``--no-explain``, against a bare script that profiles the
     same step and prints ``key_averages().table()``; whole processes, alternately, one torch
     thread each (``scripts/bench_explain.py`` splits the explained run into its phases).
-(g) ``memprof estimate --device cpu`` against ``memprof run`` of the same training step (the GPT
-    example), at two sizes: whole processes, alternating, medians; the estimate's own fake
-    execution seconds; the peaks each reports.
+
+Every ratio is a median of per-round ratios of commands run in turn, side by side, so that
+load from other jobs on a shared machine touches both sides alike; the machine and its load
+average are printed first.
+
+``--against PATH`` also measures (f) and (g) with the memprof package found under PATH (another
+checkout, e.g. the one before a change), in the same alternating rounds.
 """
 
 from __future__ import annotations
@@ -41,9 +65,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
-def env() -> dict[str, str]:
+def env(root: Path = ROOT, **extra: str) -> dict[str, str]:
     out = dict(os.environ)
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), out.get("PYTHONPATH", "")]))
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), out.get("PYTHONPATH", "")]))
+    out.update(extra)
     return out
 
 
@@ -62,6 +87,20 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return seconds, cpu
+
+
+def measured(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of one whole process, from its own rusage."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        cmd, env=environment, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
 
 
 def machine() -> str:
@@ -229,6 +268,236 @@ def bench_analysis(sizes: list[int]) -> list[str]:
     return lines
 
 
+# ---- (f) memprof run vs the profile floor, (g) reading and analysis --------------------------
+
+# ~2,726 events per step (half ops, half allocator records): 36 steps ~ 98k, 585 ~ 1.59M.
+TRAIN_STEP = textwrap.dedent(
+    """
+    import os
+
+    import torch
+
+    STEPS = int(os.environ["MEMPROF_BENCH_STEPS"])
+
+
+    def train_inputs():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(8):
+            layers += [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 10))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        return model, optimizer, torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+
+    def train(model, optimizer, x, y):
+        for _ in range(STEPS):
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        return loss.detach()
+    """
+)
+
+# The floor: what `memprof run` (one warm-up call, then the profiled call) cannot avoid.
+FLOOR_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, sys.argv[1])
+    from train_step import train, train_inputs
+
+    inputs = train_inputs()
+    train(*inputs)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train(*inputs)
+    mode = sys.argv[2] if len(sys.argv) > 2 else "floor"
+    if mode == "count":
+        print(len(prof.profiler.kineto_results.events()))
+    elif mode == "table":  # the bare profiler script: what users print without memprof
+        print(prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=15))
+    """
+)
+
+SPLIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, sys.argv[1])
+    from train_step import train, train_inputs
+    from memprof.analysis.peaks import analyze
+    from memprof.gcpause import gc_paused
+    from memprof.sources.kineto import raw_from_profiler
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key))
+
+    inputs = train_inputs()
+    train(*inputs)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train(*inputs)
+    rss = status("VmRSS:")
+    with open("/proc/self/clear_refs", "w") as f:  # VmHWM restarts from here
+        f.write("5")
+    out = {}
+    start, cpu = time.perf_counter(), time.process_time()
+    if sys.argv[2] == "events":
+        with gc_paused():
+            events = prof.profiler.kineto_results.events()
+            out["events"] = len(events)
+            del events
+    else:
+        raw = raw_from_profiler(prof)
+        out["read_mib"] = (status("VmHWM:") - rss) / 2**20
+    out["read_s"], out["read_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+    if sys.argv[2] != "events":
+        start, cpu = time.perf_counter(), time.process_time()
+        analyze(raw)
+        out["analyze_s"], out["analyze_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+    out["added_mib"] = (status("VmHWM:") - rss) / 2**20
+    print(json.dumps(out))
+    """
+)
+
+
+def _labels(against: Path | None) -> dict[str, Path]:
+    return {"memprof": ROOT} | ({"against": against} if against else {})
+
+
+def _alternate(
+    commands: dict[str, tuple[list[str], dict[str, str]]], rounds: int, cwd: str
+) -> dict[str, list[tuple[float, float, float]]]:
+    """(wall, CPU, peak RSS) of each command per round, the commands run in turn each round."""
+    results: dict[str, list[tuple[float, float, float]]] = {label: [] for label in commands}
+    for _ in range(rounds):
+        for label, (cmd, environment) in commands.items():
+            # cwd: a folder holding no memprof, so that PYTHONPATH decides which one runs
+            results[label].append(measured(cmd, environment, cwd))
+    return results
+
+
+def _event_count(tmp: str, steps_env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [PY, str(Path(tmp) / "floor.py"), tmp, "count"],
+        env=env(**steps_env),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.split()[-1])
+
+
+def _ratio_rows(name: str, results: dict[str, list[tuple[float, float, float]]], reference: str) -> list[str]:
+    """One row per command: medians, and the median of the per-round ratios to ``reference``."""
+    base = results[reference]
+    rows = [
+        f"| {name}, {reference} | {_median(base, 0):.2f} s | {_median(base, 1):.2f} s "
+        f"| {_median(base, 2):,.0f} MiB | | | |"
+    ]
+    for label, runs in results.items():
+        if label == reference:
+            continue
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(runs, base, strict=True))
+        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(runs, base, strict=True))
+        added = statistics.median(a[2] - b[2] for a, b in zip(runs, base, strict=True))
+        rows.append(
+            f"| {name}, {label} | {_median(runs, 0):.2f} s | {_median(runs, 1):.2f} s "
+            f"| {_median(runs, 2):,.0f} MiB | {ratio:.3f} | {cpu_ratio:.3f} | {added:+,.0f} MiB |"
+        )
+    return rows
+
+
+def _train_folder(tmp: str) -> None:
+    (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+    (Path(tmp) / "floor.py").write_text(FLOOR_SCRIPT)
+
+
+def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
+    """``memprof run`` (and the --against checkout's) vs the floor, alternating rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _train_folder(tmp)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        count = _event_count(tmp, steps_env)
+        run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
+        commands = {"floor": ([PY, f"{tmp}/floor.py", tmp], env(**steps_env))}
+        for label, root in _labels(against).items():
+            commands[f"{label} run"] = (run, env(root, **steps_env))
+            # Without the unprofiled timing call(s) made for the wall time: memprof's own cost.
+            commands[f"{label} run --time-budget 0"] = ([*run, "--time-budget", "0"], env(root, **steps_env))
+        results = _alternate(commands, rounds, tmp)
+    return _ratio_rows(f"{count:,} events", results, "floor")
+
+
+def bench_bare(steps: int, rounds: int) -> list[str]:
+    """``memprof run`` and its report files vs the bare profiler script that prints torch's
+    table; ``--out`` (every report file) vs ``--json`` alone, in the same rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _train_folder(tmp)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        count = _event_count(tmp, steps_env)
+        run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
+        commands = {
+            "bare script": ([PY, f"{tmp}/floor.py", tmp, "table"], env(**steps_env)),
+            "memprof run": (run, env(**steps_env)),
+            "memprof run --time-budget 0": ([*run, "--time-budget", "0"], env(**steps_env)),
+            "memprof run --json": ([*run, "--json", f"{tmp}/r.json"], env(**steps_env)),
+            "memprof run --out": ([*run, "--out", f"{tmp}/out"], env(**steps_env)),
+        }
+        results = _alternate(commands, rounds, tmp)
+    out_vs_json = statistics.median(
+        a[0] / b[0] for a, b in zip(results["memprof run --out"], results["memprof run --json"], strict=True)
+    )
+    rows = _ratio_rows(f"{count:,} events", results, "bare script")
+    return [
+        *rows,
+        f"| `--out` (JSON, CSV, Markdown, HTML) / `--json` alone, wall | | | | {out_vs_json:.3f} | | |",
+    ]
+
+
+def _median(runs: list[tuple[float, ...]], column: int) -> float:
+    return statistics.median(r[column] for r in runs)
+
+
+def bench_split(steps: int, rounds: int, against: Path | None) -> list[str]:
+    """torch's events() alone, then memprof's read and analyze (each checkout), fresh processes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+        steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
+        jobs = {"events() alone": (ROOT, "events")}
+        jobs |= {label: (root, "memprof") for label, root in _labels(against).items()}
+        results: dict[str, list[dict[str, float]]] = {label: [] for label in jobs}
+        for _ in range(rounds):
+            for label, (root, what) in jobs.items():
+                done = subprocess.run(
+                    [PY, "-c", SPLIT_SCRIPT, tmp, what],
+                    env=env(root, **steps_env),
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                results[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    events = int(results["events() alone"][0]["events"])
+    rows = []
+    for label, runs in results.items():
+        med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        analyze_s = f"{med['analyze_s']:.2f} s ({med['analyze_cpu_s']:.2f} s)" if "analyze_s" in med else ""
+        read_mib = f"+{med['read_mib']:,.0f} MiB" if "read_mib" in med else ""
+        rows.append(
+            f"| {events:,} | {label} | {med['read_s']:.2f} s ({med['read_cpu_s']:.2f} s) | {read_mib} "
+            f"| {analyze_s} | +{med['added_mib']:,.0f} MiB |"
+        )
+    return rows
+
+
 # ---- (c) table parsing -----------------------------------------------------------------------
 
 TABLE_SCRIPT = textwrap.dedent(
@@ -280,7 +549,7 @@ def bench_startup(rounds: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(wall(cmd) for _ in range(rounds))) for name, cmd in commands.items()]
 
 
-# ---- (g) estimate vs the real run ------------------------------------------------------------
+# ---- (j) estimate vs the real run ------------------------------------------------------------
 
 ESTIMATE_SIZES = {
     "batch 8, context 64 (default)": ["--set", "batch=8", "--set", "context=64"],
@@ -329,7 +598,7 @@ def compile_seconds(fresh: bool, explain: bool = False) -> float:
         return float(json.loads(out.read_text())["runs"]["compile"]["compile_seconds"])
 
 
-# ---- (f) explaining the peak on a training step ----------------------------------------------
+# ---- (k) explaining the peak on a training step ----------------------------------------------
 
 GPT_MODULE = textwrap.dedent(
     """
@@ -400,74 +669,156 @@ def _timed_in(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[fl
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _section_a(args: argparse.Namespace) -> None:
+    print("(a) memprof run vs a bare torch.profiler script (similarity example, eager, whole processes)\n")
+    print(
+        f"| {args.rounds} alternating rounds | memprof run | bare script | wall ratio | CPU-time ratio |\n"
+        "|---|---:|---:|---:|---:|"
+    )
+    for name, ours, theirs, ratio, cpu_ratio in bench_run(args.rounds):
+        print(f"| {name} | {ours:.2f} s | {theirs:.2f} s | {ratio:.3f} | {cpu_ratio:.3f} |", flush=True)
+
+
+def _section_b(args: argparse.Namespace) -> None:
+    print("(b) analysis of real profiles: memprof (raw_from_kineto + analyze) vs key_averages()\n")
+    bench_analysis([10_000, 100_000] + ([] if args.quick else [1_000_000]))
+
+
+def _section_c(args: argparse.Namespace) -> None:
+    print(f"(c) table parsing: {bench_table(100_000)}", flush=True)
+
+
+def _section_d(args: argparse.Namespace) -> None:
+    print("(d) start-up (median of 10 runs)\n\n| command | wall |\n|---|---:|")
+    for name, seconds in bench_startup(10):
+        print(f"| `{name}` | {seconds:.3f} s |", flush=True)
+
+
+def _section_e(args: argparse.Namespace) -> None:
+    if args.quick:
+        return
+    cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
+    fresh = compile_seconds(fresh=True)
+    explained = compile_seconds(fresh=False, explain=True)
+    print(
+        f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache "
+        f"(--no-explain), {fresh:.1f} s with --fresh-compile, {explained:.1f} s explained "
+        "(the default: Inductor's graph caches off for its provenance)"
+    )
+
+
+_RATIO_HEAD = (
+    "| wall | CPU time | peak RSS | wall ratio | CPU ratio | RSS added |\n|---|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def _steps(args: argparse.Namespace) -> list[int]:
+    return [int(n) for n in args.steps.split(",")][: 1 if args.quick else None]
+
+
+def _section_f(args: argparse.Namespace) -> None:
+    print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
+    print(f"| {args.rounds} alternating rounds {_RATIO_HEAD}")
+    for steps in _steps(args):
+        print("\n".join(bench_floor(steps, args.rounds, args.against)), flush=True)
+
+
+def _section_g(args: argparse.Namespace) -> None:
+    print("(g) reading and analysis alone, after the same profile (fresh process each, medians)\n")
+    print(
+        "| events | what | read: wall (CPU) | read: peak RSS added | analyze: wall (CPU) | peak RSS added |\n"
+        "|---:|---|---:|---:|---:|---:|"
+    )
+    for steps in _steps(args):
+        print("\n".join(bench_split(steps, max(args.rounds // 2, 1), args.against)), flush=True)
+
+
+def _section_h(args: argparse.Namespace) -> None:
+    steps = _steps(args)[0]
+    print(
+        "(h) memprof run vs the bare profiler script that prints torch's table, on the first "
+        "--steps profile (whole processes, medians; ratios: medians of per-round ratios to the bare script)\n"
+    )
+    print(f"| {args.rounds} alternating rounds {_RATIO_HEAD}")
+    print("\n".join(bench_bare(steps, args.rounds)), flush=True)
+
+
+def _section_i(args: argparse.Namespace) -> None:
+    """``memprof analyze`` of the V100 trace vs ``json.loads`` of it: scripts/bench_analyze.py's
+    in-process (a) and whole-command (c) sections."""
+    import bench_analyze  # this folder's module; it imports this one for env, machine, timed
+
+    print("(i) memprof analyze vs json.loads of the same trace\n")
+    path = bench_analyze.trace_path()
+    bench_analyze.section_a(path, args.rounds)
+    bench_analyze.section_c(path, args.rounds)
+
+
+def _section_j(args: argparse.Namespace) -> None:
+    rounds = 3
+    print(f"(j) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
+    print(
+        "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
+        "|---|---:|---:|---:|---:|---:|---:|"
+    )
+    for name, est, run, fake, peak_est, peak_run in bench_estimate(rounds):
+        print(
+            f"| {name} | {est:.2f} s | {run:.2f} s | {est / run:.2f} | {fake:.2f} s "
+            f"| {peak_est:,} B | {peak_run:,} B |",
+            flush=True,
+        )
+
+
+def _section_k(args: argparse.Namespace) -> None:
+    rows = bench_explain(max(args.rounds // 2, 1) if args.quick else args.rounds)
+    bare_wall, bare_cpu = rows[0][1], rows[0][2]
+    print("(k) explaining a GPT training step (80 blocks, ~100k profiler events), whole processes\n")
+    print("| variant | wall | CPU | wall / bare | CPU / bare |\n|---|---:|---:|---:|---:|")
+    for name, wall_s, cpu_s in rows:
+        ratios = f"{wall_s / bare_wall:.2f} | {cpu_s / bare_cpu:.2f}"
+        print(f"| {name} | {wall_s:.2f} s | {cpu_s:.2f} s | {ratios} |", flush=True)
+
+
+SECTIONS = {
+    "a": _section_a,
+    "b": _section_b,
+    "c": _section_c,
+    "d": _section_d,
+    "f": _section_f,
+    "g": _section_g,
+    "h": _section_h,
+    "i": _section_i,
+    "e": _section_e,
+    "j": _section_j,
+    "k": _section_k,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="skip the 1M-event profile and the compile section"
+        "--quick", action="store_true", help="skip the 1M-event profiles and the compile section"
     )
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds for (a)")
-    parser.add_argument("--only", default="abcdefg", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
+    parser.add_argument("--only", default="abcdefghijk", help="sections to run, e.g. 'bd'")
+    parser.add_argument(
+        "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
+    )
+    parser.add_argument(
+        "--steps",
+        default="36,585",
+        help="(f), (g), (h): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M; "
+        "(h) uses the first)",
+    )
     args = parser.parse_args()
-
-    print(f"Machine: {machine()}\n", flush=True)
-    if "a" in args.only:
-        print(
-            "(a) memprof run vs a bare torch.profiler script (similarity example, eager, whole processes)\n"
-        )
-        print(
-            f"| {args.rounds} alternating rounds | memprof run | bare script | wall ratio "
-            "| CPU-time ratio |\n"
-            "|---|---:|---:|---:|---:|"
-        )
-        for name, ours, theirs, ratio, cpu_ratio in bench_run(args.rounds):
-            print(f"| {name} | {ours:.2f} s | {theirs:.2f} s | {ratio:.3f} | {cpu_ratio:.3f} |", flush=True)
-        print()
-    if "b" in args.only:
-        print("(b) analysis of real profiles: memprof (raw_from_kineto + analyze) vs key_averages()\n")
-        sizes = [10_000, 100_000] + ([] if args.quick else [1_000_000])
-        bench_analysis(sizes)
-        print()
-    if "c" in args.only:
-        print(f"(c) table parsing: {bench_table(100_000)}\n", flush=True)
-    if "d" in args.only:
-        print("(d) start-up (median of 10 runs)\n\n| command | wall |\n|---|---:|")
-        for name, seconds in bench_startup(10):
-            print(f"| `{name}` | {seconds:.3f} s |", flush=True)
-        print()
-    if "e" in args.only and not args.quick:
-        cached = [compile_seconds(fresh=False) for _ in range(2)][-1]  # the first may fill the cache
-        fresh = compile_seconds(fresh=True)
-        explained = compile_seconds(fresh=False, explain=True)
-        print(
-            f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache "
-            f"(--no-explain), {fresh:.1f} s with --fresh-compile, {explained:.1f} s explained "
-            "(the default: Inductor's graph caches off for its provenance)\n"
-        )
-    if "f" in args.only:
-        rows = bench_explain(max(args.rounds // 2, 1) if args.quick else args.rounds)
-        bare_wall, bare_cpu = rows[0][1], rows[0][2]
-        print("(f) explaining a GPT training step (80 blocks, ~100k profiler events), whole processes\n")
-        print("| variant | wall | CPU | wall / bare | CPU / bare |\n|---|---:|---:|---:|---:|")
-        for name, wall_s, cpu_s in rows:
-            ratios = f"{wall_s / bare_wall:.2f} | {cpu_s / bare_cpu:.2f}"
-            print(f"| {name} | {wall_s:.2f} s | {cpu_s:.2f} s | {ratios} |")
-        print()
-    if "g" in args.only:
-        rounds = 3
-        print(f"(g) memprof estimate --device cpu vs memprof run, GPT training step ({rounds} rounds)\n")
-        print(
-            "| size | estimate | run | ratio | fake execution | estimated peak | measured peak |\n"
-            "|---|---:|---:|---:|---:|---:|---:|"
-        )
-        for name, est, run, fake, peak_est, peak_run in bench_estimate(rounds):
-            print(
-                f"| {name} | {est:.2f} s | {run:.2f} s | {est / run:.2f} | {fake:.2f} s "
-                f"| {peak_est:,} B | {peak_run:,} B |",
-                flush=True,
-            )
-        print()
+    print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start\n", flush=True)
+    for key, section in SECTIONS.items():
+        if key in args.only:
+            section(args)
+            print(flush=True)
+    print(f"Load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -47,9 +47,7 @@ def test_out_writes_every_format_with_standard_names(workload: str, tmp_path: Pa
     page = (out / "memprof.html").read_text(encoding="utf-8")
     assert SCRIPT_LABEL not in page
     assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in page
-    # --html keeps torch's own table for the collapsible section; it is escaped there too.
-    assert '<section id="torch-table"><h2>torch.profiler table</h2><details><summary>eager</summary>' in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.split('id="torch-table"')[1]
+    assert 'id="torch-table"' not in page  # torch's table is made only when --table asks
 
     markdown = (out / "memprof.md").read_text(encoding="utf-8").replace("\u00a0", " ")
     # The label's range only repeats aten::ones inside it (the call the code made): left out,
@@ -57,6 +55,45 @@ def test_out_writes_every_format_with_standard_names(workload: str, tmp_path: Pa
     assert "| `aten::ones` | 1 | 3.8 MiB |" in markdown
     assert f"`aten::empty`, `{SCRIPT_LABEL}` (same figures as `aten::ones`)" in markdown
     assert "**eager: peak 3.8 MiB above the call's start" in markdown
+
+
+def test_torch_table_is_embedded_escaped_only_when_table_asks(workload: str, tmp_path: Path) -> None:
+    page, table = tmp_path / "report.html", tmp_path / "torch.txt"
+    result = CliRunner().invoke(app, ["run", workload, "--html", str(page), "--table", str(table), "-q"])
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert '<section id="torch-table"><h2>torch.profiler table</h2><details><summary>eager</summary>' in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text.split('id="torch-table"')[1]
+    assert SCRIPT_LABEL in table.read_text(encoding="utf-8")
+
+
+def test_reports_never_build_torchs_table_unless_table_asks(
+    workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch.autograd.profiler
+    import torch.profiler
+
+    called: list[str] = []
+
+    def key_averages(self: object, *args: object, **kwargs: object) -> None:
+        called.append(type(self).__name__)
+        raise AssertionError("key_averages() called")
+
+    monkeypatch.setattr(torch.profiler.profile, "key_averages", key_averages)
+    monkeypatch.setattr(torch.autograd.profiler.profile, "key_averages", key_averages)
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["run", workload, "--out", str(out), "-q"]).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(STANDARD_NAMES.values())
+    paths = {"--html": "r.html", "--json": "r.json", "--csv": "r.csv", "--markdown": "r.md"}
+    flags = [item for flag, name in paths.items() for item in (flag, str(tmp_path / name))]
+    result = CliRunner().invoke(app, ["run", workload, *flags, "-q"])
+    assert result.exit_code == 0, result.output
+    assert all((tmp_path / name).stat().st_size > 0 for name in paths.values())
+    assert called == []
+
+    # The same patch makes --table fail: the check above would see a call.
+    result = CliRunner().invoke(app, ["run", workload, "--table", str(tmp_path / "t.txt"), "-q"])
+    assert result.exit_code != 0 and called
 
 
 def test_markdown_and_html_paths(workload: str, tmp_path: Path) -> None:

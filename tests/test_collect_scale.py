@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memprof.analysis.nesting import _parents
 from memprof.analysis.ops import ops_frame
 from memprof.analysis.peaks import _timeline, analyze
 from memprof.names import MEMORY_ROW, normalize_name
@@ -175,6 +176,92 @@ def test_analyze_equals_the_reference_on_random_nested_profiles(seed: int) -> No
         assert numbers.net_bytes == per_call[-1][0]
         assert numbers.records == len(mem)
         assert numbers.calls == len(calls)
+
+
+def ref_nested_same(ops: list[Op], parent: list[int]) -> list[bool]:
+    """Whether an ancestor (by torch's parents) has the op's name."""
+    out = []
+    for i, op in enumerate(ops):
+        p = parent[i]
+        while p >= 0 and ops[p][0] != op[0]:
+            p = parent[p]
+        out.append(p >= 0)
+    return out
+
+
+def tangled_ops(rng: np.random.Generator) -> list[Op]:
+    """Ops that a well-behaved trace rarely has, all at once: partial overlaps, zero-length ops,
+    identical intervals, ops sharing a start or an end, async ops (some overlapping sync ones)
+    and up to 40 threads; given sorted (kineto's usual order) or shuffled."""
+    threads = int(rng.choice([1, 2, 5, 40]))
+    horizon = int(rng.integers(1, 40))
+    ops: list[Op] = []
+    for _ in range(int(rng.integers(1, 80))):
+        start = int(rng.integers(0, horizon))
+        length = 0 if rng.random() < 0.2 else int(rng.integers(0, 15))
+        thread, is_async = int(rng.integers(0, threads)), bool(rng.random() < 0.1)
+        op = (str(rng.choice(NAMES[:3])), start, start + length, thread, is_async)
+        ops.append(op)
+        if rng.random() < 0.15:
+            ops.append(op)  # the identical interval, recorded twice
+    if rng.random() < 0.5:
+        ops.sort(key=lambda op: (op[3], op[1], -op[2]))
+    else:
+        ops = [ops[i] for i in rng.permutation(len(ops))]
+    return ops
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nesting_equals_torchs_stack_on_tangled_ops(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(300):
+        ops = tangled_ops(rng)
+        parent, nested_same = _parents(RawProfile.from_lists(ops, []))
+        want = ref_parents(ops)
+        assert parent.tolist() == want, ops
+        assert nested_same.tolist() == ref_nested_same(ops, want), ops
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_analyze_equals_the_reference_on_tangled_ops(seed: int) -> None:
+    rng = np.random.default_rng(200 + seed)
+    for _ in range(60):
+        ops = tangled_ops(rng)
+        mem = [(int(rng.integers(-2, 50)), int(rng.integers(-600, 1000))) for _ in range(rng.integers(0, 30))]
+        frame = ops_frame(analyze(RawProfile.from_lists(ops, mem)).ops)
+        expected = ref_ops(ops, mem)
+        assert list(frame["name"]) == list(expected), (ops, mem)
+        for row in frame.to_dict("records"):
+            want = expected[row["name"]]
+            for column in ("calls", "self_bytes", "total_bytes", "allocated_bytes", "peak_bytes"):
+                assert row[column] == want[column], (column, row, want, ops, mem)
+            assert row["self_us"] == pytest.approx(want["self_us"], abs=1e-9)
+
+
+def test_an_op_that_outlives_its_container_is_not_its_child() -> None:
+    # torch's stack: y = [5, 20] starts inside x = [0, 10] and ends after it, so it pops x;
+    # z = [6, 8] then nests in y only, though it also lies inside x (same name as x: not
+    # "nested in a same-name op", since x is no ancestor of z).
+    ops: list[Op] = [("x", 0, 10, 1, False), ("y", 5, 20, 1, False), ("x", 6, 8, 1, False)]
+    parent, nested_same = _parents(RawProfile.from_lists(ops, []))
+    assert parent.tolist() == [-1, -1, 1]
+    assert nested_same.tolist() == [False, False, False]
+
+
+def test_identical_and_zero_length_intervals_nest_as_torch_nests_them() -> None:
+    # Of two identical ops, the second recorded is the child of the first. A zero-length op
+    # nests in an op that ends after it, and pops an identical zero-length op before it (its
+    # start is not before that one's end). An op starting where others end is none's child.
+    ops: list[Op] = [
+        ("a", 0, 10, 1, False),
+        ("a", 0, 10, 1, False),
+        ("z", 4, 4, 1, False),
+        ("z", 4, 4, 1, False),
+        ("e", 10, 10, 1, False),
+    ]
+    parent, nested_same = _parents(RawProfile.from_lists(ops, []))
+    assert parent.tolist() == [-1, 0, 1, 1, -1]
+    assert nested_same.tolist() == [False, True, False, False, False]
 
 
 def test_a_free_at_the_exact_end_of_an_op_belongs_to_it() -> None:

@@ -96,6 +96,40 @@ def test_analyze_reads_a_trace_and_a_snapshot_without_torch(tmp_path: Path) -> N
     assert heavy_modules_after_cli("analyze", "--help") == ["rich"]
 
 
+def pandas_or_torch_after_cli(runs: list[list[str]], first: str = "") -> list[str]:
+    """Run ``memprof <args>`` for each of ``runs`` in one fresh interpreter (each must exit 0),
+    after the code ``first``; return which of pandas and torch were imported by the end."""
+    code = (
+        f"import sys\n{first}\n"
+        "from memprof.cli import app\n"
+        f"for args in {runs!r}:\n"
+        "    try:\n"
+        "        app(args, prog_name='memprof')\n"
+        "    except SystemExit as done:\n"
+        "        assert done.code == 0, (args, done.code)\n"
+        "print('\\n' + ' '.join(sorted(m for m in ('pandas', 'torch') if m in sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1].split()
+
+
+def test_parse_and_check_load_no_pandas(tmp_path: Path) -> None:
+    # Both work on plain data: `parse` on memprof.table.ParsedTable, `check` on the report model.
+    table = str(ROOT / "tests" / "data" / "cpu_memory.txt")
+    report = str(ROOT / "tests" / "data" / "similarity.json")
+    runs = [
+        ["parse", table],
+        ["parse", table, "--csv", str(tmp_path / "t.csv"), "--json", str(tmp_path / "t.json")],
+        ["check", report, "--budget", "1GB"],
+    ]
+    assert pandas_or_torch_after_cli(runs) == []
+    assert (tmp_path / "t.csv").read_text(encoding="utf-8").startswith("name,")
+    assert pandas_or_torch_after_cli(runs[:1], first="import pandas") == ["pandas"]  # the probe sees it
+
+
 def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     report = {
         "schema_version": 1,

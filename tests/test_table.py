@@ -22,7 +22,7 @@ from torch.autograd import DeviceType
 from torch.autograd import profiler_util as pu
 
 from memprof.errors import InputError, MemprofError
-from memprof.table import find_tables, read_table
+from memprof.table import find_tables, parse_table, read_table, table_document
 from memprof.units import format_torch_memory
 
 DATA = Path(__file__).parent / "data"
@@ -296,6 +296,23 @@ def check_parsed(r: Rendered, text: str | None = None) -> None:
 @given(rendered_tables())
 def test_round_trip_through_torchs_table_code(r: Rendered) -> None:
     check_parsed(r)
+
+
+@SETTINGS
+@given(rendered_tables(), st.booleans())
+def test_parse_without_pandas_writes_what_pandas_writes(r: Rendered, carriage_return: bool) -> None:
+    # `memprof parse` works on ParsedTable (no pandas): its CSV is pandas' to_csv of the frame
+    # (NaN as an empty cell, a bare carriage return quoted), its JSON the frame's document.
+    import csv
+
+    from memprof.commands.parse import _csv_text
+
+    text = r.text.replace("aten::", "aten\r::", 1) if carriage_return else r.text
+    frame, parsed = read_table(text), parse_table(text)
+    quoting = csv.QUOTE_NONNUMERIC if "\r" in "".join(frame["name"]) else csv.QUOTE_MINIMAL
+    assert _csv_text(parsed) == frame.to_csv(index=False, lineterminator="\n", quoting=quoting)
+    assert repr(table_document(parsed)) == repr(table_document(frame))
+    assert parsed.frame().equals(frame) and parsed.attrs == frame.attrs
 
 
 @SETTINGS

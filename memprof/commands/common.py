@@ -126,7 +126,9 @@ def profile_and_report(
         report = memprof.compare(
             *variants,
             labels=labels,
-            keep_table="table" in files or "html" in files,
+            # torch's key_averages() table costs more than memprof's whole analysis: made only
+            # when --table asks for it (the HTML report embeds it then too).
+            keep_table="table" in files,
             status=status_printer(output.quiet),
             verbose=output.verbose,
             **profile.api_arguments(),

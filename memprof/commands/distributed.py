@@ -131,7 +131,7 @@ def run_rank(
 
     status = status_printer(output.quiet) if env.rank == 0 else None
     mine, merged = split_files(files, env.rank)
-    keep_table = "table" in files or "html" in files
+    keep_table = "table" in files  # torch's key_averages() table: only when --table asks
     local, failure = profile_rank(env, variants, profile, keep_table, status, verbose=output.verbose)
     write_outputs(local, mine, rank=output.rank)
     exchange = Exchange(env, timeout, store=process_group_store())

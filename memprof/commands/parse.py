@@ -1,16 +1,20 @@
-"""``memprof parse``: a printed torch profiler table -> CSV, JSON or a clean table."""
+"""``memprof parse``: a printed torch profiler table -> CSV, JSON or a clean table. Works on
+:class:`memprof.table.ParsedTable`: no pandas is imported."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from memprof.commands.common import err, out
 from memprof.errors import InputError
 
+if TYPE_CHECKING:
+    from memprof.table import ParsedTable
 
-def _render_parsed(frame: Any) -> str:
+
+def _render_parsed(frame: ParsedTable) -> str:
     """The parsed table for people: sizes in KiB/MiB, truncated names marked with '...'."""
     import math
     import sys
@@ -20,7 +24,7 @@ def _render_parsed(frame: Any) -> str:
 
     columns = [c for c in frame.columns if c != "name_truncated"]
     rows = []
-    for record in frame.to_dict("records"):
+    for record in frame.records():
         row = []
         for column in columns:
             value = record[column]
@@ -60,15 +64,28 @@ def _json_text(document: dict[str, Any]) -> str:
     return head + (',\n "rows": [\n  ' + body + "\n ]\n}\n" if rows else ',\n "rows": []\n}\n')
 
 
-def _csv_text(frame: Any) -> str:
-    """One header line, then the rows; a text holding a bare carriage return is quoted (the
-    csv module quotes only the line terminator's characters before Python 3.12)."""
+def _csv_text(frame: ParsedTable) -> str:
+    """One header line, then the rows (NaN as an empty cell); a text holding a bare carriage
+    return is quoted (the csv module quotes only the line terminator's characters before
+    Python 3.12)."""
     import csv
+    import io
+    import math
 
-    texts = frame.select_dtypes(exclude="number").columns
-    carriage_return = any("\r" in str(value) for column in texts for value in frame[column])
-    quoting = csv.QUOTE_NONNUMERIC if carriage_return else csv.QUOTE_MINIMAL
-    return frame.to_csv(index=False, lineterminator="\n", quoting=quoting)
+    texts = [key for key, values in frame.data.items() if isinstance(values, list)]
+    carriage_return = any("\r" in value for key in texts for value in frame.data[key])
+    buffer = io.StringIO()
+    writer = csv.writer(
+        buffer,
+        lineterminator="\n",
+        quoting=csv.QUOTE_NONNUMERIC if carriage_return else csv.QUOTE_MINIMAL,
+    )
+    writer.writerow(frame.columns)
+    for record in frame.records():
+        writer.writerow(
+            "" if isinstance(value, float) and math.isnan(value) else value for value in record.values()
+        )
+    return buffer.getvalue()
 
 
 def parse(
@@ -114,14 +131,14 @@ def parse(
     missing file or a bad --table-index.
     """
     from memprof.fileio import absolute, atomic_write_texts, check_output_paths, read_text
-    from memprof.table import read_table, table_document
+    from memprof.table import parse_table, table_document
 
     reads = [] if file == "-" else [("the table's input file", file)]
     check_output_paths([("--csv", csv_path), ("--json", json_path)], reads)
     source = "standard input" if file == "-" else file
     text = read_text(file, "input")
     try:
-        frame = read_table(text, table_index=table_index, lenient=lenient)
+        frame = parse_table(text, table_index=table_index, lenient=lenient)
     except InputError as error:
         raise InputError(f"{source}: {error.message}") from None
     for skipped in frame.attrs["skipped_rows"]:
