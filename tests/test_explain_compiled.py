@@ -87,3 +87,29 @@ def test_compiled_gpt_state_and_modules(gpt_compiled: Attribution) -> None:
     fused = [k for k in gpt_compiled.kernels if k.name.startswith("cpp_fused_")]
     assert fused and all(k.replaces for k in fused)
     assert all(k.allocated_bytes > 0 for k in gpt_compiled.kernels)
+
+
+def _linear_step(x, w):  # type: ignore[no-untyped-def]
+    loss = (x @ w).relu().sum()
+    loss.backward()
+    return loss.detach()
+
+
+def test_a_second_compile_of_a_training_step_in_one_process_is_explained_like_the_first() -> None:
+    # Inductor leaves its backward kernel -> node table filled after a compile; a second compile
+    # of the same step (a notebook, a test session) must not read the first one's kernels.
+    import torch
+
+    import memprof
+
+    def explained() -> tuple[dict[tuple[str, str], tuple[str, ...]], tuple[str, ...]]:
+        x = torch.randn(64, 32)
+        w = torch.randn(32, 16, requires_grad=True)
+        run = memprof.profile(_linear_step, x, w, device="cpu", mode="compile").runs["compile"]
+        return {(k.name, k.phase): k.replaces for k in run.kernels}, run.notes
+
+    first, _ = explained()
+    second, notes = explained()
+    assert any(phase == "backward" and replaces for (_, phase), replaces in first.items())
+    assert second == first
+    assert not any("could not be matched" in note for note in notes)

@@ -890,6 +890,11 @@ class CompileTracking:
                 if chained is not None:
                     chained(graph)
                 tracking._metas.append({node.name: _node_meta(node) for node in graph.nodes})
+                # Inductor resets its kernel -> node table around a forward compile but not
+                # around a backward one, so a second compile of the same step in one process
+                # would find the first one's backward kernels in it. This graph's kernels are
+                # generated after its post-grad passes: start its table empty here.
+                inductor_debug._inductor_triton_kernel_to_post_grad_node_info.clear()
 
             def uuid(self) -> Any:
                 return ("memprof-node-meta", chained.uuid() if chained is not None else None)
