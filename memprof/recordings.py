@@ -174,8 +174,9 @@ def _read_folder(
     if status is not None:
         status(f"reading {folder}: {len(traces)} chrome trace(s), {len(snapshots)} snapshot(s)")
     if traces:
-        for trace in iter_trace_folder(folder):
-            yield _from_trace(trace)
+        # map keeps no reference to a trace once its runs are made: only the per-rank runs stay,
+        # each rank's parsed JSON and records are released before the next file is read.
+        yield from map(_from_trace, iter_trace_folder(folder))
     for position, path in enumerate(snapshots):
         match = _RANK_IN_NAME.search(path.name)
         yield _from_snapshot(path, read_snapshot(path), int(match.group(1)) if match else position, settings)

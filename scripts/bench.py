@@ -37,6 +37,12 @@
     explained (the default) and with ``--no-explain``, against a bare script that profiles the
     same step and prints ``key_averages().table()``; whole processes, alternately, one torch
     thread each (``scripts/bench_explain.py`` splits the explained run into its phases).
+(l) A 1 GB folder of 8 per-rank chrome traces (the V100 trace's events repeated 3 times per
+    rank, ~126 MB of JSON each), made in a temporary folder: peak RSS (VmHWM) and wall time of
+    ``memprof analyze FOLDER -q --json`` against ``memprof analyze`` of one rank's file and a
+    process that only ``json.loads`` one rank's file (and one that only ``orjson.loads`` it, the
+    parser memprof uses where installed). Bounded memory: the folder's peak is about one rank's,
+    not 8 times it.
 
 Every ratio is a median of per-round ratios of commands run in turn, side by side, so that
 load from other jobs on a shared machine touches both sides alike; the machine and its load
@@ -585,6 +591,165 @@ def bench_estimate(rounds: int) -> list[tuple[str, float, float, float, int, int
     return rows
 
 
+# ---- (l) a 1 GB folder of 8 per-rank traces: bounded memory --------------------------------
+
+RANKS_L, COPIES_L = 8, 3  # 3 copies of the V100 trace's events: ~126 MB of JSON per rank
+
+# A whole command or a json.loads in a fresh process; writes its VmHWM (KiB) to the file named
+# by MEMPROF_BENCH_HWM at exit. VmHWM, not ru_maxrss: Linux carries the parent's high-water
+# mark into a child's ru_maxrss across exec.
+HWM_CHILD = """
+import atexit, os, sys
+def _hwm():
+    kib = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    with open(os.environ["MEMPROF_BENCH_HWM"], "w") as out:
+        out.write(str(kib))
+atexit.register(_hwm)
+if sys.argv[1] in ("--json-loads", "--orjson-loads"):
+    import json
+    loads = __import__("orjson").loads if sys.argv[1] == "--orjson-loads" else json.loads
+    with open(sys.argv[2], "rb") as handle:
+        document = loads(handle.read())
+else:
+    from memprof.cli import main
+    main(sys.argv[1:])
+"""
+
+
+def repeated_events(events: list[dict], copies: int) -> list[dict]:
+    """``events`` ``copies`` times, each copy after the previous one in time, with its ids
+    (``id``, ``External id``, ``Ev Idx``, ``correlation``) moved past the previous copy's.
+    Between two copies one ``[memory]`` record per device takes its Total Allocated back to
+    where the first copy starts, so ``Total Allocated = previous + Bytes`` holds at the seams
+    too and every copy has the original's peak. Metadata events (``ph`` M) appear once."""
+    timed_events = [e for e in events if isinstance(e.get("ts"), int)]
+    start = min(e["ts"] for e in timed_events)
+    end = max(e["ts"] + int(e.get("dur", 0)) for e in timed_events)
+    shift = end - start + 1000
+    id_keys = ("External id", "Ev Idx", "correlation")
+    id_step = 1 + max(
+        [int(e.get("id", 0)) for e in events if isinstance(e.get("id"), int)]
+        + [
+            int(v)
+            for e in events
+            for k, v in (e.get("args") or {}).items()
+            if k in id_keys and isinstance(v, int)
+        ]
+    )
+    memory = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    first: dict[tuple[int, int], dict] = {}
+    last: dict[tuple[int, int], dict] = {}
+    for event in memory:
+        key = (event["args"]["Device Type"], event["args"]["Device Id"])
+        first.setdefault(key, event)
+        last[key] = event
+    out = list(events)
+    for copy in range(1, copies):
+        for key, event in last.items():
+            args = event["args"]
+            at_start = first[key]["args"]["Total Allocated"] - first[key]["args"]["Bytes"]
+            bridge = dict(args, Bytes=at_start - args["Total Allocated"], **{"Total Allocated": at_start})
+            out.append(dict(event, ts=end + (copy - 1) * shift + 500, args=bridge))
+        for event in events:
+            if event.get("ph") == "M" or event.get("cat") == "Trace":
+                continue
+            moved = dict(event)
+            if isinstance(moved.get("ts"), int):
+                moved["ts"] += copy * shift
+            if isinstance(moved.get("id"), int):
+                moved["id"] += copy * id_step
+            if isinstance(moved.get("args"), dict):
+                moved["args"] = {
+                    k: v + copy * id_step if k in id_keys and isinstance(v, int) else v
+                    for k, v in moved["args"].items()
+                }
+            out.append(moved)
+    return out
+
+
+def write_rank_folder(source: Path, folder: Path, ranks: int, copies: int) -> int:
+    """``ranks`` files ``rank<N>.pt.trace.json`` in ``folder``, each the trace at ``source``
+    with its events repeated ``copies`` times and ``distributedInfo`` naming its rank; bytes
+    written."""
+    import gzip
+
+    try:
+        import orjson
+
+        dumps = orjson.dumps
+    except ImportError:
+        dumps = lambda value: json.dumps(value, separators=(",", ":")).encode()  # noqa: E731
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    body = dumps(repeated_events(document.pop("traceEvents"), copies))
+    written = 0
+    for rank in range(ranks):
+        meta = dict(document, distributedInfo={"backend": "nccl", "rank": rank, "world_size": ranks})
+        path = folder / f"rank{rank}.pt.trace.json"
+        with path.open("wb") as out:
+            out.write(dumps(meta)[:-1] + b',"traceEvents":')
+            out.write(body)
+            out.write(b"}")
+        written += path.stat().st_size
+    return written
+
+
+def peak_process(args: list[str], cwd: str) -> tuple[float, float]:
+    """(wall s, peak RSS MiB) of ``args`` run by HWM_CHILD in a fresh process."""
+    with tempfile.NamedTemporaryFile(dir=cwd, suffix=".hwm") as hwm:
+        start = time.perf_counter()
+        subprocess.run(
+            [PY, "-c", HWM_CHILD, *args],
+            env=env(MEMPROF_BENCH_HWM=hwm.name),
+            cwd=cwd,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        seconds = time.perf_counter() - start
+        return seconds, int(Path(hwm.name).read_text()) / 1024
+
+
+def bench_rank_folder(rounds: int) -> list[str]:
+    """Table rows of (l): each command in a fresh process per round, in turn; medians."""
+    import bench_analyze  # this folder's module: where the V100 trace is
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="memprof-ranks-") as tmp:
+        folder = Path(tmp) / "ranks"
+        folder.mkdir()
+        total = write_rank_folder(bench_analyze.trace_path(), folder, RANKS_L, COPIES_L)
+        one = folder / "rank0.pt.trace.json"
+        commands = {
+            f"`memprof analyze FOLDER -q --json` ({RANKS_L} ranks, {total / 1e9:.2f} GB)": [
+                "analyze",
+                str(folder),
+                "-q",
+                "--json",
+                str(Path(tmp) / "out.json"),
+            ],
+            f"`memprof analyze ONE_RANK -q` ({one.stat().st_size / 1e6:.0f} MB)": ["analyze", str(one), "-q"],
+            "a process that only `json.loads` one rank's file": ["--json-loads", str(one)],
+        }
+        if bench_analyze._has_orjson():  # memprof's reader where installed
+            commands["a process that only `orjson.loads` one rank's file"] = ["--orjson-loads", str(one)]
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, args in commands.items():
+                results[name].append(peak_process(args, tmp))
+        report = json.loads((Path(tmp) / "out.json").read_text())
+        peaks = {run["peak_bytes"] for label, run in report["runs"].items() if label.endswith("cuda:1")}
+        assert len(report["runs"]) == 2 * RANKS_L and len(peaks) == 1, "every rank reads the same"
+    walls = {name: statistics.median(r[0] for r in runs) for name, runs in results.items()}
+    rss = {name: statistics.median(r[1] for r in runs) for name, runs in results.items()}
+    one_rank, loads = list(commands)[1], list(commands)[2]
+    for name in commands:
+        rows.append(
+            f"| {name} | {walls[name]:.1f} s | {rss[name]:,.0f} MiB | {rss[name] / rss[one_rank]:.2f} "
+            f"| {rss[name] / rss[loads]:.2f} |"
+        )
+    return rows
+
+
 # ---- (e) compile cache -----------------------------------------------------------------------
 
 
@@ -779,6 +944,16 @@ def _section_k(args: argparse.Namespace) -> None:
         print(f"| {name} | {wall_s:.2f} s | {cpu_s:.2f} s | {ratios} |", flush=True)
 
 
+def _section_l(args: argparse.Namespace) -> None:
+    rounds = max(1, args.rounds // 3)
+    print(
+        f"(l) a {RANKS_L}-rank folder of ~1 GB of chrome traces vs one rank ({rounds} round(s), "
+        "fresh processes, medians)\n"
+    )
+    print("| command | wall | peak RSS | RSS / one rank | RSS / json.loads |\n|---|---:|---:|---:|---:|")
+    print("\n".join(bench_rank_folder(rounds)), flush=True)
+
+
 SECTIONS = {
     "a": _section_a,
     "b": _section_b,
@@ -791,6 +966,7 @@ SECTIONS = {
     "e": _section_e,
     "j": _section_j,
     "k": _section_k,
+    "l": _section_l,
 }
 
 
@@ -802,7 +978,7 @@ def main() -> None:
         "--quick", action="store_true", help="skip the 1M-event profiles and the compile section"
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
-    parser.add_argument("--only", default="abcdefghijk", help="sections to run, e.g. 'bd'")
+    parser.add_argument("--only", default="abcdefghijkl", help="sections to run, e.g. 'bd'")
     parser.add_argument(
         "--against", type=Path, help="(f), (g): also measure the memprof package under this folder"
     )

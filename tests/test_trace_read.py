@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +245,42 @@ def test_a_folder_gives_one_trace_per_rank_one_file_at_a_time(tmp_path):
         ("worker_rank3.pt.trace.json.gz", 3),
     ]
     assert [d.label for d in traces[1].devices] == ["rank1/cpu", "rank1/cuda:0"]
+
+
+def test_a_folder_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
+    """When a rank's file is read, no earlier rank's parsed JSON, trace, devices or records is
+    alive (without a garbage collection): memory is bounded by one file, not by the ranks."""
+    import memprof
+    import memprof.sources.trace as trace_module
+
+    for rank in range(3):
+        shutil.copy(gpu_file("tracelens_h100_bert_small.json.gz"), tmp_path / f"worker_rank{rank}.json.gz")
+    refs: list[weakref.ref[object]] = []
+    alive_when_read: list[int] = []
+    load, read = trace_module.load_trace_json, trace_module.read_trace
+
+    class Marker:
+        """Lives as long as the parsed document that holds it (a dict cannot be weakly referenced)."""
+
+    def load_marked(path):
+        document = load(path)
+        document["marker"] = marker = Marker()
+        refs.append(weakref.ref(marker))
+        return document
+
+    def read_tracked(path, rank=None):
+        alive_when_read.append(sum(ref() is not None for ref in refs))
+        trace = read(path, rank)
+        refs.extend(weakref.ref(o) for o in (trace, *trace.devices, *(d.raw for d in trace.devices)))
+        return trace
+
+    monkeypatch.setattr(trace_module, "load_trace_json", load_marked)
+    monkeypatch.setattr(trace_module, "read_trace", read_tracked)
+    report = memprof.analyze(tmp_path)
+    assert list(report.runs) == [f"rank{r}/{d}" for r in range(3) for d in ("cpu", "cuda:0")]
+    # Per file: its document, its trace, 2 devices and their 2 sets of records.
+    assert (len(refs), alive_when_read) == (18, [0, 0, 0])
+    assert [ref() for ref in refs] == [None] * 18
 
 
 def test_ranks_fall_back_to_the_order_of_the_files(tmp_path):

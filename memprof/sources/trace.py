@@ -253,6 +253,7 @@ def iter_trace_folder(folder: str | Path) -> Iterator[Trace]:
                 trace = replace(trace, notes=(*trace.notes, f"rank {rank} is also the rank of {seen[rank]}"))
             seen.setdefault(rank, path.name)
         yield trace
+        del trace  # released before the next file is read: one rank's records at a time
 
 
 def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
