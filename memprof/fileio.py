@@ -145,6 +145,20 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
         raise InputError(f"cannot read {what} {name!r}: {error.strerror or error}") from None
 
 
+def read_recording_bytes(path: str | os.PathLike[str], what: str, *, folder_hint: str) -> bytes:
+    """The bytes of a recorded file (a trace, a snapshot): a missing, unreadable or special file,
+    or a folder (``folder_hint`` says what to give instead), is an :class:`InputError`."""
+    name = str(path)
+    try:
+        return read_file_bytes(path, what)  # a FIFO or /dev/zero is refused, never read
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{name} is a folder; {folder_hint}") from None
+    except OSError as error:
+        raise InputError(f"{name}: cannot read ({error.strerror or error})") from None
+
+
 def decode_text(data: bytes, where: str) -> str:
     """UTF-8 text from ``data``, without a leading byte-order mark; invalid bytes are an
     :class:`InputError` naming the first one's offset."""

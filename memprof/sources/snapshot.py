@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from memprof.errors import InputError
-from memprof.fileio import read_file_bytes
+from memprof.fileio import read_recording_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import (
     ACTION_CODE,
@@ -58,14 +58,7 @@ def load_snapshot_object(path: str | Path) -> Any:
     and for any pickle that names a global (nothing it names is run).
     """
     name = str(path)
-    try:
-        data = read_file_bytes(path, "snapshot")  # a FIFO or /dev/zero is refused, never read
-    except FileNotFoundError:
-        raise InputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{name} is a folder; give a snapshot file") from None
-    except OSError as error:
-        raise InputError(f"{name}: cannot read ({error.strerror or error})") from None
+    data = read_recording_bytes(path, "snapshot", folder_hint="give a snapshot file")
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)

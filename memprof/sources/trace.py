@@ -30,7 +30,7 @@ import numpy as np
 from memprof.analysis.peaks import op_stack_at, responsible_op
 from memprof.analysis.timeline import downsample_max
 from memprof.errors import InputError
-from memprof.fileio import open_regular, read_file_bytes
+from memprof.fileio import open_regular, read_recording_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import _SKIPPED_NAMES
@@ -165,14 +165,8 @@ def load_trace_json(path: str | Path) -> Any:
     """The parsed JSON of a trace file (gzip or plain). Missing, unreadable, truncated or
     non-JSON files raise :class:`InputError` saying which."""
     name = str(path)
-    try:
-        data = read_file_bytes(path, "trace")  # a FIFO or /dev/zero is refused, never read
-    except FileNotFoundError:
-        raise InputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{name} is a folder; give a trace file, or the folder to read every rank") from None
-    except OSError as error:
-        raise InputError(f"{name}: cannot read ({error.strerror or error})") from None
+    hint = "give a trace file, or the folder to read every rank"
+    data = read_recording_bytes(path, "trace", folder_hint=hint)
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
