@@ -18,7 +18,8 @@
     the same step with ``profile_memory=True`` and doing nothing after. ~98k and ~1.58M events;
     ``memprof run`` as users run it (one warm-up call, the unprofiled call(s) timed for the wall
     time within ``--time-budget``, the profiled call) and with ``--time-budget 0`` (no timing
-    call: what memprof adds to the floor by itself);
+    call), and with ``--time-budget 0 --no-explain`` (nor the explaining call: what reading the
+    profile and the analysis add to the floor);
     wall, CPU time and peak RSS of whole processes, alternating, medians.
 (g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
     ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
@@ -438,6 +439,10 @@ def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
             commands[f"{label} run"] = (run, env(root, **steps_env))
             # Without the unprofiled timing call(s) made for the wall time: memprof's own cost.
             commands[f"{label} run --time-budget 0"] = ([*run, "--time-budget", "0"], env(root, **steps_env))
+            # Nor the explaining call (a second, tracked call of the step): what reading the
+            # events and the analysis add to the floor, the figure issue 18's goal was set on.
+            bare = [*run, "--time-budget", "0", "--no-explain"]
+            commands[f"{label} run --time-budget 0 --no-explain"] = (bare, env(root, **steps_env))
         results = _alternate(commands, rounds, tmp)
     return _ratio_rows(f"{count:,} events", results, "floor")
 
