@@ -400,15 +400,6 @@ def line_text(entry: AtPeakEntry, width: int | None = None) -> str:
     return ("before the call" if entry.before_call else "no line") + what
 
 
-def shorten_middle(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, cut in the middle (both ends of a kernel name
-    tell which it is)."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
 @dataclass
 class IcicleNode:
     """A node of the peak by module -> source line: ``name`` as shown, ``path`` in full (a

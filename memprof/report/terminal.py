@@ -26,6 +26,7 @@ from memprof.report.layout import (
     Table,
     paragraph,
     plain,
+    shorten,
     terminal_width,
     to_text,
 )
@@ -47,7 +48,6 @@ from memprof.report.rows import (
     line_text,
     module_text,
     op_tables,
-    shorten_middle,
 )
 from memprof.units import format_bytes, format_ms, format_seconds
 
@@ -227,7 +227,7 @@ def at_peak_lines(view: AtPeakView, width: int) -> list[Line]:
             entry.category + (f" x{entry.count}" if entry.count > 1 else ""),
             module_text(entry.module, entry.phase),
             line_text(entry, 32),
-            shorten_middle(entry.op, 40) or "-",
+            shorten(entry.op, 40) or "-",
         )
     for u in view.unattributed:
         table.add(format_bytes(u.bytes), "other", "-", f"not attributed: {u.reason}", "-")
@@ -279,7 +279,7 @@ def _kernels_table(view: AtPeakView, width: int) -> list[Line]:
     )
     for k in view.kernels:
         table.add(
-            shorten_middle(k.name, 48) + (" (backward)" if k.phase == "backward" else ""),
+            shorten(k.name, 48) + (" (backward)" if k.phase == "backward" else ""),
             str(k.calls),
             format_bytes(k.allocated_bytes),
             (format_bytes(k.at_peak_bytes), "bold"),
