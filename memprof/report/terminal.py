@@ -66,10 +66,6 @@ def _delta(nbytes: int) -> tuple[str, str | None]:
     return (format_bytes(nbytes, signed=True), "green" if nbytes < 0 else "red" if nbytes > 0 else None)
 
 
-def _known(value: int | None) -> str:
-    return "-" if value is None else format_bytes(value)
-
-
 def heading(report: Report, width: int) -> list[Line]:
     env = report.environment
     text = f"memprof: {report.target} on {report.device} (torch {env.get('torch', '?')})"
@@ -102,7 +98,7 @@ def runs_table(report: Report, width: int) -> list[Line]:
         cells: list[str | Segment] = [
             label,
             (format_bytes(run.peak_bytes), "bold"),
-            *(_known(getattr(run, attr)) for _, attr in extra),
+            *(format_bytes(getattr(run, attr)) for _, attr in extra),
             format_bytes(run.allocated_bytes),
             format_bytes(run.net_bytes, signed=True),
             format_bytes(run.inputs_bytes),
@@ -398,7 +394,7 @@ def ranks_table(view: RankView, width: int) -> list[Line]:
             str(row.rank),
             row.label,
             (format_bytes(row.peak_bytes or 0), "bold"),
-            *(_known(getattr(row, column)) for column, _ in extra),
+            *(format_bytes(getattr(row, column)) for column, _ in extra),
             format_ms(row.wall_ms),
             row.peak_op or "-",
         )
@@ -489,7 +485,7 @@ def recorded_runs_table(report: Report, width: int) -> list[Line]:
     ]
     table = Table(columns)
     for label, run in report.runs.items():
-        sizes = [_known(getattr(run, attr)) for _, attr in recorded.RECORDED_COLUMNS]
+        sizes = [format_bytes(getattr(run, attr)) for _, attr in recorded.RECORDED_COLUMNS]
         table.add(label, (sizes[0], "bold"), *sizes[1:], recorded.peak_during(run))
     return table.lines(width)
 
