@@ -549,13 +549,6 @@ def recorded_lines(
     return lines + conclusion_section(recorded.conclusions(report), width)
 
 
-def render_recorded(
-    report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None, width: int | None = None
-) -> str:
-    """:func:`recorded_lines` as plain text (what ``memprof analyze`` prints to a pipe)."""
-    return plain(recorded_lines(report, sort=sort, top=top, width=width or DEFAULT_WIDTH, rank=rank))
-
-
 # ---------------------------------------------------------------------------------------------
 # Estimates (memprof estimate)
 
