@@ -10,6 +10,8 @@ CSV and JSON keep the exact text, since they are data.
 
 from __future__ import annotations
 
+import html
+
 
 def _escaped(char: str) -> str:
     code = ord(char)
@@ -26,3 +28,9 @@ def visible(text: str, keep: str = "\n") -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() or char in keep else _escaped(char) for char in text)
+
+
+def html_text(value: object) -> str:
+    """``value`` as HTML text or an attribute's value: :func:`visible`, then ``<``, ``>``, ``&``
+    and quotes escaped."""
+    return html.escape(visible(str(value)), quote=True)

@@ -24,7 +24,6 @@ stacked on the same axes (what is live by category during an explained call).
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from memprof.analysis.timeline import Timeline, downsample_timeline
 from memprof.report.layout import shorten
+from memprof.text import html_text as _e
 from memprof.text import visible
 from memprof.units import format_bytes
 
@@ -72,12 +72,6 @@ class Series:
 
 def _colour(index: int) -> str:
     return f"mp-run-{index % COLOURS}"
-
-
-def _e(value: object) -> str:
-    """Text for HTML: invisible and control characters escaped (:func:`memprof.text.visible`),
-    then HTML's own."""
-    return html.escape(visible(str(value)), quote=True)
 
 
 def nice_ticks(low: float, high: float, count: int = 6) -> list[float]:

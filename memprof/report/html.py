@@ -22,7 +22,6 @@ sites.
 from __future__ import annotations
 
 import hashlib
-import html
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ from memprof.report.peak_html import at_peak_section
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import DiffTable, RunTable, conclusions, fused_rows, op_tables, replaced_text
-from memprof.text import visible
+from memprof.text import html_text as _e
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
@@ -57,10 +56,6 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline
 
 NOTE_LIMIT = 80
 """A note longer than this (characters) is collapsed to its first words."""
-
-
-def _e(value: object) -> str:
-    return html.escape(visible(str(value)), quote=True)
 
 
 def _is_missing(value: Any) -> bool:

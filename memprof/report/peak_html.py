@@ -11,7 +11,6 @@ where scripts do not run.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from memprof.report.rows import (
     icicle,
     module_text,
 )
-from memprof.text import visible
+from memprof.text import html_text as _e
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -49,12 +48,6 @@ COLOURS = {
 
 CHART_POINTS = 600
 """Points drawn per category (each bucket keeps its highest total; the peak is kept)."""
-
-
-
-def _e(value: object) -> str:
-    """Escaped for HTML, with invisible and control characters shown (:func:`memprof.text.visible`)."""
-    return html.escape(visible(str(value)), quote=True)
 
 
 def _tip(text: str) -> str:
