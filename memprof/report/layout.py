@@ -73,7 +73,8 @@ def shorten(text: str, width: int) -> str:
 
 # A size or a time is never split from its unit (``10.7 GiB``): the space between them is held
 # by a no-break space while wrapping (never in the text itself: visible() escapes those).
-_UNIT = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
+NUMBER_UNIT = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
+"""A number and its unit (``10.7 GiB``): the space between them is never a place to break."""
 _HOLD = "\u00a0"
 
 
@@ -82,7 +83,7 @@ def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[s
     lines start with ``hanging``. A word too long for a line (a kernel name) is shortened in
     the middle rather than broken."""
     room = max(width - len(hanging), _HARD_MIN)
-    words = [shorten(word, room) for word in _UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
+    words = [shorten(word, room) for word in NUMBER_UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
     lines = textwrap.wrap(
         " ".join(words),
         width=max(width, _HARD_MIN),

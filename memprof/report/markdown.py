@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.analysis.diff import op_note
 from memprof.analysis.timing import format_wall
 from memprof.report import estimate, recorded
+from memprof.report.layout import NUMBER_UNIT
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
@@ -79,12 +80,11 @@ def code(text: str) -> str:
 
 
 NBSP = "\u00a0"
-_UNIT_RE = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
 
 
 def unbreakable(text: str) -> str:
     """Sizes and times kept whole: the space between a number and its unit made non-breaking."""
-    return _UNIT_RE.sub(rf"\1{NBSP}\2", text)
+    return NUMBER_UNIT.sub(rf"\1{NBSP}\2", text)
 
 
 def _size(value: Any, *, signed: bool = False) -> str:
