@@ -477,6 +477,15 @@ def test_code_that_cannot_run_on_fake_tensors_is_exit_3(runner: CliRunner, make_
     assert "aten::nonzero cannot run on fake tensors" in result.output
 
 
+def test_code_that_calls_sys_exit_on_fake_tensors_is_exit_3(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]
+    # As in memprof run: leaving through sys.exit(0) is the estimated code failing, not a
+    # successful estimate with no report.
+    module = make_module("import sys\n\ndef leave():\n    sys.exit(0)\n")
+    result = estimate_cli(runner, f"{module}:leave")
+    assert result.exit_code == 3, result.output
+    assert "leave called sys.exit(0) on fake tensors" in result.output
+
+
 # ---- factory parameters for run and compare -----------------------------------------------------
 
 

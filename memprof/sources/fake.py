@@ -51,7 +51,7 @@ from torch.utils._pytree import tree_leaves  # noqa: TID253
 from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.peaks import analyze
-from memprof.errors import MemprofError, UserCodeError, format_user_traceback
+from memprof.errors import MemprofError, UserCodeError, format_user_traceback, what_it_did
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.options import EstimateOptions
@@ -363,11 +363,11 @@ def estimate_target(
 def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
     try:
         return make_inputs(session)
-    except MemprofError:
+    except (MemprofError, KeyboardInterrupt):
         raise
-    except Exception as error:
+    except BaseException as error:  # sys.exit() included: the user's code failing
         raise UserCodeError(
-            f"making the inputs of {name} on fake tensors failed: {_first_line(error)}",
+            f"making the inputs of {name} on fake tensors failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
 
@@ -403,18 +403,13 @@ def _fake_calls(
 def _user_code(name: str) -> Iterator[None]:
     try:
         yield
-    except MemprofError:
+    except (MemprofError, KeyboardInterrupt):
         raise
-    except Exception as error:
+    except BaseException as error:  # sys.exit() included: the user's code failing
         raise UserCodeError(
-            f"{name} raised {_first_line(error)} on fake tensors",
+            f"{name} {what_it_did(error)} on fake tensors",
             user_traceback=format_user_traceback(error),
         ) from None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
