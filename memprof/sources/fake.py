@@ -34,7 +34,7 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -305,15 +305,13 @@ def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..
 
 @dataclass
 class _Call:
-    """What the fake calls gave: the tracker of the estimated call, its window, when the
-    tracker started, the fake seconds, and ops run."""
+    """What the fake calls gave: the tracker of the estimated call, its window, and when the
+    tracker started."""
 
     tracker: Tracker
     start_ns: int
     end_ns: int
     tracked_from_ns: int
-    seconds: float
-    notes: list[str] = field(default_factory=list)
 
 
 def estimate_target(
@@ -340,7 +338,7 @@ def estimate_target(
         inputs = _fake_inputs(make_inputs, session, name)
         call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
     seconds = time.perf_counter() - started
-    notes = [*call.notes]
+    notes: list[str] = []
     if workspaces is not None:
         notes += workspaces.resolve(session.recorder.add_workspace, session.recorder.enlarge, status)
     recorder = session.recorder
@@ -389,14 +387,12 @@ def _fake_calls(
             result = None
         tracker = Tracker(inputs.args, inputs.kwargs, func=func, module=module, device="cpu", fake=clock)
         tracked_from = clock.clock()
-        started = time.perf_counter()
         with tracker:
             start = clock.clock()
             result = func(*inputs.args, **inputs.kwargs)
             end = clock.clock()
-        seconds = time.perf_counter() - started
     del result
-    return _Call(tracker, start, end, tracked_from, seconds)
+    return _Call(tracker, start, end, tracked_from)
 
 
 @contextlib.contextmanager
