@@ -71,6 +71,21 @@ SLOW = [
 ]
 
 
+# The estimated peaks README's "Agreement with the real run" table shows (fake tensors: the same
+# bytes in every process).
+ESTIMATED_PEAK = {
+    "memprof.examples.similarity:similarity": 834_000_000,
+    "memprof.examples.no_grad:with_autograd": 33_554_432,
+    "memprof.examples.no_grad:no_grad": 4_194_304,
+    "memprof.examples.no_grad:inference_mode": 4_194_304,
+    "memprof.examples.channels_last:contiguous": 25_313_280,
+    "memprof.examples.channels_last:channels_last": 16_937_008,
+    "memprof.examples.activation_checkpointing:plain_step": 45_089_796,
+    "memprof.examples.activation_checkpointing:checkpointed_step": 23_084_036,
+    "memprof.examples.gpt:train_step": 39_827_976,
+}
+
+
 def _agreement(spec: str) -> None:
     """Estimate on fake tensors (CPU) and measure for real, the way memprof run does: the peak
     above the start, the footprint and what was live at the start agree within 1%."""
@@ -81,6 +96,7 @@ def _agreement(spec: str) -> None:
     run = memprof.estimate(spec, device="cpu").runs["estimate"]
     assert run.footprint_bytes is not None and run.live_at_start_bytes is not None
     assert run.live_at_start_bytes == measured.live_at_start_bytes
+    assert run.peak_bytes == ESTIMATED_PEAK[spec]
     assert run.peak_bytes == pytest.approx(measured.peak_bytes, rel=0.01)
     assert run.footprint_bytes == pytest.approx(measured.footprint_bytes, rel=0.01)
     if "zero_grad" not in (target.func.__doc__ or "") and "train_step" not in spec:
@@ -475,6 +491,15 @@ def test_code_that_cannot_run_on_fake_tensors_is_exit_3(runner: CliRunner, make_
     result = estimate_cli(runner, f"{module}:count_nonzero")
     assert result.exit_code == 3
     assert "aten::nonzero cannot run on fake tensors" in result.output
+
+
+def test_code_that_calls_sys_exit_on_fake_tensors_is_exit_3(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]
+    # As in memprof run: leaving through sys.exit(0) is the estimated code failing, not a
+    # successful estimate with no report.
+    module = make_module("import sys\n\ndef leave():\n    sys.exit(0)\n")
+    result = estimate_cli(runner, f"{module}:leave")
+    assert result.exit_code == 3, result.output
+    assert "leave called sys.exit(0) on fake tensors" in result.output
 
 
 # ---- factory parameters for run and compare -----------------------------------------------------

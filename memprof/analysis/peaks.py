@@ -17,13 +17,39 @@ import numpy as np
 import pandas as pd
 
 from memprof.analysis.compiled import compiled_view
-from memprof.analysis.nesting import _parents, _RangeMax
+from memprof.analysis.nesting import _parents
 from memprof.analysis.ops import OpStats
 from memprof.analysis.running import ops_at
 from memprof.analysis.timeline import MAX_POINTS, Timeline, downsample
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
 from memprof.units import format_bytes
+
+
+class _RangeMax:
+    """Sparse table: max of ``values[lo:hi]`` in O(1) after O(N log N) preparation.
+
+    ``levels[k][i]`` is the max of ``values[i : i + 2**k]``.
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.levels = [values]
+        width = 1
+        while 2 * width <= len(values):
+            prev = self.levels[-1]
+            self.levels.append(np.maximum(prev[:-width], prev[width:]))
+            width *= 2
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Max over ``[lo, hi)`` for each pair; callers guarantee ``hi > lo``."""
+        length = hi - lo
+        level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+        out = np.empty(len(lo), dtype=self.levels[0].dtype)
+        for k in np.unique(level):
+            sel = level == k
+            table = self.levels[int(k)]
+            out[sel] = np.maximum(table[lo[sel]], table[hi[sel] - (1 << int(k))])
+        return out
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ from torch.utils._pytree import tree_leaves  # noqa: TID253
 from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.peaks import analyze
-from memprof.errors import MemprofError, UserCodeError, format_user_traceback
+from memprof.errors import MemprofError, UserCodeError, format_user_traceback, what_it_did
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.options import EstimateOptions
@@ -305,15 +305,13 @@ def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..
 
 @dataclass
 class _Call:
-    """What the fake calls gave: the tracker of the estimated call, its window, when the
-    tracker started, the fake seconds, and ops run."""
+    """What the fake calls gave: the tracker of the estimated call, its window, and when the
+    tracker started."""
 
     tracker: Tracker
     start_ns: int
     end_ns: int
     tracked_from_ns: int
-    seconds: float
-    notes: list[str] = field(default_factory=list)
 
 
 def estimate_target(
@@ -340,7 +338,7 @@ def estimate_target(
         inputs = _fake_inputs(make_inputs, session, name)
         call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
     seconds = time.perf_counter() - started
-    notes = [*call.notes]
+    notes: list[str] = []
     if workspaces is not None:
         notes += workspaces.resolve(session.recorder.add_workspace, session.recorder.enlarge, status)
     recorder = session.recorder
@@ -363,11 +361,11 @@ def estimate_target(
 def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
     try:
         return make_inputs(session)
-    except MemprofError:
+    except (MemprofError, KeyboardInterrupt):
         raise
-    except Exception as error:
+    except BaseException as error:  # sys.exit() included: the user's code failing
         raise UserCodeError(
-            f"making the inputs of {name} on fake tensors failed: {_first_line(error)}",
+            f"making the inputs of {name} on fake tensors failed: it {what_it_did(error)}",
             user_traceback=format_user_traceback(error),
         ) from None
 
@@ -389,32 +387,25 @@ def _fake_calls(
             result = None
         tracker = Tracker(inputs.args, inputs.kwargs, func=func, module=module, device="cpu", fake=clock)
         tracked_from = clock.clock()
-        started = time.perf_counter()
         with tracker:
             start = clock.clock()
             result = func(*inputs.args, **inputs.kwargs)
             end = clock.clock()
-        seconds = time.perf_counter() - started
     del result
-    return _Call(tracker, start, end, tracked_from, seconds)
+    return _Call(tracker, start, end, tracked_from)
 
 
 @contextlib.contextmanager
 def _user_code(name: str) -> Iterator[None]:
     try:
         yield
-    except MemprofError:
+    except (MemprofError, KeyboardInterrupt):
         raise
-    except Exception as error:
+    except BaseException as error:  # sys.exit() included: the user's code failing
         raise UserCodeError(
-            f"{name} raised {_first_line(error)} on fake tensors",
+            f"{name} {what_it_did(error)} on fake tensors",
             user_traceback=format_user_traceback(error),
         ) from None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:

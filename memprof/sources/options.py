@@ -35,9 +35,6 @@ class RunOptions:
     explain: bool = True
 
 
-ESTIMATE_DEVICES = ("cpu", "cuda")
-
-
 @dataclass(frozen=True)
 class EstimateOptions:
     """How to estimate: ``device`` "cpu" or "cuda" (whose allocator is modelled; the run itself

@@ -513,18 +513,7 @@ def _with_memory(
     other = 0
     if len(call_threads) and len(threads):
         other = int(deltas[~np.isin(threads, call_threads) & (deltas > 0)].sum())
-    return RawProfile(
-        op_name=ops.op_name,
-        op_start=ops.op_start,
-        op_end=ops.op_end,
-        op_thread=ops.op_thread,
-        op_async=ops.op_async,
-        mem_time=times,
-        mem_bytes=deltas,
-        calls=list(ops.calls),
-        other_thread_bytes=other,
-        mem_thread=threads,
-    )
+    return replace(ops, mem_time=times, mem_bytes=deltas, other_thread_bytes=other, mem_thread=threads)
 
 
 # --------------------------------------------------------------------------------------------
