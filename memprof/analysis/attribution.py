@@ -39,7 +39,7 @@ from memprof.analysis.explanation import (
     ModuleStats,
     Unattributed,
 )
-from memprof.analysis.timeline import downsample
+from memprof.analysis.timeline import downsample, highest_per_bucket
 from memprof.records import PHASES, Allocations, RawProfile, TrackedFacts, TrackedOps
 
 __all__ = [
@@ -818,13 +818,8 @@ def _timeline(
     t = np.concatenate(([window.start_ns], lt.times[lo:hi])) - window.start_ns
     keep = np.arange(steps + 1)
     if steps + 1 > max_points:
-        total = matrix.sum(axis=0)
-        edges = np.unique(np.linspace(0, steps + 1, max_points + 1).astype(np.int64)[:-1])
-        highest = np.maximum.reduceat(total, edges)
-        bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, steps + 1)))
-        hits = np.flatnonzero(total == highest[bucket])
-        _, first_hit = np.unique(bucket[hits], return_index=True)
-        keep = np.unique(np.concatenate([hits[first_hit], [0, window.peak - lo]]))
+        highest = highest_per_bucket(matrix.sum(axis=0), max_points)
+        keep = np.unique(np.concatenate([highest, [0, window.peak - lo]]))
     return (
         tuple(int(v) for v in t[keep]),
         {name: tuple(int(v) for v in matrix[code, keep]) for code, name in enumerate(CATEGORIES)},
