@@ -561,7 +561,7 @@ def _sweep_result(
     needed: str,
     capacity: int | None,
 ) -> Any:
-    from memprof.analysis.sweep import Sweep, SweepPoint, verdict
+    from memprof.analysis.sweep import Sweep, SweepPoint, is_number, verdict
 
     points = tuple(
         SweepPoint(
@@ -576,7 +576,7 @@ def _sweep_result(
         for value, nbytes in need.items()
     )
     fitting = [v for v, ok in fits.items() if ok]
-    largest = max(fitting) if fitting and all(_is_number(v) for v in fitting) else None
+    largest = max(fitting) if fitting and all(is_number(v) for v in fitting) else None
     # Verified: the next whole value was estimated too, and does not fit.
     verified = isinstance(largest, int) and (largest + 1) in need
     sweep = Sweep(
@@ -594,7 +594,3 @@ def _sweep_result(
         verified=verified,
     )
     return replace(sweep, verdict=verdict(sweep))
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -39,7 +39,7 @@ from memprof.analysis.explanation import (
     ModuleStats,
     Unattributed,
 )
-from memprof.analysis.timeline import downsample
+from memprof.analysis.timeline import downsample, highest_per_bucket
 from memprof.records import PHASES, Allocations, RawProfile, TrackedFacts, TrackedOps
 
 __all__ = [
@@ -440,7 +440,6 @@ def _classify(facts: TrackedFacts, lt: _Lifetimes, backward: _Backward) -> _What
 
     # Each allocation belongs to the op in whose slot it happened: after the previous op ended,
     # until this one ended (arguments are prepared, e.g. torch.tensor's data, just before).
-    ops = facts.ops
     slot = _op_slot(ops.t1, lt.start)
     slot[~lt.recorded] = -1
     maker = np.full(count, -1, dtype=np.int64)
@@ -558,9 +557,9 @@ def _at_peak(
     """Entries grouped by (category, module, phase, source, op, shape, dtype, before_call) and
     the unattributed lines; also the mask of lifetimes live at the peak."""
     live = (lt.alloc_pos < window.peak) & (lt.free_pos >= window.peak)
-    by_category = dict.fromkeys(CATEGORIES, 0)
-    for code, total in zip(*_int_group_sums(what.category[live], lt.nbytes[live]), strict=True):
-        by_category[CATEGORIES[code]] = total
+    sums = np.zeros(len(CATEGORIES), dtype=np.int64)  # exact: np.add.at, not bincount's float64
+    np.add.at(sums, what.category[live], lt.nbytes[live])
+    by_category = dict(zip(CATEGORIES, sums.tolist(), strict=True))
     describe = _Describer(facts, backward.forward_op)
     groups: dict[tuple[str | bool, ...], list[int]] = {}
     loose: dict[tuple[str, bool], list[int]] = {}
@@ -698,16 +697,6 @@ class _Describer:
         return "", "", -1
 
 
-def _int_group_sums(codes: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:
-    """Exact integer sums of ``values`` per distinct code."""
-    if not len(codes):
-        return [], []
-    unique, inverse = np.unique(codes, return_inverse=True)
-    sums = np.zeros(len(unique), dtype=np.int64)
-    np.add.at(sums, inverse, values)
-    return [int(u) for u in unique], [int(s) for s in sums]
-
-
 # ---- modules ------------------------------------------------------------------------------------
 
 
@@ -818,13 +807,8 @@ def _timeline(
     t = np.concatenate(([window.start_ns], lt.times[lo:hi])) - window.start_ns
     keep = np.arange(steps + 1)
     if steps + 1 > max_points:
-        total = matrix.sum(axis=0)
-        edges = np.unique(np.linspace(0, steps + 1, max_points + 1).astype(np.int64)[:-1])
-        highest = np.maximum.reduceat(total, edges)
-        bucket = np.repeat(np.arange(len(edges)), np.diff(np.append(edges, steps + 1)))
-        hits = np.flatnonzero(total == highest[bucket])
-        _, first_hit = np.unique(bucket[hits], return_index=True)
-        keep = np.unique(np.concatenate([hits[first_hit], [0, window.peak - lo]]))
+        highest = highest_per_bucket(matrix.sum(axis=0), max_points)
+        keep = np.unique(np.concatenate([highest, [0, window.peak - lo]]))
     return (
         tuple(int(v) for v in t[keep]),
         {name: tuple(int(v) for v in matrix[code, keep]) for code, name in enumerate(CATEGORIES)},

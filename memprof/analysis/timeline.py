@@ -68,7 +68,7 @@ def downsample(t: np.ndarray, b: np.ndarray, max_points: int = MAX_POINTS) -> tu
 
     if len(t) <= max_points:
         return t, b
-    keep = _highest_per_bucket(b, max_points)
+    keep = highest_per_bucket(b, max_points)
     return t[keep], b[keep]
 
 
@@ -84,11 +84,11 @@ def downsample_max(
     other = None if other is None else np.asarray(other, dtype=np.int64)
     if len(t) <= max_points:
         return t, values, other
-    keep = _highest_per_bucket(values, max_points)
+    keep = highest_per_bucket(values, max_points)
     return t[keep], values[keep], None if other is None else other[keep]
 
 
-def _highest_per_bucket(values: np.ndarray, max_points: int) -> np.ndarray:
+def highest_per_bucket(values: np.ndarray, max_points: int) -> np.ndarray:
     """Indices of each bucket's highest point (the first, when tied); ``max_points`` buckets of
     equal count."""
     import numpy as np
@@ -109,7 +109,7 @@ def downsample_timeline(timeline: Timeline, max_points: int = MAX_POINTS) -> Tim
     if len(timeline) <= max_points:
         return timeline
     # Every series is taken at the same points: the highest live bytes of each bucket.
-    keep = _highest_per_bucket(np.asarray(timeline.bytes, dtype=np.int64), max_points)
+    keep = highest_per_bucket(np.asarray(timeline.bytes, dtype=np.int64), max_points)
 
     def at(values: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(np.asarray(values, dtype=np.int64)[keep].tolist()) if values else ()

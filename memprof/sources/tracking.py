@@ -761,12 +761,6 @@ def read_calls(prof: Any, device: str = "cpu") -> tuple[Allocations, list[tuple[
     return read.allocations, read.calls
 
 
-def read_allocations(prof: Any, device: str = "cpu") -> Allocations:
-    """The ``[memory]`` records of ``device`` in a finished ``torch.profiler.profile``, with their
-    addresses (``experimental_event_tree()``: the flat event list has no address)."""
-    return _read_profile(prof, device).allocations
-
-
 @dataclass
 class _ProfileRead:
     """What the profile's event tree holds beyond the flat event list: the allocator records
