@@ -421,3 +421,48 @@ def test_checkpointing_keeps_fewer_activations_at_the_peak() -> None:
     plain = explain(ac.plain_step, *ac.step_inputs(), module=ac)
     checkpointed = explain(ac.checkpointed_step, *ac.step_inputs(), module=ac)
     assert checkpointed.at_peak.by_category["activation"] < plain.at_peak.by_category["activation"] / 2
+
+
+def _reference_read(
+    prof: object, device: str
+) -> tuple[list[tuple[int, int, int]], list[tuple[str, int, int, int]]]:
+    """The allocator records (time, bytes, address) of ``device`` and the backward ops (name,
+    start, end, autograd node number), read the plain way: a recursive walk of the event tree
+    where a backward op is the first aten op under an ``evaluate_function`` range."""
+    records: list[tuple[int, int, int]] = []
+    backward: list[tuple[str, int, int, int]] = []
+
+    def visit(node, sequence: int | None, inside: bool) -> None:  # type: ignore[no-untyped-def]
+        if node.name == "[memory]":
+            if node.extra_fields.device == torch.device(device):
+                records.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr))
+            return
+        if node.name.startswith("autograd::engine::evaluate_function"):
+            sequence, inside = node.extra_fields.sequence_number, False
+        elif sequence is not None and not inside and node.name.startswith("aten::"):
+            backward.append((node.name, node.start_time_ns, node.end_time_ns, sequence))
+            inside = True
+        for child in node.children:
+            visit(child, sequence, inside)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():  # type: ignore[attr-defined]
+        visit(root, None, False)
+    return sorted(records), backward
+
+
+def test_the_profile_reads_as_a_plain_walk_of_its_event_tree() -> None:
+    inputs = gpt.train_step_inputs()
+    gpt.train_step(*inputs)
+    full = Tracker(inputs, func=gpt.train_step)
+    _, prof = _profiled(gpt.train_step, inputs, {}, 2, full)
+    records, backward = _reference_read(prof, "cpu")
+    assert len(records) > 1000 and len(backward) > 100
+    for backward_ops in (False, True):
+        read = tracking._read_profile(prof, "cpu", backward_ops=backward_ops)
+        allocations = read.allocations
+        columns = (allocations.time.tolist(), allocations.bytes.tolist(), allocations.ptr.tolist())
+        assert sorted(zip(*columns, strict=True)) == records
+        assert allocations.time.tolist() == sorted(allocations.time.tolist())
+        assert sorted(read.backward) == (sorted(backward) if backward_ops else [])
+        assert len(read.calls) == 2 and read.calls == sorted(read.calls)
+    assert tracking._read_profile(prof, "cuda:0").allocations.time.size == 0

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from reconcile import assert_explained, assert_json_keeps, assert_reconciled
 from test_explain import GPT_TENSORS, gpt_parameter_bytes, line_of
 from typer.testing import CliRunner
@@ -135,6 +136,31 @@ def test_no_explain_keeps_the_numbers_and_leaves_out_the_explanation(make_module
     assert not {"at_peak", "modules", "kernels"} & set(run)
     assert len(run["calls"]) == 1
     assert "At the peak" not in output
+
+
+def test_an_explaining_call_that_fails_leaves_the_peak_explained_by_program_state() -> None:
+    made: list[int] = []
+
+    def drop_then_allocate(holder: list[torch.Tensor]) -> None:
+        made.append(1)
+        if len(made) == 3:  # the warm-up call, the measured call, then the explaining call
+            raise RuntimeError("only twice")
+        holder.clear()
+        big = torch.ones(150 * MiB // 4)
+        del big
+        holder.append(torch.ones(100 * MiB // 4))
+
+    report = memprof.profile(drop_then_allocate, [torch.ones(100 * MiB // 4)], device="cpu", time_budget=0)
+    run = report.runs["eager"]
+    assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (50 * MiB, 150 * MiB, 100 * MiB)
+    assert any(note.startswith("the explaining call raised RuntimeError: only twice") for note in run.notes)
+    # The measured call's program state explains it: the input freed before the peak, and
+    # the 150 MiB made by ops no tracker watched.
+    assert run.at_peak is not None
+    assert run.at_peak.by_category["other"] == 150 * MiB
+    assert run.at_peak.freed_before_peak_bytes == 100 * MiB
+    assert [(u.bytes, u.before_call) for u in run.at_peak.unattributed] == [(150 * MiB, False)]
+    assert_explained(run)
 
 
 def test_live_bytes_growing_from_call_to_call_is_said(make_module, tmp_path: Path) -> None:

@@ -818,14 +818,18 @@ def _timeline(
 # ---- the whole -----------------------------------------------------------------------------------
 
 
-def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True) -> Attribution:
+def attribute(
+    raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True, explain: bool = True
+) -> Attribution:
     """Explain the peak of the profiled calls with what the tracker saw (``facts`` holds the
     allocator records and the calls' ranges). ``raw``, the same profile's flat records, is
     optional: given, they are cross-checked (a note says when they disagree).
 
     The run's numbers are those of the call with the highest peak above its start. ``warm``:
     warm-up calls ran before the first measured call (then live bytes growing during the first
-    call counts towards the leak note).
+    call counts towards the leak note). ``explain=False`` gives the numbers, the calls, the
+    live-bytes timeline and the notes only: ``at_peak`` is empty (no categories), ``modules``,
+    ``kernels`` and the timeline by category too; what each lifetime is is not worked out.
     """
     measured_records = facts.allocations
     facts, backward = _prepared(facts)
@@ -835,8 +839,6 @@ def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True)
     calls = _call_numbers(windows, prefix)
     worst = max(range(len(calls)), key=lambda i: (calls[i].peak_bytes, -i))
     window, numbers = windows[worst], calls[worst]
-    what = _classify(facts, lt, backward)
-    at_peak, live = _at_peak(facts, lt, what, window, backward)
     freed = (lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo) & (lt.free_pos < window.peak)
     spans = [(w.start_ns, w.end_ns) for w in windows]
     records_peak = _records_peak(measured_records.time, measured_records.bytes, spans)
@@ -864,9 +866,8 @@ def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True)
     leak = _leak_note(calls, warm)
     if leak:
         notes.append(leak)
-    t_ns, by_category = _timeline(lt, what, window)
     live_t_ns, live_bytes = _live_timeline(lt, windows, prefix)
-    return Attribution(
+    unexplained = Attribution(
         footprint_bytes=numbers.footprint_bytes,
         live_at_start_bytes=numbers.live_at_start_bytes,
         peak_bytes=numbers.peak_bytes,
@@ -874,17 +875,38 @@ def attribute(raw: RawProfile | None, facts: TrackedFacts, *, warm: bool = True)
         freed_before_peak_bytes=freed_bytes,
         peak_call=worst + 1,
         peak_time_ns=int(lt.times[window.peak - 1]) - window.start_ns if window.peak > window.lo else 0,
-        at_peak=at_peak,
-        modules=_modules(facts, lt, what, live, window, prefix),
+        at_peak=AtPeak(),
+        modules=(),
         calls=calls,
-        timeline_t_ns=t_ns,
-        timeline_by_category=by_category,
         notes=tuple(notes),
-        kernels=_kernels(facts, lt, what, live, window) if facts.compiled else (),
         fused_kernels=dict(facts.fused_kernels),
         peak_at_ns=int(lt.times[window.peak - 1]) if window.peak > window.lo else window.start_ns,
         live_t_ns=live_t_ns,
         live_bytes=live_bytes,
+    )
+    return _explained(unexplained, facts, lt, window, backward, prefix) if explain else unexplained
+
+
+def _explained(
+    numbers: Attribution,
+    facts: TrackedFacts,
+    lt: _Lifetimes,
+    window: _Window,
+    backward: _Backward,
+    prefix: np.ndarray,
+) -> Attribution:
+    """``numbers`` with what is live at the peak, the modules, the timeline by category and
+    (compiled runs) the kernels."""
+    what = _classify(facts, lt, backward)
+    at_peak, live = _at_peak(facts, lt, what, window, backward)
+    t_ns, by_category = _timeline(lt, what, window)
+    return replace(
+        numbers,
+        at_peak=at_peak,
+        modules=_modules(facts, lt, what, live, window, prefix),
+        timeline_t_ns=t_ns,
+        timeline_by_category=by_category,
+        kernels=_kernels(facts, lt, what, live, window) if facts.compiled else (),
     )
 
 
@@ -986,7 +1008,9 @@ def with_device_counters(
     at_peak = explained.at_peak
     calls = explained.calls
     timeline = dict(explained.timeline_by_category)
-    if unknown > 0:
+    if unknown > 0 and not at_peak.by_category:  # not explained: the numbers only
+        calls = _with_unknown(calls, unknown)
+    elif unknown > 0:
         if timeline:
             # Live through the call: under every point of the stacked timeline.
             timeline["other"] = tuple(
@@ -1000,15 +1024,7 @@ def with_device_counters(
             unattributed=(*at_peak.unattributed, Unattributed(unknown, 1, DEVICE_BEFORE, True)),
             footprint_bytes=at_peak.footprint_bytes + unknown,
         )
-        calls = tuple(
-            replace(
-                call,
-                live_at_start_bytes=call.live_at_start_bytes + unknown,
-                footprint_bytes=call.footprint_bytes + unknown,
-                live_at_end_bytes=call.live_at_end_bytes + unknown,
-            )
-            for call in calls
-        )
+        calls = _with_unknown(calls, unknown)
     elif unknown < 0:
         notes.append(
             f"memprof found {-unknown:,} B more live at the start than torch.cuda.memory_allocated() "
@@ -1029,4 +1045,17 @@ def with_device_counters(
         calls=calls,
         timeline_by_category=timeline,
         notes=tuple(notes),
+    )
+
+
+def _with_unknown(calls: tuple[CallNumbers, ...], unknown: int) -> tuple[CallNumbers, ...]:
+    """Each call's numbers with ``unknown`` bytes live through it."""
+    return tuple(
+        replace(
+            call,
+            live_at_start_bytes=call.live_at_start_bytes + unknown,
+            footprint_bytes=call.footprint_bytes + unknown,
+            live_at_end_bytes=call.live_at_end_bytes + unknown,
+        )
+        for call in calls
     )

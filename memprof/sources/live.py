@@ -41,7 +41,7 @@ from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
-from memprof.records import CALL_MARKER, RawProfile
+from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
 from memprof.sources.failures import out_of_memory_message, traced_error, traced_user_error
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import MAPPED_RANGE, mapped_files, mapped_note
@@ -337,6 +337,8 @@ class _Explaining:
         self.module = module
         self.tracking: CompileTracking | None = None
         self.notes: list[str] = []
+        # The measured calls' records and facts, when their explanation was left for later.
+        self._measured: tuple[RawProfile | None, TrackedFacts, bool] | None = None
 
     @contextlib.contextmanager
     def compiling(self, options: RunOptions) -> Iterator[None]:
@@ -384,17 +386,42 @@ class _Explaining:
                 tracker.__exit__(None, None, None)
 
     def attribute(
-        self, tracker: Tracker, prof: Any, raw: RawProfile | None, *, warm: bool
+        self,
+        tracker: Tracker,
+        prof: Any,
+        raw: RawProfile | None,
+        *,
+        warm: bool,
+        explain: bool = True,
+        later: bool = False,
     ) -> Attribution | None:
-        """The tracked calls' peak explained; None (with a note) when that fails."""
+        """The tracked calls' peak explained (``explain=False``: their numbers only; ``later``:
+        what explaining them needs is kept for :meth:`measured`); None (with a note) when that
+        fails."""
         try:
-            return attribute(raw, tracker.facts(prof, compiled=self.tracking), warm=warm)
+            facts = tracker.facts(prof, compiled=self.tracking)
+            if later:
+                self._measured = (raw, facts, warm)
+            return attribute(raw, facts, warm=warm, explain=explain)
         except Exception as error:
             self.notes.append(
                 f"memprof could not explain the peak ({_first_line(error)}); the numbers are the "
                 "allocator records'"
             )
             return None
+
+    def measured(self, numbers: Attribution) -> Attribution:
+        """The measured calls explained by the program state they tracked: what an explained
+        eager run shows when its explaining call cannot explain more (``numbers``: those calls'
+        attribution without the explanation, returned as is when it cannot be made)."""
+        if self._measured is None:
+            return numbers
+        raw, facts, warm = self._measured
+        try:
+            return attribute(raw, facts, warm=warm)
+        except Exception as error:
+            self.notes.append(f"memprof could not explain the peak ({_first_line(error)})")
+            return numbers
 
 
 def _explaining_call(
@@ -418,7 +445,7 @@ def _explaining_call(
                 raise
             except BaseException:  # sys.exit() included: the measured calls are what counts
                 pass
-            return measured.explained
+            return explaining.measured(measured.explained)
         try:
             with _quiet_profiler_stderr(ignored), profile(activities=activities, profile_memory=True) as prof:
                 with record_function(CALL_MARKER):
@@ -432,9 +459,11 @@ def _explaining_call(
                 f"the explaining call raised {_first_line(error)}: only program state (parameters, "
                 "gradients, optimizer state, inputs) is explained"
             )
-            return measured.explained
+            return explaining.measured(measured.explained)
     explained = explaining.attribute(tracker, prof, None, warm=True)
-    return measured.explained if explained is None else combine(measured.explained, explained)
+    if explained is None:
+        return explaining.measured(measured.explained)
+    return combine(measured.explained, explained)
 
 
 @dataclass
@@ -616,10 +645,16 @@ def _profile_calls(
         sort_by = "self_cpu_memory_usage" if not cuda else "self_device_memory_usage"
         table = prof.key_averages().table(sort_by=sort_by, row_limit=-1)
     warm = options.warmup > 0 or options.mode == "compile"
-    explained = explaining.attribute(tracker, prof, raw, warm=warm) if tracker is not None else None
-    return _Measured(
-        label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes
+    # An explained eager run is explained by its explaining call: the measured calls' own
+    # explanation is worked out only if that call cannot give one.
+    explain = options.explain and options.mode == "compile"
+    later = options.explain and not explain
+    explained = (
+        explaining.attribute(tracker, prof, raw, warm=warm, explain=explain, later=later)
+        if tracker is not None
+        else None
     )
+    return _Measured(label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes)
 
 
 def _cuda_counters_before(device: str) -> dict[str, int]:

@@ -64,6 +64,8 @@ import tokenize
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -776,51 +778,163 @@ class _ProfileRead:
 def _read_profile(
     prof: Any, device: str, *, backward_ops: bool = False, kernels: bool = False
 ) -> _ProfileRead:
-    wanted = torch.device(device)
-    host = wanted.type == "cpu"
-    times: list[int] = []
-    sizes: list[int] = []
-    ptrs: list[int] = []
+    roots = _kineto_results(prof).experimental_event_tree()
+    memory = _MemoryRecords(torch.device(device))
+    calls: list[tuple[int, int]] = []
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
-    calls: list[tuple[int, int]] = []
-    wrappers = 0
-    # Depth first, carrying: the autograd node's number (None outside backward), whether inside
-    # an op already, and the Inductor wrapper call whose kernels are the children (-1 if none).
-    stack: list[tuple[Any, int | None, bool, int]] = [
-        (root, None, False, -1) for root in _kineto_results(prof).experimental_event_tree()
-    ]
+    if backward_ops or kernels:
+        _walk_with_context(
+            roots, memory, calls, backward if backward_ops else None, found if kernels else None
+        )
+    else:
+        _walk(roots, memory, calls)
+    return _ProfileRead(memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls))
+
+
+class _MemoryRecords:
+    """The ``[memory]`` nodes met in a walk, read ``_MEMORY_BLOCK`` at a time (one accessor
+    over the whole block, ``map`` in C) into typed arrays: the device's records only."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self.nodes: list[Any] = []
+        self._parts: list[np.ndarray] = []
+
+    def flush(self) -> None:
+        nodes = self.nodes
+        if not nodes:
+            return
+        fields = list(map(_extra_fields, nodes))
+        devices = list(map(_device, fields))
+        if self._device.type == "cpu":
+            keep = list(map(_HOST_DEVICES.__contains__, map(_device_type, devices)))
+        else:
+            keep = list(map(self._device.__eq__, devices))
+        if not all(keep):
+            nodes, fields = list(compress(nodes, keep)), list(compress(fields, keep))
+        count = len(nodes)
+        part = np.empty((3, count), dtype=np.int64)
+        part[0] = np.fromiter(map(_start_time, nodes), dtype=np.int64, count=count)
+        part[1] = np.fromiter(map(_alloc_size, fields), dtype=np.int64, count=count)
+        part[2] = np.fromiter(map(_ptr, fields), dtype=np.int64, count=count)
+        self._parts.append(part)
+        self.nodes = []
+
+    def allocations(self) -> Allocations:
+        self.flush()
+        array = np.concatenate(self._parts, axis=1) if self._parts else np.zeros((3, 0), dtype=np.int64)
+        # The walk visits records depth first, backwards: time order, ties by address for stability.
+        order = np.lexsort((array[2], array[0]))
+        return Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+
+
+_MEMORY_NODE = "[memory]"
+_MEMORY_BLOCK = 4096
+_EVALUATE_FUNCTION = "autograd::engine::evaluate_function"
+_extra_fields = attrgetter("extra_fields")
+_device = attrgetter("device")
+_device_type = attrgetter("type")
+_start_time = attrgetter("start_time_ns")
+_alloc_size = attrgetter("alloc_size")
+_ptr = attrgetter("ptr")
+
+
+def _walk(roots: list[Any], memory: _MemoryRecords, calls: list[tuple[int, int]]) -> None:
+    """Depth first, the ``[memory]`` nodes and the call markers only (the measured calls'
+    pass: no context to carry, so a node is all the stack holds)."""
+    stack = list(roots)
+    pop = stack.pop
+    keep = memory.nodes.append
+    memory_node, call_marker, block = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK
     while stack:
-        node, sequence, inside, wrapper = stack.pop()
+        node = pop()
         name = node.name
-        if name == "[memory]":
-            fields = node.extra_fields
-            where = fields.device
-            if (where.type in _HOST_DEVICES) if host else (where == wanted):
-                times.append(node.start_time_ns)
-                sizes.append(fields.alloc_size)
-                ptrs.append(fields.ptr)
+        if name == memory_node:
+            keep(node)
+            if len(memory.nodes) == block:
+                memory.flush()
+                keep = memory.nodes.append
             continue
-        if name == CALL_MARKER:
+        if name == call_marker:
             calls.append((node.start_time_ns, node.end_time_ns))
-        elif name.startswith("autograd::engine::evaluate_function"):
+        stack += node.children
+
+
+class _Restore:
+    """A stack entry that gives the walk back the context of a node's siblings, once that
+    node's children (which saw a context the node changed) are done."""
+
+    __slots__ = ("context", "name")
+
+    def __init__(self, context: tuple[int | None, bool, int]) -> None:
+        self.name = _RESTORE
+        self.context = context
+
+
+_RESTORE = "\x00restore"  # no profiler event is named so
+
+
+def _walk_with_context(
+    roots: list[Any],
+    memory: _MemoryRecords,
+    calls: list[tuple[int, int]],
+    backward: list[tuple[str, int, int, int]] | None,
+    found: list[tuple[int, str, int, int, int]] | None,
+) -> None:
+    """Depth first, carrying a context: the autograd node's number (None outside backward),
+    whether inside a backward op already, and the Inductor wrapper call whose kernels are the
+    children (-1 if none). ``backward`` collects the ops autograd ran (name, start, end,
+    node number), ``found`` the kernels of compiled code (wrapper call, name, start, end,
+    phase); None: not wanted. A node that changes the context leaves a :class:`_Restore`
+    under its children, so that the stack holds nodes alone, not (node, context) tuples."""
+    stack = list(roots)
+    pop = stack.pop
+    keep = memory.nodes.append
+    memory_node, call_marker, block, restore = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, _RESTORE
+    sequence: int | None = None
+    inside = False
+    wrapper = wrappers = -1
+    while stack:
+        node = pop()
+        name = node.name
+        if name == memory_node:
+            keep(node)
+            if len(memory.nodes) == block:
+                memory.flush()
+                keep = memory.nodes.append
+            continue
+        if name is restore:
+            sequence, inside, wrapper = node.context
+            continue
+        before = None  # the context of the node's siblings, when the node changes it
+        if name == call_marker:
+            calls.append((node.start_time_ns, node.end_time_ns))
+        elif name.startswith(_EVALUATE_FUNCTION):
+            before = (sequence, inside, wrapper)
             sequence, inside = int(node.extra_fields.sequence_number), False
-        elif backward_ops and sequence is not None and not inside and name.startswith("aten::"):
+        elif backward is not None and sequence is not None and not inside and name.startswith("aten::"):
             backward.append((name, node.start_time_ns, node.end_time_ns, sequence))
+            before = (sequence, inside, wrapper)
             inside = True
-        if kernels:
+        if found is not None and (wrapper >= 0 or _WRAPPER_CALL.match(name)):
+            before = before or (sequence, inside, wrapper)
             if wrapper >= 0:
                 phase = _BACKWARD if sequence is not None else _FORWARD
                 found.append((wrapper, name, node.start_time_ns, node.end_time_ns, phase))
                 wrapper = -1
-            elif _WRAPPER_CALL.match(name):
-                wrapper, wrappers = wrappers, wrappers + 1
-        stack.extend((child, sequence, inside, wrapper) for child in node.children)
-    array = np.array([times, sizes, ptrs], dtype=np.int64).reshape(3, -1)
-    # The walk visits records depth first, backwards: time order, ties by address for stability.
-    order = np.lexsort((array[2], array[0]))
-    allocations = Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
-    return _ProfileRead(allocations, backward, sorted(found, key=lambda k: k[3]), sorted(calls))
+            else:
+                wrappers += 1
+                wrapper = wrappers
+        if before is None:
+            stack += node.children
+            continue
+        children = node.children
+        if children:
+            stack.append(_Restore(before))
+            stack += children
+        else:
+            sequence, inside, wrapper = before
 
 
 def _kineto_results(prof: Any) -> Any:
