@@ -377,17 +377,24 @@ def _without_rewrapped(facts: TrackedFacts) -> Allocations:
     records = facts.allocations
     if not len(facts.rewrap_op):
         return records
-    keep = np.ones(len(records.time), dtype=bool)
     ops = facts.ops
-    for op, size in zip(facts.rewrap_op.tolist(), facts.rewrap_bytes.tolist(), strict=True):
-        lo = int(np.searchsorted(records.time, ops.t0[op], side="left"))
-        hi = int(np.searchsorted(records.time, ops.t1[op], side="right"))
-        for i in range(lo, hi):
-            if keep[i] and records.bytes[i] == size:
-                free = next((k for k in range(i + 1, hi) if records.ptr[k] == records.ptr[i]), None)
-                if free is not None and keep[free] and records.bytes[free] == -size:
-                    keep[i] = keep[free] = False
+    # Each op's records: [lo, hi), found for all the ops at once.
+    los = np.searchsorted(records.time, ops.t0[facts.rewrap_op], side="left").tolist()
+    his = np.searchsorted(records.time, ops.t1[facts.rewrap_op], side="right").tolist()
+    dropped: set[int] = set()
+    for lo, hi, size in zip(los, his, facts.rewrap_bytes.tolist(), strict=True):
+        sizes = records.bytes[lo:hi].tolist()
+        for i, nbytes in enumerate(sizes):
+            if nbytes == size and lo + i not in dropped:
+                ptrs = records.ptr[lo:hi].tolist()
+                free = next((k for k in range(i + 1, len(ptrs)) if ptrs[k] == ptrs[i]), None)
+                if free is not None and lo + free not in dropped and sizes[free] == -size:
+                    dropped.update((lo + i, lo + free))
                 break
+    if not dropped:
+        return records
+    keep = np.ones(len(records.time), dtype=bool)
+    keep[np.fromiter(dropped, dtype=np.int64, count=len(dropped))] = False
     return Allocations(time=records.time[keep], bytes=records.bytes[keep], ptr=records.ptr[keep])
 
 
@@ -643,7 +650,7 @@ class _Describer:
         self.forward_op = forward_op
         calls = facts.module_calls
         self.call_paths = [calls.paths[p] for p in calls.path]
-        self._shapes_of: dict[int, list[tuple[int, int, int]]] | None = None
+        self._by_op: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
 
     def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
@@ -673,27 +680,26 @@ class _Describer:
         """(shape, dtype, site or -1) of the first argument or result of ``forward`` with
         ``nbytes`` bytes; ("", "", -1) if none."""
         facts = self.facts
-        if self._shapes_of is None:
-            self._shapes_of = {}
-            sites = facts.inputs_site.tolist() if len(facts.inputs_site) else [-1] * len(facts.inputs_op)
-            for op, shape, dtype, site in zip(
-                facts.inputs_op.tolist(),
-                facts.inputs_shape.tolist(),
-                facts.inputs_dtype.tolist(),
-                sites,
-                strict=True,
-            ):
-                self._shapes_of.setdefault(op, []).append((shape, dtype, site))
-            for op, shape, dtype in zip(
-                facts.outputs_op.tolist(),
-                facts.outputs_shape.tolist(),
-                facts.outputs_dtype.tolist(),
-                strict=True,
-            ):
-                self._shapes_of.setdefault(op, []).append((shape, dtype, -1))
-        for shape, dtype, site in self._shapes_of.get(forward, []):
-            if facts.shape_numel[shape] * facts.dtype_bytes[dtype] == nbytes:
-                return facts.shapes[shape], facts.dtypes[dtype], site
+        if self._by_op is None:
+            # The arguments' and results' rows by op, each op's in the order recorded (a few
+            # lookups among many rows: sorted once, searched each time).
+            self._by_op = tuple(
+                (ops[order], order)
+                for ops in (facts.inputs_op, facts.outputs_op)
+                for order in [np.argsort(ops, kind="stable")]
+            )
+        sites = facts.inputs_site if len(facts.inputs_site) else None
+        for which, (ops, order) in enumerate(self._by_op):
+            lo, hi = np.searchsorted(ops, [forward, forward + 1], side="left").tolist()
+            for row in order[lo:hi].tolist():
+                shape, dtype = (
+                    (facts.inputs_shape[row], facts.inputs_dtype[row])
+                    if which == 0
+                    else (facts.outputs_shape[row], facts.outputs_dtype[row])
+                )
+                if facts.shape_numel[shape] * facts.dtype_bytes[dtype] == nbytes:
+                    site = int(sites[row]) if which == 0 and sites is not None else -1
+                    return facts.shapes[shape], facts.dtypes[dtype], site
         return "", "", -1
 
 
