@@ -269,3 +269,29 @@ def test_device_counters_complete_the_footprint_with_what_memprof_did_not_find()
     assert completed.notes == explained.notes
     # A high-water mark far above the footprint: something allocated where the profiler did not see.
     assert any("max_memory_allocated" in n for n in with_device_counters(explained, 4096, 8 << 20).notes)
+
+
+def test_numbers_only_are_the_explained_numbers_without_the_explanation() -> None:
+    facts = make_facts(
+        records=[(10, 100, 0x10), (20, 50, 0x20), (25, -40, 0x30), (30, -100, 0x10)],
+        storages=[storage(0x30, 40, "input", died=25), storage(0x40, 30, "parameter", died=15)],
+        ops=[(8, 12, "aten::ones"), (18, 22, "aten::mm")],
+        outputs=[(0x10, 0), (0x20, 1)],
+        saved=[(0x20, 22)],
+        device="cuda:0",
+    )
+    explained = attribute(raw_of(facts, [(5, 40)]), facts)
+    numbers = attribute(raw_of(facts, [(5, 40)]), facts, explain=False)
+    kept = ("footprint_bytes", "live_at_start_bytes", "peak_bytes", "records_peak_bytes")
+    kept += ("freed_before_peak_bytes", "peak_call", "peak_time_ns", "calls", "notes", "peak_at_ns")
+    assert [getattr(numbers, k) for k in (*kept, "live_t_ns", "live_bytes")] == [
+        getattr(explained, k) for k in (*kept, "live_t_ns", "live_bytes")
+    ]
+    assert (numbers.footprint_bytes, numbers.peak_bytes) == (190, 120)
+    assert (numbers.at_peak.by_category, numbers.at_peak.entries, numbers.modules) == ({}, (), ())
+    assert (numbers.timeline_t_ns, dict(numbers.timeline_by_category), numbers.kernels) == ((), {}, ())
+    # The device's counters complete the numbers alike; nothing is made up for the explanation.
+    completed, completed_explained = (with_device_counters(a, 1000, 1120) for a in (numbers, explained))
+    assert [getattr(completed, k) for k in kept] == [getattr(completed_explained, k) for k in kept]
+    assert completed.live_at_start_bytes == 1000 and completed.calls[0].footprint_bytes == 1120
+    assert completed.at_peak.by_category == {} and not completed.at_peak.unattributed
