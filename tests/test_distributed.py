@@ -112,6 +112,32 @@ def test_a_ddp_step_on_two_ranks_gives_one_report_and_the_budget_names_rank_1(tm
 
 
 @pytest.mark.slow
+def test_one_warmup_call_leaves_ddps_rebuilt_buckets_in_the_measured_call(tmp_path: Path) -> None:
+    # Alone (a group of one), the example is rank 0. DDP rebuilds its gradient buckets during
+    # the second iteration: measured after one warm-up call, the call allocates new buckets the
+    # parameters' size and keeps them; after two, it starts and ends with nothing new.
+    params = (WIDTH * HIDDEN + HIDDEN) * 4 + (HIDDEN * WIDTH + WIDTH) * 4
+    assert params == 2_102_272
+    peaks = {}
+    for warmup in (1, 2):
+        out = tmp_path / f"w{warmup}.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "memprof", "run", "memprof.examples.ddp:step", "--device", "cpu"]
+            + ["--warmup", str(warmup), "--no-explain", "-q", "--json", str(out)],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        run = json.loads(out.read_text())["runs"]["eager"]
+        peaks[warmup] = (run["peak_bytes"], run["net_bytes"])
+    assert peaks[2] == (ddp_peak(0), 0) == (4_457_476, 0)
+    assert peaks[1] == (ddp_peak(0) + params, params) == (6_559_748, 2_102_272)
+
+
+@pytest.mark.slow
 def test_torchrun_without_a_process_group_gathers_through_files_and_fills_rank_paths(tmp_path: Path) -> None:
     done = torchrun(tmp_path, f"{WORKLOAD}:alloc", "--json", "own{rank}.json", "--markdown", "job.md", "-q")
     assert done.returncode == 0, done.stderr
