@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memprof.analysis.allocator import AllocatorSettings
 from memprof.analysis.peaks import analyze
@@ -39,6 +40,9 @@ from memprof.records import SNAPSHOT_ACTIONS, SnapshotRecords
 from memprof.sources.snapshot import read_snapshot, snapshot_files
 from memprof.sources.trace import Trace, TraceDevice, input_kind, iter_trace_folder, read_trace, trace_files
 from memprof.units import format_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 StatusFn = Callable[[str], None]
 
@@ -222,11 +226,7 @@ def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
         peak, peak_op, stack = numbers.peak_bytes, numbers.peak_op, numbers.peak_op_stack
         notes.append("peak above the start of each memprof.call range, as memprof run measures it")
     live_at_start = device.live_at_start_bytes
-    timeline = Timeline(
-        t_ns=tuple(device.timeline_t_ns.tolist()),
-        bytes=tuple((device.timeline_bytes - live_at_start).tolist()),
-        reserved=tuple(device.timeline_reserved.tolist()),
-    )
+    timeline = _timeline(device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, live_at_start)
     return RunResult(
         label=device.device,
         mode=TRACE,
@@ -247,6 +247,15 @@ def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
         op_stats=analysis.ops,
         timeline=timeline,
         notes=(*notes, *analysis.notes),
+    )
+
+
+def _timeline(t_ns: np.ndarray, live: np.ndarray, reserved: np.ndarray, live_at_start: int) -> Timeline:
+    """A recording's timeline, its live bytes counted above those live at its start."""
+    return Timeline(
+        t_ns=tuple(t_ns.tolist()),
+        bytes=tuple((live - live_at_start).tolist()),
+        reserved=tuple(reserved.tolist()),
     )
 
 
@@ -277,10 +286,8 @@ def _snapshot_run(
     notes = list(device.notes)
     timeline = Timeline()
     if len(trace) and (trace.time_us >= 0).all():
-        timeline = Timeline(
-            t_ns=tuple(device.timeline_t_ns.tolist()),
-            bytes=tuple((device.timeline_bytes - device.live_at_start_bytes).tolist()),
-            reserved=tuple(device.timeline_reserved.tolist()),
+        timeline = _timeline(
+            device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, device.live_at_start_bytes
         )
     elif len(trace):
         notes.append("this snapshot records no times: no timeline")

@@ -365,9 +365,20 @@ def said(result: Any) -> str:
 def test_cli_estimate_writes_the_report(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "estimate.json"
     result = estimate_cli(
-        runner, "memprof.examples.similarity:similarity", "--device", "cpu", "--json", str(path)
+        runner,
+        "memprof.examples.similarity:similarity",
+        "--device",
+        "cpu",
+        "--json",
+        str(path),
+        "--markdown",
+        str(tmp_path / "estimate.md"),
     )
     assert result.exit_code == 0, result.output
+    assert "allocated inside ops (measured on real tensors): aten::sum up to 488.3 MiB" in said(result)
+    markdown = (tmp_path / "estimate.md").read_text()
+    assert markdown.count("allocated inside ops") == 1
+    assert "aten::sum up to 488.3" in markdown.replace("\u00a0", " ")
     assert "estimated peak 796.3 MiB (795.4 MiB above the 1000.0 KiB live at the start)" in said(result)
     data = json.loads(path.read_text())
     assert data["source"]["kind"] == "estimate"

@@ -457,9 +457,8 @@ def render_estimate_markdown(report: Report, top: int = TOP_OPS) -> str:
         lines += [*_table(headers, rows, align), ""]
     else:
         lines += _op_section(report, top)
-        line = estimate.workspace_line(next(iter(report.runs.values())))
-        if line:
-            lines += [f"- {escape_text(unbreakable(line))}", ""]
+        said = dict.fromkeys(line for run in report.ok_runs() if (line := estimate.workspace_line(run)))
+        lines += [*(f"- {escape_text(unbreakable(line))}" for line in said), *([""] if said else [])]
     notes = [f"- {escape_text(whose)}: {escape_text(note)}" for whose, note in estimate.notes(report)]
     if notes:
         lines += ["### Notes", "", *notes, ""]

@@ -47,6 +47,7 @@ from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import MAPPED_RANGE, mapped_files, mapped_note
 from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions
+from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.sources.timing import Timed, time_calls
 from memprof.sources.tracking import CompileTracking, Tracker
@@ -452,6 +453,7 @@ def _explaining_call(
                     # Its result is dropped at once, inside the profile: only the peak matters here.
                     fn(*inputs.args, **inputs.kwargs)
                     _sync(options.device)
+                settle_other_threads()
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # sys.exit() included
@@ -628,6 +630,7 @@ def _profile_calls(
             except BaseException as error:  # sys.exit() included: the user's code failing
                 failure = error
                 break
+        settle_other_threads()  # a collective's worker may still be closing its profiler range
     _check_ran(result, name)
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
