@@ -155,6 +155,26 @@ def test_snapshot_fields_with_wrong_values(tmp_path, data):
     _read_snapshot_or_own_error(path)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("requested_size", 2**65, "36893488147419103232 is out of a 64-bit integer's range"),
+        ("requested_size", -1, "a block's requested size is negative"),
+        ("size", 2**63 - 1, "its sizes add up to more than 4 EiB, more than any device holds"),
+    ],
+)
+def test_sizes_no_device_holds_are_refused_in_one_line(tmp_path, field, value, reason):
+    # Found by the fuzzer: a block's size past 64 bits reached the analysis's int64 arrays.
+    content = pickle.loads(_snapshot_bytes())  # noqa: S301 - the bundled test file, plain data
+    block = next(b for s in content["segments"] for b in s["blocks"] if b["state"].startswith("active"))
+    block[field] = value
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(content))
+    with pytest.raises(MemprofError) as refused:
+        read_snapshot(path)
+    assert str(refused.value) == f"{path}: malformed snapshot ({reason}); the file is not one torch wrote"
+
+
 def test_the_fuzzed_files_are_read_whole_when_undamaged(tmp_path):
     # The generators above start from files that read cleanly: a failure is the damage's.
     path = tmp_path / "t.json"

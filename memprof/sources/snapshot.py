@@ -130,6 +130,7 @@ def snapshot_records(content: Any, name: str = "snapshot") -> SnapshotRecords:
         if not isinstance(traces_in, list):
             raise TypeError("device_traces is not a list")
         traces = {device: _trace(entries, stacks) for device, entries in enumerate(traces_in)}
+        _check_total(segments, traces)
     except (TypeError, KeyError, ValueError, AttributeError, OverflowError) as error:
         reason = _reason(error)
         raise InputError(f"{name}: malformed snapshot ({reason}); the file is not one torch wrote") from None
@@ -146,6 +147,12 @@ def _reason(error: Exception) -> str:
     if isinstance(error, KeyError):
         return f"missing field {error.args[0]!r}"
     return str(error).split("\n")[0] or type(error).__name__
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# All sizes of one snapshot together stay below this: 4 EiB, far beyond any device's memory,
+# and sums of it fit the 64-bit integers the analysis adds them in.
+_MAX_TOTAL = 1 << 62
 
 
 class _Stacks:
@@ -198,9 +205,7 @@ def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:
     for block in item.get("blocks") or []:
         if not isinstance(block, dict):
             raise TypeError("a block is not a dict")
-        size = _int(block["size"])
-        if size < 0:
-            raise ValueError("a block has a negative size")
+        size = _size(block["size"], "a block's size")
         frames = block.get("frames")
         if frames is None and isinstance(block.get("history"), list) and block["history"]:
             # Older snapshots keep each block's allocation history; the last entry is current.
@@ -210,7 +215,7 @@ def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:
                 # Older snapshots have no block addresses: blocks tile the segment in order.
                 address=_int(block["address"]) if "address" in block else offset,
                 size=size,
-                requested_size=_int(block.get("requested_size", size)),
+                requested_size=_size(block.get("requested_size", size), "a block's requested size"),
                 state=_str(block["state"]),
                 stack=stacks.add(frames),
             )
@@ -221,7 +226,7 @@ def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:
     return SnapshotSegment(
         device=_int(item.get("device", 0)),
         address=address,
-        total_size=_int(item["total_size"]),
+        total_size=_size(item["total_size"], "a segment's total size"),
         stream=_int(item.get("stream", 0)),
         segment_type=_str(item.get("segment_type", "large")),
         is_expandable=bool(item.get("is_expandable", False)),
@@ -260,7 +265,25 @@ def _int(value: Any) -> int:
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{value!r} is not an integer")
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} is out of a 64-bit integer's range")
     return value
+
+
+def _size(value: Any, what: str) -> int:
+    size = _int(value)
+    if size < 0:
+        raise ValueError(f"{what} is negative")
+    return size
+
+
+def _check_total(segments: tuple[SnapshotSegment, ...], traces: dict[int, AllocatorTrace]) -> None:
+    """Refuse sizes that add up beyond any device (and beyond what 64-bit sums hold)."""
+    total = float(sum(s.total_size + sum(b.size + b.requested_size for b in s.blocks) for s in segments))
+    # In floating point: an int64 sum of a trace's sizes could wrap around instead.
+    total += sum(float(trace.size.sum(dtype=np.float64)) for trace in traces.values())
+    if total >= _MAX_TOTAL:
+        raise ValueError("its sizes add up to more than 4 EiB, more than any device holds")
 
 
 def _str(value: Any) -> str:
