@@ -196,3 +196,30 @@ def test_a_real_profile_reads_as_event_by_event() -> None:
     assert len(want.op_name) > 100 and len(want.mem_time) > 20 and len(want.calls) == 3
     assert_same(raw_from_kineto(prof.profiler.kineto_results.events()), want)
     assert_same(raw_from_profiler(prof), want)  # the CPU-only session: no per-op device check
+
+
+def test_a_range_closed_on_another_thread_reads_as_async() -> None:
+    """A range whose end torch did not record on the thread that opened it (closed from another
+    thread here; a TorchScript function that resumes on a worker thread after ``torch.jit.wait``
+    is the same case) is read as async: it neither nests the ops nor owns the allocations made
+    while it is open. Only the flat event list says so: the nodes of torch's event tree carry
+    neither the end thread nor the async flag."""
+    import threading
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        elsewhere = record_function("closed elsewhere")
+        elsewhere.__enter__()
+        kept = torch.ones(256)
+        closer = threading.Thread(target=elsewhere.__exit__, args=(None, None, None))
+        closer.start()
+        closer.join()
+        with record_function("closed here"):
+            kept = kept + 1
+    raw = raw_from_profiler(prof)
+    is_async = dict(zip(raw.op_name.tolist(), raw.op_async.tolist(), strict=True))
+    assert is_async["closed elsewhere"] is True and is_async["closed here"] is False
+    assert is_async["aten::ones"] is False and is_async["aten::add"] is False
+    assert_same(raw, reference(prof.profiler.kineto_results.events()))

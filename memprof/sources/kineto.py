@@ -61,6 +61,10 @@ def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | N
     device_events = activities is None or any(
         getattr(activity, "name", str(activity)) != "CPU" for activity in activities
     )
+    # The flat list, not ``experimental_event_tree()`` (which memprof.sources.tracking walks for
+    # addresses anyway): the tree's nodes carry neither an op's end thread nor its async flag, so
+    # an op that ended on another thread (a TorchScript function resuming after
+    # ``torch.jit.wait`` on a worker thread) could not be told from one that nests its children.
     with gc_paused():
         events = prof.profiler.kineto_results.events()
         raw = _read(events, device_type, device_index, device_events=device_events, owned=True)
