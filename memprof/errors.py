@@ -117,6 +117,20 @@ def what_it_did(error: BaseException) -> str:
     return f"raised {type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+@contextlib.contextmanager
+def user_code(failed: Callable[[str], str]) -> Iterator[None]:
+    """Run the user's code: what it raises (``sys.exit()`` included) becomes a
+    :class:`UserCodeError` (exit 3) with the message ``failed(what_it_did(error))`` and the
+    user's traceback. memprof's own errors (a factory may refuse on purpose, with its own exit
+    code) and Ctrl-C pass unchanged."""
+    try:
+        yield
+    except (MemprofError, KeyboardInterrupt):
+        raise
+    except BaseException as error:
+        raise UserCodeError(failed(what_it_did(error)), user_traceback=format_user_traceback(error)) from None
+
+
 def format_user_traceback(error: BaseException) -> str:
     """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
     sees their own code (and the libraries it called), as Python would show it."""

@@ -518,6 +518,16 @@ def test_code_that_calls_sys_exit_on_fake_tensors_is_exit_3(runner: CliRunner, m
     assert "leave called sys.exit(0) on fake tensors" in result.output
 
 
+def test_an_inputs_factory_that_fails_on_fake_tensors_is_exit_3(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module("def f(x):\n    return x\n\ndef f_inputs():\n    raise ValueError('no data here')\n")
+    result = estimate_cli(runner, f"{module}:f")
+    assert result.exit_code == 3, result.output
+    # The factory's own failure is said once, as memprof run says it, not wrapped again.
+    assert result.output.endswith(
+        f"memprof: error: inputs factory '{module}:f_inputs' failed: it raised ValueError: no data here\n"
+    )
+
+
 # ---- factory parameters for run and compare -----------------------------------------------------
 
 

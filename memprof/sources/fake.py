@@ -33,7 +33,7 @@ import inspect
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,7 +51,7 @@ from torch.utils._pytree import tree_leaves  # noqa: TID253
 from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.peaks import analyze
-from memprof.errors import MemprofError, UserCodeError, format_user_traceback, what_it_did
+from memprof.errors import UserCodeError, format_user_traceback, user_code
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.options import EstimateOptions
@@ -359,15 +359,8 @@ def estimate_target(
 
 
 def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
-    try:
+    with user_code(lambda did: f"making the inputs of {name} on fake tensors failed: it {did}"):
         return make_inputs(session)
-    except (MemprofError, KeyboardInterrupt):
-        raise
-    except BaseException as error:  # sys.exit() included: the user's code failing
-        raise UserCodeError(
-            f"making the inputs of {name} on fake tensors failed: it {what_it_did(error)}",
-            user_traceback=format_user_traceback(error),
-        ) from None
 
 
 def _fake_calls(
@@ -381,7 +374,7 @@ def _fake_calls(
     """The warm-up calls, then the estimated call inside the tracker."""
     clock = session.clock
     result: Any = None
-    with _user_code(name):
+    with user_code(lambda did: f"{name} {did} on fake tensors"):
         for _ in range(options.warmup):
             result = func(*inputs.args, **inputs.kwargs)
             result = None
@@ -393,19 +386,6 @@ def _fake_calls(
             end = clock.clock()
     del result
     return _Call(tracker, start, end, tracked_from)
-
-
-@contextlib.contextmanager
-def _user_code(name: str) -> Iterator[None]:
-    try:
-        yield
-    except (MemprofError, KeyboardInterrupt):
-        raise
-    except BaseException as error:  # sys.exit() included: the user's code failing
-        raise UserCodeError(
-            f"{name} {what_it_did(error)} on fake tensors",
-            user_traceback=format_user_traceback(error),
-        ) from None
 
 
 def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:

@@ -22,13 +22,13 @@ from types import ModuleType
 from typing import Any
 
 from memprof.errors import (
-    MemprofError,
     TargetNotFoundError,
     UsageError,
     UserCodeError,
     brief,
     format_user_traceback,
     param,
+    user_code,
     what_it_did,
 )
 from memprof.fileio import special_file_kind
@@ -172,16 +172,10 @@ def resolve(spec: str) -> Target:
     for part in attr_path.split("."):
         owner = where if not walked else f"{where}:{'.'.join(walked)}"
         missing = object()
-        try:
-            # A property or a module's __getattr__ is the user's code running.
+        # A property or a module's __getattr__ is the user's code running.
+        getting = f"getting {part!r} from {owner!r} failed: it "  # bound now, in the loop
+        with user_code(getting.__add__):
             found = getattr(obj, part, missing)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:
-            raise UserCodeError(
-                f"getting {part!r} from {owner!r} failed: it {what_it_did(error)}",
-                user_traceback=format_user_traceback(error),
-            ) from None
         if found is missing:
             names = [n for n in dir(obj) if not n.startswith("__")]
             close = difflib.get_close_matches(part, names, n=3, cutoff=0.6)
@@ -344,17 +338,10 @@ def _missing_inputs_message(target: Target, required: list[str], factory_name: s
 
 
 def _call_factory(make: Callable[..., Any], source: str, device: str, params: dict[str, Any]) -> Inputs:
-    try:
+    # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): memprof's
+    # errors keep their own exit code, they are not the user's code failing.
+    with user_code(lambda did: f"inputs factory {source!r} failed: it {did}"):
         made = make(device=device, **params) if accepts(make, "device") else make(**params)
-    except (MemprofError, KeyboardInterrupt):
-        # A factory may refuse on purpose (e.g. "this example needs CUDA", a UsageError): its
-        # own exit code stands, it is not the user's code failing.
-        raise
-    except BaseException as error:
-        raise UserCodeError(
-            f"inputs factory {source!r} failed: it {what_it_did(error)}",
-            user_traceback=format_user_traceback(error),
-        ) from None
     _check_made(made, source)
     if isinstance(made, dict):
         return Inputs(kwargs=dict(made), source=source)
