@@ -76,8 +76,8 @@ def _busy_threads(task_dir: str, me: int) -> int | None:
         except OSError:  # the thread ended meanwhile
             continue
         # "tid (comm) S ...": the name may hold spaces and parentheses; the state follows the last ")".
-        if fields[fields.rfind(b")") + 2 : fields.rfind(b")") + 3] == b"R":
-            busy += 1
+        state = fields.rfind(b")") + 2
+        busy += fields[state : state + 1] == b"R"
     return busy
 
 
