@@ -14,9 +14,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from reconcile import assert_at_peak_adds_up
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from memprof.analysis.attribution import CATEGORIES, Attribution, attribute, combine
+from memprof.analysis.attribution import Attribution, attribute, combine
 from memprof.analysis.peaks import analyze
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_profiler
@@ -89,15 +90,7 @@ def reconcile(raw: RawProfile, explained: Attribution) -> None:
     """Every byte in exactly one category; entries and unattributed lines add up to the
     footprint; what was made during the call, less what was freed from before it, is the peak;
     the records' own peak is what peaks.analyze says."""
-    at_peak = explained.at_peak
-    assert set(at_peak.by_category) == set(CATEGORIES)
-    assert sum(at_peak.by_category.values()) == at_peak.footprint_bytes
-    listed = sum(e.bytes for e in at_peak.entries) + sum(u.bytes for u in at_peak.unattributed)
-    assert listed == at_peak.footprint_bytes
-    during = sum(e.bytes for e in at_peak.entries if not e.before_call) + sum(
-        u.bytes for u in at_peak.unattributed if not u.before_call
-    )
-    assert during == at_peak.peak_bytes + at_peak.freed_before_peak_bytes
+    assert_at_peak_adds_up(explained.at_peak)
     assert explained.footprint_bytes - explained.live_at_start_bytes == explained.peak_bytes
     assert explained.records_peak_bytes == analyze(raw).numbers.peak_bytes
     worst = explained.calls[explained.peak_call - 1]
@@ -107,7 +100,8 @@ def reconcile(raw: RawProfile, explained: Attribution) -> None:
     assert all(len(values) == columns for values in explained.timeline_by_category.values())
     if columns:
         peak = explained.timeline_t_ns.index(explained.peak_time_ns)
-        assert sum(v[peak] for v in explained.timeline_by_category.values()) == at_peak.footprint_bytes
+        highest = sum(v[peak] for v in explained.timeline_by_category.values())
+        assert highest == explained.at_peak.footprint_bytes
 
 
 def profile_compiled(

@@ -29,14 +29,7 @@ def assert_explained(run: RunResult, *, reproduced: bool = True) -> None:
     at_peak = run.at_peak
     if at_peak is None:
         return
-    assert set(at_peak.by_category) == set(CATEGORIES)
-    assert sum(at_peak.by_category.values()) == at_peak.footprint_bytes
-    listed = sum(e.bytes for e in at_peak.entries) + sum(u.bytes for u in at_peak.unattributed)
-    assert listed == at_peak.footprint_bytes
-    during = sum(e.bytes for e in at_peak.entries if not e.before_call) + sum(
-        u.bytes for u in at_peak.unattributed if not u.before_call
-    )
-    assert during == at_peak.peak_bytes + at_peak.freed_before_peak_bytes
+    assert_at_peak_adds_up(at_peak)
     other = sum(e.bytes for e in at_peak.entries if e.category == "other") + sum(
         u.bytes for u in at_peak.unattributed
     )
@@ -55,6 +48,20 @@ def assert_explained(run: RunResult, *, reproduced: bool = True) -> None:
         assert max(totals) == at_peak.footprint_bytes
     for module in run.module_stats:
         assert module.at_peak_bytes <= at_peak.footprint_bytes
+
+
+def assert_at_peak_adds_up(at_peak: Any) -> None:
+    """Every byte live at the peak in exactly one category, and in exactly one entry or
+    unattributed line; what the call made, less what it freed from before it, is the peak.
+    ``at_peak``: a report's (:class:`memprof.model.AtPeak`) or the analysis's."""
+    assert set(at_peak.by_category) == set(CATEGORIES)
+    assert sum(at_peak.by_category.values()) == at_peak.footprint_bytes
+    listed = sum(e.bytes for e in at_peak.entries) + sum(u.bytes for u in at_peak.unattributed)
+    assert listed == at_peak.footprint_bytes
+    during = sum(e.bytes for e in at_peak.entries if not e.before_call) + sum(
+        u.bytes for u in at_peak.unattributed if not u.before_call
+    )
+    assert during == at_peak.peak_bytes + at_peak.freed_before_peak_bytes
 
 
 def assert_reconciled(report: Report) -> None:
