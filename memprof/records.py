@@ -11,6 +11,26 @@ import numpy as np
 CALL_MARKER = "memprof.call"
 """Name of the ``record_function`` range that memprof puts around each measured call."""
 
+AUTOGRAD_NODE = "autograd::engine::evaluate_function"
+"""Prefix of the range autograd's engine puts around each backward node it runs. The threads
+that run them work for the call: on CUDA, autograd runs backward on a thread of its own per
+device, whose allocations are the call's."""
+
+
+def working_threads(
+    call_threads: np.ndarray,
+    op_thread: np.ndarray,
+    op_name: Sequence[str] | np.ndarray,
+    op_code: np.ndarray | None = None,
+) -> np.ndarray:
+    """The threads that run the calls: those of the call markers and those that ran autograd's
+    backward nodes. With ``op_code``, ``op_name`` holds one name per code (names interned)."""
+    if op_code is None:
+        autograd = np.fromiter((n.startswith(AUTOGRAD_NODE) for n in op_name), dtype=bool, count=len(op_name))
+    else:
+        autograd = np.isin(op_code, [code for code, n in enumerate(op_name) if n.startswith(AUTOGRAD_NODE)])
+    return np.union1d(call_threads, op_thread[autograd]).astype(np.int64)
+
 
 @dataclass(frozen=True)
 class RawProfile:

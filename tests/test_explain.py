@@ -21,6 +21,7 @@ from torch import nn
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
 from memprof.analysis.attribution import AtPeakEntry, Attribution, attribute
+from memprof.records import CALL_MARKER
 from memprof.sources import tracking
 from memprof.sources.tracking import Tracker, is_user_file
 
@@ -466,3 +467,32 @@ def test_the_profile_reads_as_a_plain_walk_of_its_event_tree() -> None:
         assert sorted(read.backward) == (sorted(backward) if backward_ops else [])
         assert len(read.calls) == 2 and read.calls == sorted(read.calls)
     assert tracking._read_profile(prof, "cuda:0").allocations.time.size == 0
+
+
+class _Node:
+    """A stand-in event-tree node: what the walks read of one."""
+
+    def __init__(self, name: str, start: int, end: int, *children: _Node, device_side: bool = False) -> None:
+        self.name, self.start_time_ns, self.end_time_ns = name, start, end
+        self.children = list(children)
+        self.tag = tracking._DEVICE_SIDE if device_side else torch._C._profiler._EventType.TorchOp
+
+
+def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
+    # On CUDA every record_function range is in the tree twice: on the host, and as the span
+    # of its kernels on the GPU (gpu_user_annotation), which starts and ends later.
+    kernel = _Node("triton_poi_fused_add_0", 12, 13)
+    wrapper = _Node("graph_0_inductor_wrapper_call", 11, 14, kernel)
+    host = _Node(CALL_MARKER, 10, 20, wrapper)
+    gpu_kernel = _Node("triton_poi_fused_add_0", 15, 16, device_side=True)
+    gpu_wrapper = _Node("graph_0_inductor_wrapper_call", 15, 17, gpu_kernel, device_side=True)
+    gpu = _Node(CALL_MARKER, 15, 30, device_side=True)
+    roots = [host, gpu, gpu_wrapper]
+    memory = tracking._MemoryRecords(torch.device("cuda:0"))
+    calls: list[tuple[int, int]] = []
+    tracking._walk(roots, memory, calls)  # type: ignore[arg-type]
+    assert calls == [(10, 20)]
+    calls, found = [], []
+    tracking._walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]
+    assert calls == [(10, 20)]
+    assert found == [(0, "triton_poi_fused_add_0", 12, 13, 0)]

@@ -79,6 +79,7 @@ class Event:
 
 SKIPPED = sorted(kineto._SKIPPED_NAMES - {"[memory]"})
 NAMES = ["aten::add", "aten::mm", "my range", CALL_MARKER, "[memory]", "[memory]", *SKIPPED]
+NAMES.append("autograd::engine::evaluate_function: MmBackward0")
 
 
 def reference(events: list[Any], device_type: str = "CPU", device_index: int | None = None) -> RawProfile:
@@ -105,6 +106,9 @@ def reference(events: list[Any], device_type: str = "CPU", device_index: int | N
             thread = event.start_thread_id()
             moved = thread != event.end_thread_id()
             ops.append((name, event.start_ns(), event.end_ns(), thread, event.is_async() or moved))
+    # Autograd's threads work for the call (on CUDA backward runs on a thread per device).
+    if call_threads:
+        call_threads |= {op[3] for op in ops if op[0].startswith("autograd::engine::evaluate_function")}
     raw = RawProfile.from_lists(ops, [(t, b) for t, b, _ in mem], sorted(calls))
     other = sum(b for _, b, thread in mem if thread not in call_threads and b > 0) if call_threads else 0
     return RawProfile(**{**raw.__dict__, "other_thread_bytes": other})

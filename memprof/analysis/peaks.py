@@ -160,8 +160,8 @@ def _notes(raw: RawProfile, numbers: RunNumbers) -> tuple[str, ...]:
     notes = []
     if raw.other_thread_bytes:
         notes.append(
-            f"{format_bytes(raw.other_thread_bytes)} allocated on other threads were recorded but "
-            "are not part of the call windows"
+            f"{format_bytes(raw.other_thread_bytes)} were allocated on threads other than the call's "
+            "and autograd's; those made while a call ran count in its peak, whoever made them"
         )
     if numbers.records == 0:
         notes.append(

@@ -94,6 +94,12 @@ _HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
 _NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
 # Inductor's wrapper of one compiled graph, as a profiler range (profiler_mark_wrapper_call).
 _WRAPPER_CALL = re.compile(r"^graph_\d+_inductor_wrapper_call$")
+# Device-side activities (kernels, copies, and the GPU-side copy of every ``record_function``
+# range, ``gpu_user_annotation``) are this kind of node in the event tree: on CUDA a call
+# marker or an Inductor wrapper call appears twice, once on the host and once as the span of
+# its kernels on the GPU, which must not count as a second call.
+_DEVICE_SIDE = getattr(torch._C._profiler._EventType, "Kineto", None)
+_WRAPPER_SUFFIX = "_inductor_wrapper_call"
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 # Objects never searched for tensors: code, classes and modules, and scalars.
 _NOT_STATE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, str, bytes, int, float, bool)
@@ -846,7 +852,7 @@ def _walk(roots: list[Any], memory: _MemoryRecords, calls: list[tuple[int, int]]
     stack = list(roots)
     pop = stack.pop
     keep = memory.nodes.append
-    memory_node, call_marker, block = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK
+    memory_node, call_marker, block, device_side = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, _DEVICE_SIDE
     while stack:
         node = pop()
         name = node.name
@@ -856,7 +862,7 @@ def _walk(roots: list[Any], memory: _MemoryRecords, calls: list[tuple[int, int]]
                 memory.flush()
                 keep = memory.nodes.append
             continue
-        if name == call_marker:
+        if name == call_marker and node.tag != device_side:
             calls.append((node.start_time_ns, node.end_time_ns))
         stack += node.children
 
@@ -892,6 +898,7 @@ def _walk_with_context(
     pop = stack.pop
     keep = memory.nodes.append
     memory_node, call_marker, block, restore = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, _RESTORE
+    device_side = _DEVICE_SIDE
     sequence: int | None = None
     inside = False
     wrapper = wrappers = -1
@@ -908,6 +915,10 @@ def _walk_with_context(
             sequence, inside, wrapper = node.context
             continue
         before = None  # the context of the node's siblings, when the node changes it
+        if (
+            name == call_marker or wrapper >= 0 or name.endswith(_WRAPPER_SUFFIX)
+        ) and node.tag == device_side:
+            continue  # a GPU-side span: neither a call, a wrapper call nor a kernel launch
         if name == call_marker:
             calls.append((node.start_time_ns, node.end_time_ns))
         elif name.startswith(_EVALUATE_FUNCTION):
