@@ -199,3 +199,15 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     assert any(
         "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes
     )
+
+
+def test_records_and_counters_differ_past_one_percent_and_one_mib():
+    from memprof.sources.live import _differ
+
+    # The explaining call on an H100 whose event tree lacked its frees: 33,554,432 B by the
+    # records, 4,194,304 B by max_memory_allocated().
+    assert _differ(4_194_304, 33_554_432)
+    assert not _differ(4_194_304, 4_194_304)
+    assert not _differ(4_194_304, 4_194_304 + (1 << 20))  # within 1 MiB
+    assert not _differ(900 * MiB, 905 * MiB)  # within 1%
+    assert _differ(900 * MiB, 920 * MiB)
