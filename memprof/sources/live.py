@@ -41,7 +41,8 @@ from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
 from memprof.names import aten_names, fused_kernels
-from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
+from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
+from memprof.sources.allocator_history import History, recorded, with_addresses
 from memprof.sources.failures import out_of_memory_message, traced_error, traced_user_error
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import MAPPED_RANGE, mapped_files, mapped_note
@@ -50,7 +51,7 @@ from memprof.sources.options import RunOptions
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.sources.timing import Timed, time_calls
-from memprof.sources.tracking import CompileTracking, Tracker
+from memprof.sources.tracking import CompileTracking, Tracker, read_calls
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -395,12 +396,13 @@ class _Explaining:
         warm: bool,
         explain: bool = True,
         later: bool = False,
+        allocations: Allocations | None = None,
     ) -> Attribution | None:
         """The tracked calls' peak explained (``explain=False``: their numbers only; ``later``:
         what explaining them needs is kept for :meth:`measured`); None (with a note) when that
         fails."""
         try:
-            facts = tracker.facts(prof, compiled=self.tracking)
+            facts = tracker.facts(prof, compiled=self.tracking, allocations=allocations)
             if later:
                 self._measured = (raw, facts, warm)
             return attribute(raw, facts, warm=warm, explain=explain)
@@ -448,8 +450,13 @@ def _explaining_call(
             except BaseException:  # sys.exit() included: the measured calls are what counts
                 pass
             return explaining.measured(measured.explained)
+        history = recorded(options.device) if cuda else contextlib.nullcontext(History())
         try:
-            with _quiet_profiler_stderr(ignored), profile(activities=activities, profile_memory=True) as prof:
+            with (
+                _quiet_profiler_stderr(ignored),
+                history as allocator,
+                profile(activities=activities, profile_memory=True) as prof,
+            ):
                 with record_function(CALL_MARKER):
                     # Its result is dropped at once, inside the profile: only the peak matters here.
                     fn(*inputs.args, **inputs.kwargs)
@@ -463,24 +470,37 @@ def _explaining_call(
                 "gradients, optimizer state, inputs) is explained"
             )
             return explaining.measured(measured.explained)
-    explained = explaining.attribute(tracker, prof, None, warm=True)
+    allocations = _completed(prof, options.device, allocator) if cuda else None
+    explained = explaining.attribute(tracker, prof, None, warm=True, allocations=allocations)
     if explained is None:
         return explaining.measured(measured.explained)
     if cuda:
         counters.update(_cuda_counters_after(options.device))
         counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
         if _differ(counted, explained.peak_bytes):
-            # torch's event tree of a CUDA profile can lack free records that its flat event list
-            # holds (seen with torch 2.11 on an H100 while a dispatch mode tracked ops): the
-            # lifetimes read from it would never end. The measured calls' tree was complete.
+            # The records could not all be read with their addresses (torch's event tree lacks
+            # some, and the allocator's history did not line up with them): what they explain is
+            # not this peak. The measured calls' own explanation is.
             explaining.notes.append(
                 f"the explaining call's records put its peak {explained.peak_bytes:,} B above its "
-                f"start, torch.cuda.max_memory_allocated() {counted:,} B (torch's event tree lacks "
-                "some of its free records): what is live at the peak is explained from the measured "
+                f"start, torch.cuda.max_memory_allocated() {counted:,} B (its records could not all be "
+                "read with their addresses): what is live at the peak is explained from the measured "
                 "calls, by program state only (no ops or source lines for what the call made)"
             )
             return explaining.measured(measured.explained)
     return combine(measured.explained, explained)
+
+
+def _completed(prof: Any, device: str, history: History) -> Allocations | None:
+    """The explaining call's records of ``device`` with addresses for all of them (torch's event
+    tree lacks some frees on CUDA): the flat list's records, addressed from the allocator's
+    history. None when that cannot be done (the tree's records are used then)."""
+    if history.sign is None:
+        return None
+    raw = raw_from_profiler(prof, device_type="CUDA", device_index=torch.device(device).index or 0)
+    order = np.argsort(raw.mem_time, kind="stable")
+    tree, _ = read_calls(prof, device)
+    return with_addresses(tree, raw.mem_time[order], raw.mem_bytes[order], history)
 
 
 def _differ(counted: int, recorded: int) -> bool:

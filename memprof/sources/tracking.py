@@ -63,7 +63,7 @@ import time
 import tokenize
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress
 from operator import attrgetter
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
@@ -574,13 +574,18 @@ class Tracker:
     def _storage_facts(self) -> tuple[TrackedStorage, ...]:
         return tuple(TrackedStorage(*row) for row in self._storages)
 
-    def facts(self, prof: Any, compiled: CompileTracking | None = None) -> TrackedFacts:
+    def facts(
+        self, prof: Any, compiled: CompileTracking | None = None, allocations: Allocations | None = None
+    ) -> TrackedFacts:
         """What was seen, with the finished profile's allocator records (and their addresses).
         For a compiled run, ``compiled`` (entered around the compiling call) says which source
-        lines and modules each kernel computes."""
+        lines and modules each kernel computes. ``allocations``, when given, replace the records
+        read from the event tree (:mod:`memprof.sources.allocator_history` completes them)."""
         read = _read_profile(
             prof, self._device, backward_ops=self._backward_from_profile, kernels=compiled is not None
         )
+        if allocations is not None:
+            read = replace(read, allocations=allocations)
         if compiled is not None:
             return compiled.facts(read, self._storage_facts(), self._device, self._notes)
         return self._facts(read)
