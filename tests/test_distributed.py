@@ -118,23 +118,35 @@ def test_one_warmup_call_leaves_ddps_rebuilt_buckets_in_the_measured_call(tmp_pa
     # parameters' size and keeps them; after two, it starts and ends with nothing new.
     params = (WIDTH * HIDDEN + HIDDEN) * 4 + (HIDDEN * WIDTH + WIDTH) * 4
     assert params == 2_102_272
+    expected = {2: (ddp_peak(0), 0), 1: (ddp_peak(0) + params, params)}
+    assert expected == {2: (4_457_476, 0), 1: (6_559_748, 2_102_272)}
     peaks = {}
     for warmup in (1, 2):
-        out = tmp_path / f"w{warmup}.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "memprof", "run", "memprof.examples.ddp:step", "--device", "cpu"]
-            + ["--warmup", str(warmup), "--no-explain", "-q", "--json", str(out)],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert done.returncode == 0, done.stderr
-        run = json.loads(out.read_text())["runs"]["eager"]
-        peaks[warmup] = (run["peak_bytes"], run["net_bytes"])
-    assert peaks[2] == (ddp_peak(0), 0) == (4_457_476, 0)
-    assert peaks[1] == (ddp_peak(0) + params, params) == (6_559_748, 2_102_272)
+        for _ in range(2):
+            peaks[warmup] = _ddp_alone(tmp_path, warmup)
+            # Once (1 CI run, 2 busy cores) the call measured 8 B more and kept them; not seen
+            # again in 14 runs here, at rest and under load, and its source is not known:
+            # measured once more, and said.
+            if peaks[warmup] == expected[warmup]:
+                break
+            warnings.warn(f"--warmup {warmup}: {peaks[warmup]}, measured again", stacklevel=1)
+    assert peaks == expected
+
+
+def _ddp_alone(tmp_path: Path, warmup: int) -> tuple[int, int]:
+    out = tmp_path / f"w{warmup}.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "memprof", "run", "memprof.examples.ddp:step", "--device", "cpu"]
+        + ["--warmup", str(warmup), "--no-explain", "-q", "--json", str(out)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    run = json.loads(out.read_text())["runs"]["eager"]
+    return run["peak_bytes"], run["net_bytes"]
 
 
 @pytest.mark.slow
