@@ -589,3 +589,16 @@ def test_estimate_sees_fake_tensors_only() -> None:
 
     memprof.estimate(step, torch.ones(4), device="cpu", warmup=0)
     assert seen == [True]
+
+
+@pytest.mark.slow
+def test_a_smaller_batch_can_need_a_larger_reserve_than_the_largest_that_fits() -> None:
+    # README: the reserve is not monotonic in the batch (blocks fall into whole segments).
+    def estimated(batch: int) -> tuple[int | None, bool | None]:
+        report = memprof.estimate("memprof.examples.gpt:train_step", gpu="l4", inputs_kwargs={"batch": batch})
+        assert report.fits is not None
+        return report.runs["estimate"].reserved_peak_bytes, report.fits.fits
+
+    assert estimated(4151) == (22_624_075_776, True)
+    assert estimated(4152) == (26_977_763_328, False)
+    assert estimated(4430)[1] is True
