@@ -15,7 +15,9 @@ writes OUT_DIR/log.txt (every command, its exit code, time and output) and OUT_D
 - the GPT step at the batch ``memprof estimate --gpu H100`` calls the largest that fits, and
   above it, without memprof (does it fit, and what the allocator reserved).
 
-The subcommands ``plain TARGET [NAME=VALUE...]`` and ``record TARGET PREFIX`` print one JSON object.
+The subcommands ``plain TARGET [NAME=VALUE...]`` and ``record TARGET PREFIX`` print one JSON object;
+``summary OUT_DIR/work`` (printed by ``all`` too) one line per run: its peak and footprint
+against torch's counters, and how what is live at its peak was explained.
 """
 
 from __future__ import annotations
@@ -268,6 +270,34 @@ def everything(out: Path) -> None:
             tar.add(work, arcname="work")
 
 
+def summary(work: Path) -> list[str]:
+    """One line per run of the reports under ``work``: whether its peak and footprint are
+    torch's counters to the byte, whether what is live at the peak was explained from the
+    explaining call (else from the measured calls, with a note), and its largest entry made
+    during the call."""
+    lines = []
+    for path in sorted(work.glob("*.json")):
+        document = json.loads(path.read_text())
+        if not isinstance(document, dict) or "runs" not in document:
+            continue
+        for label, run in document["runs"].items():
+            counters = run.get("device_counters") or {}
+            if "allocator_peak_above_start_bytes" not in counters:
+                continue
+            exact = run["peak_bytes"] == counters["allocator_peak_above_start_bytes"] and run[
+                "footprint_bytes"
+            ] == counters.get("max_memory_allocated_bytes")
+            fallback = any("explaining call's records" in note for note in run.get("notes", []))
+            made = [e for e in (run.get("at_peak") or {}).get("entries", []) if not e["before_call"]]
+            top = f"{made[0]['bytes']:,} B {made[0]['op']} {made[0]['source']}" if made else "-"
+            lines.append(
+                f"{'exact' if exact else 'DIFFERS'} {'fallback' if fallback else 'explained'} "
+                f"{path.stem}/{label}: peak {run['peak_bytes']:,} B, "
+                f"footprint {run['footprint_bytes']:,} B; {top}"
+            )
+    return lines
+
+
 def main() -> None:
     verb = sys.argv[1]
     if verb == "plain":
@@ -276,8 +306,11 @@ def main() -> None:
         print(json.dumps(record(sys.argv[2], sys.argv[3]), indent=1))
     elif verb == "all":
         everything(Path(sys.argv[2]))
+        print("\n".join(summary(Path(sys.argv[2]) / "work")))
+    elif verb == "summary":
+        print("\n".join(summary(Path(sys.argv[2]))))
     else:
-        raise SystemExit(f"unknown verb {verb!r}: all, plain or record")
+        raise SystemExit(f"unknown verb {verb!r}: all, summary, plain or record")
 
 
 if __name__ == "__main__":
