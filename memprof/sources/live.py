@@ -872,7 +872,7 @@ def torch_aten_vocabulary() -> frozenset[str]:
     return aten_names(all_ops)
 
 
-def cuda_crosscheck(counters: dict[str, int], region_peak_bytes: int) -> str | None:
+def cuda_crosscheck(counters: dict[str, int], reported_peak_bytes: int) -> str | None:
     """Compare the CUDA caching allocator's own peak with the reported peak over the same span.
 
     Adds ``allocator_peak_above_start_bytes`` to ``counters``; returns a note when they differ by
@@ -881,10 +881,10 @@ def cuda_crosscheck(counters: dict[str, int], region_peak_bytes: int) -> str | N
     """
     counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
     counters["allocator_peak_above_start_bytes"] = counted
-    if _differ(counted, region_peak_bytes):
+    if _differ(counted, reported_peak_bytes):
         return (
             f"torch.cuda.max_memory_allocated() rose {format_bytes(counted)} above the start, the "
-            f"reported peak {format_bytes(region_peak_bytes)}: memory was allocated where the "
+            f"reported peak {format_bytes(reported_peak_bytes)}: memory was allocated where the "
             "profiler does not record (another thread?)"
         )
     return None
