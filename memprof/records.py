@@ -17,19 +17,29 @@ that run them work for the call: on CUDA, autograd runs backward on a thread of 
 device, whose allocations are the call's."""
 
 
-def working_threads(
+def other_thread_bytes(
+    mem_thread: np.ndarray,
+    mem_bytes: np.ndarray,
     call_threads: np.ndarray,
     op_thread: np.ndarray,
     op_name: Sequence[str] | np.ndarray,
     op_code: np.ndarray | None = None,
-) -> np.ndarray:
-    """The threads that run the calls: those of the call markers and those that ran autograd's
-    backward nodes. With ``op_code``, ``op_name`` holds one name per code (names interned)."""
-    if op_code is None:
-        autograd = np.fromiter((n.startswith(AUTOGRAD_NODE) for n in op_name), dtype=bool, count=len(op_name))
-    else:
-        autograd = np.isin(op_code, [code for code, n in enumerate(op_name) if n.startswith(AUTOGRAD_NODE)])
-    return np.union1d(call_threads, op_thread[autograd]).astype(np.int64)
+) -> int:
+    """Bytes allocated on threads that do not work for the calls: neither a call marker's nor
+    one that ran autograd's backward nodes. 0 without call markers (nothing to tell them by).
+    With ``op_code``, ``op_name`` holds one name per code (names interned)."""
+    if not len(call_threads) or not len(mem_bytes):
+        return 0
+    calling = np.asarray(call_threads, dtype=np.int64)
+    if not np.isin(mem_thread, calling).all():  # the op names are looked at only then
+        if op_code is None:
+            count = len(op_name)
+            autograd = np.fromiter((n.startswith(AUTOGRAD_NODE) for n in op_name), dtype=bool, count=count)
+        else:
+            codes = [code for code, n in enumerate(op_name) if n.startswith(AUTOGRAD_NODE)]
+            autograd = np.isin(op_code, codes)
+        calling = np.union1d(calling, op_thread[autograd]).astype(np.int64)
+    return int(mem_bytes[~np.isin(mem_thread, calling) & (mem_bytes > 0)].sum())
 
 
 @dataclass(frozen=True)

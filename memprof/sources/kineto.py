@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memprof.gcpause import gc_paused
-from memprof.records import CALL_MARKER, RawProfile, working_threads
+from memprof.records import CALL_MARKER, RawProfile, other_thread_bytes
 
 MEMORY_NAME = "[memory]"
 
@@ -254,14 +254,10 @@ def _assemble(columns: _Columns, names: list[str]) -> RawProfile:
     table[:] = names
     mem_bytes = _joined(columns.mem_bytes, np.int64)
     op_thread = _joined(columns.op_thread, np.int64)
-    other_thread_bytes = 0
-    if columns.call_threads and len(mem_bytes):
-        threads = _joined(columns.mem_thread, np.int64)
-        calling = np.array(sorted(columns.call_threads), dtype=np.int64)
-        if not np.isin(threads, calling).all():  # the names are read only then: one per code
-            calling = working_threads(calling, op_thread, names, codes)
-        other = ~np.isin(threads, calling)
-        other_thread_bytes = int(mem_bytes[other & (mem_bytes > 0)].sum())
+    calling = np.array(sorted(columns.call_threads), dtype=np.int64)
+    other = other_thread_bytes(
+        _joined(columns.mem_thread, np.int64), mem_bytes, calling, op_thread, names, codes
+    )
     return RawProfile(
         op_name=table[codes],
         op_start=_joined(columns.op_start, np.int64),
@@ -271,7 +267,7 @@ def _assemble(columns: _Columns, names: list[str]) -> RawProfile:
         mem_time=_joined(columns.mem_time, np.int64),
         mem_bytes=mem_bytes,
         calls=sorted(columns.calls),
-        other_thread_bytes=other_thread_bytes,
+        other_thread_bytes=other,
         op_code=codes,
         op_code_names=tuple(names),
     )

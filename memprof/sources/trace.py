@@ -32,7 +32,7 @@ from memprof.analysis.timeline import downsample_max
 from memprof.errors import InputError
 from memprof.fileio import open_regular, read_recording_bytes
 from memprof.gcpause import gc_paused
-from memprof.records import CALL_MARKER, RawProfile, working_threads
+from memprof.records import CALL_MARKER, RawProfile, other_thread_bytes
 from memprof.sources.kineto import _SKIPPED_NAMES
 
 
@@ -510,11 +510,7 @@ def _live_bytes(deltas: np.ndarray, total: np.ndarray, notes: list[str]) -> tupl
 def _with_memory(
     ops: RawProfile, times: np.ndarray, deltas: np.ndarray, threads: np.ndarray, call_threads: np.ndarray
 ) -> RawProfile:
-    other = 0
-    if len(call_threads) and len(threads):
-        if not np.isin(threads, call_threads).all():
-            call_threads = working_threads(call_threads, ops.op_thread, ops.op_name)
-        other = int(deltas[~np.isin(threads, call_threads) & (deltas > 0)].sum())
+    other = other_thread_bytes(threads, deltas, call_threads, ops.op_thread, ops.op_name)
     return replace(ops, mem_time=times, mem_bytes=deltas, other_thread_bytes=other, mem_thread=threads)
 
 
