@@ -5,9 +5,13 @@ the profiler's sizes in blocks, the history's in requests."""
 from __future__ import annotations
 
 import numpy as np
+from explaining import _profiled
 
+from memprof.examples import gpt
 from memprof.records import Allocations
 from memprof.sources.allocator_history import History, with_addresses
+from memprof.sources.kineto import raw_from_profiler
+from memprof.sources.tracking import Tracker, read_calls
 
 A, B, C = 140629342420992, 140629610856448, 140629868806144
 D = 140628268679168
@@ -83,3 +87,27 @@ def test_a_tree_that_lost_allocations_too_still_checks_the_alignment() -> None:
     assert with_addresses(invented, TIME, BYTES, _history()) is None
     empty = Allocations(time=TIME[:0], bytes=BYTES[:0], ptr=ADDR[:0])
     assert with_addresses(empty, TIME, BYTES, _history()) is None  # nothing to check it by
+
+
+def test_a_real_profile_s_flat_records_line_up_with_its_event_tree() -> None:
+    # On the CPU the event tree is complete, so a history made from it must give every flat
+    # record back its own address, and the tracker must take what the completion returns.
+    inputs = gpt.train_step_inputs()
+    gpt.train_step(*inputs)
+    tracker = Tracker(inputs, func=gpt.train_step, ops=True)
+    _, prof = _profiled(gpt.train_step, inputs, {}, 1, tracker)
+    tree, _ = read_calls(prof, "cpu")
+    raw = raw_from_profiler(prof)
+    order = np.argsort(raw.mem_time, kind="stable")
+    time, nbytes = raw.mem_time[order], raw.mem_bytes[order]
+    assert time.tolist() == tree.time.tolist() and nbytes.tolist() == tree.bytes.tolist()
+    history = History()
+    history.sign, history.addr, history.size = np.sign(tree.bytes), tree.ptr, np.abs(tree.bytes)
+    done = with_addresses(tree, time, nbytes, history)
+    assert done is not None and done.ptr.tolist() == tree.ptr.tolist()
+
+    seen: list[Allocations] = []
+    halved = Allocations(time=tree.time[::2], bytes=tree.bytes[::2], ptr=tree.ptr[::2])
+    facts = tracker.facts(prof, complete=lambda read: seen.append(read) or halved)
+    assert seen[0].ptr.tolist() == tree.ptr.tolist() and facts.allocations is halved
+    assert tracker.facts(prof, complete=lambda read: None).allocations.ptr.tolist() == tree.ptr.tolist()

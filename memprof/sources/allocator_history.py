@@ -4,7 +4,8 @@ that torch's event tree leaves out.
 memprof reads allocation addresses from the profile's event tree. On CUDA, while a
 ``TorchDispatchMode`` tracks ops (memprof's explaining call), that tree lacks free records that
 the profile's flat event list holds (seen with torch 2.11 on an H100: all 16 frees of a
-no_grad forward, 103 of the GPT step's 187; the tree of a call without the mode is complete).
+no_grad forward, 103 of the GPT step's 187; the tree of a call without the mode is complete;
+``scripts/cuda_check.py tree``).
 The flat list has each record's time and size but no address, and without the address a free
 cannot end the right allocation. The allocator's history (``_record_memory_history``, no stack
 context) holds every ``alloc`` and ``free_requested`` in the order the allocator made them, with

@@ -51,7 +51,7 @@ from memprof.sources.options import RunOptions
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path, unrun_result
 from memprof.sources.timing import Timed, time_calls
-from memprof.sources.tracking import CompileTracking, Tracker, read_calls
+from memprof.sources.tracking import CompileTracking, Tracker
 from memprof.units import format_bytes
 
 StatusFn = Callable[[str], None]
@@ -396,13 +396,13 @@ class _Explaining:
         warm: bool,
         explain: bool = True,
         later: bool = False,
-        allocations: Allocations | None = None,
+        complete: Callable[[Allocations], Allocations | None] | None = None,
     ) -> Attribution | None:
         """The tracked calls' peak explained (``explain=False``: their numbers only; ``later``:
         what explaining them needs is kept for :meth:`measured`); None (with a note) when that
         fails."""
         try:
-            facts = tracker.facts(prof, compiled=self.tracking, allocations=allocations)
+            facts = tracker.facts(prof, compiled=self.tracking, complete=complete)
             if later:
                 self._measured = (raw, facts, warm)
             return attribute(raw, facts, warm=warm, explain=explain)
@@ -470,8 +470,8 @@ def _explaining_call(
                 "gradients, optimizer state, inputs) is explained"
             )
             return explaining.measured(measured.explained)
-    allocations = _completed(prof, options.device, allocator) if cuda else None
-    explained = explaining.attribute(tracker, prof, None, warm=True, allocations=allocations)
+    complete = _completion(prof, options.device, allocator) if cuda else None
+    explained = explaining.attribute(tracker, prof, None, warm=True, complete=complete)
     if explained is None:
         return explaining.measured(measured.explained)
     if cuda:
@@ -491,16 +491,18 @@ def _explaining_call(
     return combine(measured.explained, explained)
 
 
-def _completed(prof: Any, device: str, history: History) -> Allocations | None:
-    """The explaining call's records of ``device`` with addresses for all of them (torch's event
-    tree lacks some frees on CUDA): the flat list's records, addressed from the allocator's
-    history. None when that cannot be done (the tree's records are used then)."""
+def _completion(
+    prof: Any, device: str, history: History
+) -> Callable[[Allocations], Allocations | None] | None:
+    """What completes the explaining call's records of ``device`` read from the event tree
+    (which lacks some frees on CUDA): the flat list's records, each with its address from the
+    allocator's history, checked against the tree's. None when no history was recorded."""
     if history.sign is None:
         return None
     raw = raw_from_profiler(prof, device_type="CUDA", device_index=torch.device(device).index or 0)
     order = np.argsort(raw.mem_time, kind="stable")
-    tree, _ = read_calls(prof, device)
-    return with_addresses(tree, raw.mem_time[order], raw.mem_bytes[order], history)
+    time, nbytes = raw.mem_time[order], raw.mem_bytes[order]
+    return lambda tree: with_addresses(tree, time, nbytes, history)
 
 
 def _differ(counted: int, recorded: int) -> bool:

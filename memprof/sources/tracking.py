@@ -76,6 +76,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 import memprof
 from memprof.gcpause import gc_paused
 from memprof.records import (
+    AUTOGRAD_NODE,
     CALL_MARKER,
     Allocations,
     ModuleCalls,
@@ -575,17 +576,22 @@ class Tracker:
         return tuple(TrackedStorage(*row) for row in self._storages)
 
     def facts(
-        self, prof: Any, compiled: CompileTracking | None = None, allocations: Allocations | None = None
+        self,
+        prof: Any,
+        compiled: CompileTracking | None = None,
+        complete: Callable[[Allocations], Allocations | None] | None = None,
     ) -> TrackedFacts:
         """What was seen, with the finished profile's allocator records (and their addresses).
         For a compiled run, ``compiled`` (entered around the compiling call) says which source
-        lines and modules each kernel computes. ``allocations``, when given, replace the records
-        read from the event tree (:mod:`memprof.sources.allocator_history` completes them)."""
+        lines and modules each kernel computes. ``complete`` is given the records read from the
+        event tree and may return all of them (:mod:`memprof.sources.allocator_history`: on
+        CUDA the tree lacks some); None keeps the tree's."""
         read = _read_profile(
             prof, self._device, backward_ops=self._backward_from_profile, kernels=compiled is not None
         )
-        if allocations is not None:
-            read = replace(read, allocations=allocations)
+        completed = complete(read.allocations) if complete is not None else None
+        if completed is not None:
+            read = replace(read, allocations=completed)
         if compiled is not None:
             return compiled.facts(read, self._storage_facts(), self._device, self._notes)
         return self._facts(read)
@@ -842,7 +848,6 @@ class _MemoryRecords:
 
 _MEMORY_NODE = "[memory]"
 _MEMORY_BLOCK = 4096
-_EVALUATE_FUNCTION = "autograd::engine::evaluate_function"
 _extra_fields = attrgetter("extra_fields")
 _device = attrgetter("device")
 _device_type = attrgetter("type")
@@ -926,7 +931,7 @@ def _walk_with_context(
             continue  # a GPU-side span: neither a call, a wrapper call nor a kernel launch
         if name == call_marker:
             calls.append((node.start_time_ns, node.end_time_ns))
-        elif name.startswith(_EVALUATE_FUNCTION):
+        elif name.startswith(AUTOGRAD_NODE):
             before = (sequence, inside, wrapper)
             sequence, inside = int(node.extra_fields.sequence_number), False
         elif backward is not None and sequence is not None and not inside and name.startswith("aten::"):
