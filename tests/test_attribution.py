@@ -90,16 +90,22 @@ def raw_of(facts: TrackedFacts, calls: Sequence[tuple[int, int]]) -> RawProfile:
     )
 
 
-def test_frees_of_blocks_made_before_profiling_are_followed() -> None:
-    # Before profiling: an input of 40 B at 0x30 (its free is recorded: torch remembered its
-    # size) and a parameter of 30 B at 0x40 (its free is not: the tracker saw it die at t=15).
-    facts = make_facts(
+def _made_before_profiling(device: str = "cpu") -> TrackedFacts:
+    """Two blocks made before profiling: an input of 40 B at 0x30 (its free is recorded: torch
+    remembered its size) and a parameter of 30 B at 0x40 (its free is not: the tracker saw it
+    die at t=15); during the call an output of 100 B at 0x10 and one of 50 B at 0x20, saved."""
+    return make_facts(
         records=[(10, 100, 0x10), (20, 50, 0x20), (25, -40, 0x30), (30, -100, 0x10)],
         storages=[storage(0x30, 40, "input", died=25), storage(0x40, 30, "parameter", died=15)],
         ops=[(8, 12, "aten::ones"), (18, 22, "aten::mm")],
         outputs=[(0x10, 0), (0x20, 1)],
         saved=[(0x20, 22)],
+        device=device,
     )
+
+
+def test_frees_of_blocks_made_before_profiling_are_followed() -> None:
+    facts = _made_before_profiling()
     explained = attribute(raw_of(facts, [(5, 40)]), facts)
     # Live: 70 before; +100 (t=10) 170; -30 (t=15) 140; +50 (t=20) 190; -40 150; -100 50.
     assert (explained.live_at_start_bytes, explained.footprint_bytes, explained.peak_bytes) == (70, 190, 120)
@@ -272,14 +278,7 @@ def test_device_counters_complete_the_footprint_with_what_memprof_did_not_find()
 
 
 def test_numbers_only_are_the_explained_numbers_without_the_explanation() -> None:
-    facts = make_facts(
-        records=[(10, 100, 0x10), (20, 50, 0x20), (25, -40, 0x30), (30, -100, 0x10)],
-        storages=[storage(0x30, 40, "input", died=25), storage(0x40, 30, "parameter", died=15)],
-        ops=[(8, 12, "aten::ones"), (18, 22, "aten::mm")],
-        outputs=[(0x10, 0), (0x20, 1)],
-        saved=[(0x20, 22)],
-        device="cuda:0",
-    )
+    facts = _made_before_profiling(device="cuda:0")
     explained = attribute(raw_of(facts, [(5, 40)]), facts)
     numbers = attribute(raw_of(facts, [(5, 40)]), facts, explain=False)
     kept = ("footprint_bytes", "live_at_start_bytes", "peak_bytes", "records_peak_bytes")
