@@ -12,12 +12,15 @@ writes OUT_DIR/log.txt (every command, its exit code, time and output) and OUT_D
 - a CUDA memory snapshot and a chrome trace of two examples, recorded with torch's own APIs
   (``record``), each with the counters over the recorded call, then ``memprof analyze`` of them;
 - the DDP example under torchrun on NCCL (one rank: the machine has one GPU);
+- the allocations and frees of one call in torch's event tree against its flat event list,
+  with memprof's tracker following ops and not (``tree``);
 - the GPT step at the batch ``memprof estimate --gpu H100`` calls the largest that fits, and
   above it, without memprof (does it fit, and what the allocator reserved).
 
-The subcommands ``plain TARGET [NAME=VALUE...]`` and ``record TARGET PREFIX`` print one JSON object;
-``summary OUT_DIR/work`` (printed by ``all`` too) one line per run: its peak and footprint
-against torch's counters, and how what is live at its peak was explained.
+The subcommands ``plain TARGET [NAME=VALUE...]``, ``record TARGET PREFIX`` and ``tree TARGET``
+print one JSON object; ``summary OUT_DIR/work`` (printed by ``all`` too) one line per run:
+its peak and footprint against torch's counters, and how what is live at its peak was
+explained.
 """
 
 from __future__ import annotations
@@ -152,6 +155,42 @@ def record(target: str, prefix: str) -> dict[str, Any]:
     return truth
 
 
+def tree_counts(target: str) -> dict[str, Any]:
+    """Allocations and frees of cuda:0 in one call's profile, in torch's event tree against
+    its flat event list, with memprof's tracker following program state only and following ops
+    too (a ``TorchDispatchMode``): README's "the tree lacks free records" figures."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from memprof.records import CALL_MARKER
+    from memprof.sources.tracking import Tracker
+
+    fn, args, kwargs = _call_of(target, {})
+    fn(*args, **kwargs)
+    torch.cuda.synchronize()
+    counts: dict[str, Any] = {"target": target}
+    for label, ops in (("state", False), ("ops", True)):
+        with Tracker(args, kwargs, func=fn, device="cuda:0", ops=ops):
+            with profile(
+                activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True
+            ) as prof:
+                with record_function(CALL_MARKER):
+                    fn(*args, **kwargs)
+                    torch.cuda.synchronize()
+        tree, stack = [0, 0], list(prof.profiler.kineto_results.experimental_event_tree())
+        while stack:
+            node = stack.pop()
+            if node.name == "[memory]" and node.extra_fields.device.type == "cuda":
+                tree[node.extra_fields.alloc_size < 0] += 1
+            stack += node.children
+        flat = [0, 0]
+        for event in prof.profiler.kineto_results.events():
+            if event.name() == "[memory]" and event.device_type().name == "CUDA":
+                flat[event.nbytes() < 0] += 1
+        counts[label] = {"tree_allocs_frees": tree, "flat_allocs_frees": flat}
+    return counts
+
+
 class Log:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -231,6 +270,11 @@ def _distributed(log: Log, work: Path) -> None:
     _sh(log, f"{PY} -m memprof run {ddp} --nproc-per-node 2", 180)
 
 
+def _tree(log: Log, work: Path) -> None:
+    for target in ("memprof.examples.no_grad:no_grad", "memprof.examples.gpt:train_step"):
+        _sh(log, f"{PY} scripts/cuda_check.py tree {target} > {work}/tree-{_slug(target)}.json", 120)
+
+
 def _fit(log: Log, work: Path) -> None:
     for batch in (14719, 16384):
         _sh(
@@ -258,7 +302,7 @@ def everything(out: Path) -> None:
         "torch.cuda.get_device_properties(0).total_memory)'",
         60,
     )
-    steps = [_examples, _recordings, _distributed, _fit]
+    steps = [_examples, _recordings, _distributed, _tree, _fit]
     only = os.environ.get("CUDA_CHECK_STEPS")  # e.g. "examples,recordings"
     for step in steps:
         if only and step.__name__.lstrip("_") not in only.split(","):
@@ -302,6 +346,8 @@ def main() -> None:
     verb = sys.argv[1]
     if verb == "plain":
         print(json.dumps(plain(sys.argv[2], sys.argv[3:]), indent=1))
+    elif verb == "tree":
+        print(json.dumps(tree_counts(sys.argv[2]), indent=1))
     elif verb == "record":
         print(json.dumps(record(sys.argv[2], sys.argv[3]), indent=1))
     elif verb == "all":
@@ -310,7 +356,7 @@ def main() -> None:
     elif verb == "summary":
         print("\n".join(summary(Path(sys.argv[2]))))
     else:
-        raise SystemExit(f"unknown verb {verb!r}: all, summary, plain or record")
+        raise SystemExit(f"unknown verb {verb!r}: all, summary, plain, record or tree")
 
 
 if __name__ == "__main__":

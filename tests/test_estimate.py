@@ -602,3 +602,29 @@ def test_a_smaller_batch_can_need_a_larger_reserve_than_the_largest_that_fits() 
     assert estimated(4151) == (22_624_075_776, True)
     assert estimated(4152) == (26_977_763_328, False)
     assert estimated(4430)[1] is True
+
+
+@pytest.mark.slow
+def test_the_cuda_estimates_readme_sets_beside_an_h100() -> None:
+    # README, "What is not modelled": the estimated column (the H100's was measured there with
+    # scripts/cuda_check.py, which needs a GPU).
+    peaks = {
+        "gpt:train_step": 39_828_992,
+        "no_grad:with_autograd": 33_554_432,
+        "no_grad:no_grad": 4_194_304,
+        "no_grad:inference_mode": 4_194_304,
+        "activation_checkpointing:plain_step": 44_042_240,
+        "activation_checkpointing:checkpointed_step": 22_036_480,
+        "channels_last:contiguous": 16_777_216,
+        "channels_last:channels_last": 16_777_216,
+        "similarity:similarity": 576_000_000,
+    }
+    for target, peak in peaks.items():
+        assert memprof.estimate(f"memprof.examples.{target}", gpu="h100").runs["estimate"].peak_bytes == peak
+    big = memprof.estimate("memprof.examples.gpt:train_step", gpu="h100", inputs_kwargs={"batch": 14_719})
+    run = big.runs["estimate"]
+    assert (run.peak_bytes, run.reserved_peak_bytes) == (80_097_799_680, 80_601_939_968)
+    over = memprof.estimate("memprof.examples.gpt:train_step", gpu="h100", inputs_kwargs={"batch": 16_384})
+    assert over.fits is not None and not over.fits.fits
+    swept = memprof.estimate("memprof.examples.gpt:train_step", gpu="h100", sweep=("batch", [8, 16, 32]))
+    assert swept.sweep is not None and swept.sweep.largest_fitting == "14719"
