@@ -337,6 +337,7 @@ def estimate(
     sweep: tuple[str, Sequence[Any]] | None = None,
     warmup: int = 1,
     status: StatusFn | None = None,
+    reserve: int | str | None = None,
     **kwargs: Any,
 ) -> Report:
     """Estimate the memory ``fn(*args, **kwargs)`` needs, without running it for real: on fake
@@ -349,9 +350,15 @@ def estimate(
     whose allocator is modelled, ``"cuda"`` (block rounding and the caching allocator's
     reserve, ``reserved_peak_bytes``) or ``"cpu"``. ``capacity`` (bytes, or a size such as
     ``"80GB"``) or ``gpu`` (a card's name, :mod:`memprof.gpus`): ``report.fits`` says whether
-    the run fits and by how much. ``sweep=("batch", [8, 16, 32])`` estimates each value of one
-    factory parameter (runs ``batch=8``, ...), fits the bytes needed against it and, with a
-    capacity, finds the largest value that fits (``report.sweep``). ``warmup`` calls run first
+    the run fits and by how much, keeping ``reserve`` (bytes or a size) free for what lies
+    outside the caching allocator (the CUDA context, libraries' workspaces): by default, of a
+    ``gpu`` on CUDA, its measured figure or 1 GiB (:func:`memprof.gpus.reserve_of`); of a
+    ``capacity``, nothing (it is what the run may use). An
+    estimate whose code branched on values fake tensors cannot know is not reliable
+    (``run.estimate.reliable``): it is never said to fit. ``sweep=("batch", [8, 16, 32])``
+    estimates each value of one factory parameter (runs ``batch=8``, ...), fits the bytes
+    needed against it and, with a capacity, finds the largest value that fits
+    (``report.sweep``). ``warmup`` calls run first
     (optimizer state is made there). Raises :class:`memprof.errors.UserCodeError` when the code
     fails on fake tensors.
 
@@ -359,33 +366,30 @@ def estimate(
     >>> report = memprof.estimate("memprof.examples.gpt:train_step", gpu="H100")  # doctest: +SKIP
     >>> report.fits.fits, report.runs["estimate"].reserved_peak_bytes  # doctest: +SKIP
     """
-    from memprof.gpus import find_gpu
     from memprof.sources.options import EstimateOptions
     from memprof.sources.target import resolve
 
     modelled = _estimate_device(device)
     if warmup < 0:
         raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
-    if capacity is not None and gpu is not None:
-        raise UsageError(f"give {param('capacity')} or {param('gpu')}, not both")
-    card = find_gpu(gpu) if gpu is not None else None
-    capacity_bytes = card.memory_bytes if card is not None else _capacity_bytes(capacity)
+    card, capacity_bytes, reserve_bytes = _device_memory(capacity, gpu, reserve, modelled)
+    usable = capacity_bytes - reserve_bytes if capacity_bytes is not None else None
     if (args or kwargs) and (inputs is not None or inputs_kwargs or sweep is not None):
         raise UsageError(
             f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
             f"{param('inputs_kwargs')}, {param('sweep')}), not both"
         )
     target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
-    options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=capacity_bytes)
+    options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
     one = _estimator(target, options, args, kwargs, inputs, status)
     params = dict(inputs_kwargs or {})
     needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
     if sweep is None:
         runs = {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
         sweep_result = None
-        fits = _fits(runs, needed, capacity_bytes, card.name if card else None)
+        fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
     else:
-        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes)
+        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes)
         fits = None
     from memprof.sources.fake import estimate_environment
 
@@ -407,6 +411,45 @@ def _estimate_device(device: str) -> str:
     if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
         return "cuda"
     raise UsageError(f"{param('device')} {device!r} cannot be estimated; use cuda or cpu")
+
+
+def _device_memory(
+    capacity: int | str | None, gpu: str | None, reserve: int | str | None, device: str
+) -> tuple[Any, int | None, int]:
+    """The card named (or None), the capacity to fit in (or None) and the reserve kept free."""
+    from memprof.gpus import find_gpu
+
+    if capacity is not None and gpu is not None:
+        raise UsageError(f"give {param('capacity')} or {param('gpu')}, not both")
+    card = find_gpu(gpu) if gpu is not None else None
+    capacity_bytes = card.memory_bytes if card is not None else _capacity_bytes(capacity)
+    return card, capacity_bytes, _reserve_bytes(reserve, capacity_bytes, card, device)
+
+
+def _reserve_bytes(reserve: int | str | None, capacity: int | None, card: Any, device: str) -> int:
+    """The reserve to keep free of the capacity: given, or the default for the card and device."""
+    from memprof.gpus import reserve_of
+    from memprof.units import parse_size
+
+    if reserve is None:
+        # A card's memory is its total, part of which is never the allocator's; a capacity
+        # given as a size is what the run may use.
+        value = reserve_of(card, device) if card is not None else 0
+    elif isinstance(reserve, bool) or not isinstance(reserve, int | str):
+        raise UsageError(f"{param('reserve')} must be a size in bytes or like '1GB', got {reserve!r}")
+    else:
+        try:
+            value = parse_size(reserve) if isinstance(reserve, str) else int(reserve)
+        except UsageError as error:
+            raise UsageError(f"{param('reserve')}: {error.message}") from None
+        if value < 0:
+            raise UsageError(f"{param('reserve')} must be 0 bytes or more, got {reserve!r}")
+    if capacity is not None and value >= capacity:
+        raise UsageError(
+            f"{param('reserve')} of {value:,} B leaves nothing of the {capacity:,} B capacity; "
+            f"give a smaller {param('reserve')}"
+        )
+    return value
 
 
 def _capacity_bytes(capacity: int | str | None) -> int | None:
@@ -470,21 +513,31 @@ def run_fits(run: RunResult, needed: str, capacity: int) -> bool:
     return _needed(run, needed) <= capacity and not (replay is not None and replay.ooms)
 
 
-def _fits(runs: dict[str, RunResult], needed: str, capacity: int | None, gpu: str | None) -> Any:
+def reliable(run: RunResult) -> bool:
+    """Whether an estimated run can be relied on: no guessed value steered its code."""
+    return run.estimate is None or run.estimate.reliable
+
+
+def _fits(
+    runs: dict[str, RunResult], needed: str, capacity: int | None, reserve: int, gpu: str | None
+) -> Any:
     from memprof.model import Fits
 
     if capacity is None:
         return None
     label, run = max(runs.items(), key=lambda item: _needed(item[1], needed))
     need = _needed(run, needed)
+    trusted = all(reliable(r) for r in runs.values())
     return Fits(
         capacity_bytes=capacity,
-        fits=run_fits(run, needed, capacity),
-        headroom_bytes=capacity - need,
+        fits=trusted and run_fits(run, needed, capacity - reserve),
+        headroom_bytes=capacity - reserve - need,
         needed_bytes=need,
         needed=needed,
         run=label,
         gpu=gpu,
+        reserve_bytes=reserve,
+        reliable=trusted,
     )
 
 
@@ -500,12 +553,15 @@ def _sweep(
     sweep: tuple[str, Sequence[Any]],
     params: dict[str, Any],
     needed: str,
-    capacity: int | None,
+    card_capacity: int | None,
+    reserve: int,
 ) -> tuple[dict[str, RunResult], Any]:
     """Estimate each listed value, fit the bytes needed, and with a capacity search for the
-    largest value that fits (whole values: the line's guess, then bisection, at most
-    ``MAX_SEARCH`` more estimates)."""
+    largest value that fits within it less the reserve (whole values: the line's guess, then
+    bisection, at most ``MAX_SEARCH`` more estimates; none when an estimate is not reliable)."""
     from memprof.analysis import sweep as fit
+
+    capacity = card_capacity - reserve if card_capacity is not None else None
 
     name, values = sweep
     values = list(values)
@@ -531,11 +587,15 @@ def _sweep(
     for value in values:
         if value not in need:
             estimate_value(value)
+    trusted = all(reliable(run) for run in runs.values())
+    if not trusted:
+        fits = dict.fromkeys(fits, False)
     numeric = all(fit.is_number(v) for v in values)
     footprints = [_needed(runs[f"{name}={value_text(v)}"], "footprint_bytes") for v in values]
     line = fit.fit_line(values, footprints) if numeric else None
     linear = None if line is None or len(set(values)) < 3 else line.max_residual <= fit.LINEAR_TOLERANCE
-    if capacity is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if trusted and capacity is not None and whole:
         guess = fit.line_value(line, capacity) if line is not None and linear is not False else None
         for _ in range(fit.MAX_SEARCH):
             value = fit.next_value(dict(fits), dict(need), capacity, guess)
@@ -547,7 +607,19 @@ def _sweep(
         order = sorted(need, key=float)
         need = {v: need[v] for v in order}
         runs = {f"{name}={value_text(v)}": runs[f"{name}={value_text(v)}"] for v in order}
-    return runs, _sweep_result(name, runs, need, fits, searched, line, linear, needed, capacity)
+    result = _sweep_result(name, runs, need, fits, searched, line, linear, needed, capacity)
+    if card_capacity is None:
+        return runs, result
+    result = replace(
+        result,
+        capacity_bytes=card_capacity,
+        reserve_bytes=reserve,
+        reliable=trusted,
+        points=tuple(replace(p, fits=None) for p in result.points) if not trusted else result.points,
+    )
+    from memprof.analysis.sweep import verdict
+
+    return runs, replace(result, verdict=verdict(result))
 
 
 def _sweep_result(

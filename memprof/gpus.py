@@ -12,8 +12,10 @@ Each figure says what it is (``kind``):
 - ``nominal``: the vendor's capacity in GiB, for cards with neither; the reported total runs
   below it (a "32 GB" V100 reports 31.75 GiB).
 
-No figure is what PyTorch can use: the CUDA context, the libraries' handles and other
-processes take part of the card first (hundreds of MiB; not modelled).
+No figure is what PyTorch can use: the CUDA context, the libraries' handles and workspaces
+(cuBLAS, cuDNN, NCCL) and other processes take part of the card first, outside the caching
+allocator. An estimate keeps a reserve for them (:func:`reserve_of`): ``Gpu.reserve_bytes`` where
+it was measured on that card, else :data:`DEFAULT_CUDA_RESERVE_BYTES`; ``--reserve`` sets it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,19 @@ from dataclasses import dataclass
 
 from memprof.errors import UsageError, param
 
+DEFAULT_CUDA_RESERVE_BYTES = 1 << 30
+"""What an estimate keeps free of a CUDA card for memory outside the caching allocator when no
+figure was measured on that card: 1 GiB. It is an allowance, not a measurement: a CUDA context
+takes a few hundred MiB (more with eager module loading), cuBLAS and cuDNN their handles and
+workspaces, NCCL its buffers, and none of it is a tensor the estimate sees."""
+
 
 @dataclass(frozen=True)
 class Gpu:
     """One card: the name memprof knows it by, the card's own name, its memory (bytes), what that
-    figure is (see the module docstring) and where it comes from."""
+    figure is (see the module docstring) and where it comes from; ``reserve_bytes``, the memory
+    measured outside the caching allocator on that card (None: not measured, the default
+    reserve applies)."""
 
     key: str
     name: str
@@ -35,6 +45,17 @@ class Gpu:
     kind: str
     source: str
     aliases: tuple[str, ...] = ()
+    reserve_bytes: int | None = None
+
+
+def reserve_of(gpu: Gpu | None, device: str) -> int:
+    """The reserve an estimate keeps by default: on CUDA, the card's measured figure or
+    :data:`DEFAULT_CUDA_RESERVE_BYTES`; on the CPU, nothing."""
+    if device != "cuda":
+        return 0
+    if gpu is not None and gpu.reserve_bytes is not None:
+        return gpu.reserve_bytes
+    return DEFAULT_CUDA_RESERVE_BYTES
 
 
 GPUS: tuple[Gpu, ...] = (

@@ -189,8 +189,11 @@ class SnapshotRecords:
 # Produced by memprof.sources.tracking, consumed by memprof.analysis.attribution. Times are on the
 # profiler's clock (Unix nanoseconds), so they order against the allocator records exactly.
 
-PHASES = ("forward", "backward", "optimizer")
-"""Phase codes of :class:`TrackedOps`: index into this tuple."""
+PHASES = ("forward", "backward", "optimizer", "recompute")
+"""Phase codes of :class:`TrackedOps`: index into this tuple. ``recompute``: forward work done
+again during backward (activation checkpointing re-runs a block's forward to rebuild the
+tensors it did not keep)."""
+FORWARD, BACKWARD, OPTIMIZER, RECOMPUTE = range(len(PHASES))
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,8 @@ class TrackedStorage:
 @dataclass(frozen=True)
 class TrackedOps:
     """Every op the tracker saw run, in order, as arrays: its window ``[t0, t1]``, name (index
-    into ``names``), the user's statement (index into ``sites``, -1 when unknown), the module call
+    into ``names``), the statement that ran it (index into ``sites``, -1 when unknown: the
+    innermost frame of the user's code or of a library's), the module call
     it ran in (index into :class:`ModuleCalls`, -1 outside modules; in backward, the call whose
     forward made the autograd node), and its phase (index into :data:`PHASES`)."""
 
@@ -259,18 +263,47 @@ class TrackedOps:
     module_call: np.ndarray
     phase: np.ndarray
     names: tuple[str, ...]
+    user_site: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The innermost statement of the user's own code (index into ``sites``, -1 when unknown
+    or the same as ``site``): the user's line that called the library line ``site``. Empty:
+    -1 for every op."""
+
+    @staticmethod
+    def empty() -> TrackedOps:
+        """No ops (program state only was tracked)."""
+        none = np.zeros(0, dtype=np.int64)
+        return TrackedOps(t0=none, t1=none, name=none, site=none, module_call=none, phase=none, names=())
+
+    def user_sites(self) -> np.ndarray:
+        """``user_site`` with one value per op (-1 where not given)."""
+        if len(self.user_site) == len(self.t0):
+            return self.user_site
+        return np.full(len(self.t0), -1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
 class ModuleCalls:
     """Forward calls of ``nn.Module``s, in the order they started: the module's dotted path
-    (index into ``paths``), the enclosing call (-1 for none) and the forward's window."""
+    (index into ``paths``), the enclosing call (-1 for none) and the forward's window (a
+    checkpointed block's forward run again in backward is a call of its own, phase
+    ``recompute``)."""
 
     path: np.ndarray
     parent: np.ndarray
     start: np.ndarray
     end: np.ndarray
     paths: tuple[str, ...]
+    classes: tuple[str, ...] = ()
+    """The class of the module at each path (parallel to ``paths``; empty: unknown)."""
+    phase: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per call, :data:`PHASES` code ``forward`` or ``recompute`` (a forward re-run during
+    backward by activation checkpointing). Empty: every call is forward."""
+
+    def phases(self) -> np.ndarray:
+        """``phase`` with one value per call (forward where not given)."""
+        if len(self.phase) == len(self.path):
+            return self.phase
+        return np.full(len(self.path), FORWARD, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -331,3 +364,6 @@ class TrackedFacts:
     fused_kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     calls: tuple[tuple[int, int], ...] = ()
     """(start, end) of each measured call (the CALL_MARKER ranges), read with the records."""
+    recompute: tuple[tuple[int, int], ...] = ()
+    """(start, end) of each forward run again in backward (activation checkpointing): its ops
+    are forward work, recorded by the tracker, not backward ops read from the profile."""

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import memprof
 from memprof.analysis.allocator import round_size
 from memprof.cli import app
+from memprof.errors import UsageError
 from memprof.sources.target import build_inputs, resolve
 
 MiB = 1024 * 1024
@@ -260,12 +261,40 @@ def test_a_gpu_by_name(make_module) -> None:  # type: ignore[no-untyped-def]
     report = memprof.estimate(f"{module}:grow", gpu="H100")
     assert report.fits is not None and report.fits.capacity_bytes == 85_018_279_936
     assert report.fits.gpu == "NVIDIA H100 80GB HBM3"
+    # A card's total is not all the allocator's: 1 GiB is kept for the CUDA context and the
+    # libraries' workspaces, and the headroom is what is left after it.
+    assert report.fits.reserve_bytes == 1 << 30
+    assert report.fits.headroom_bytes == 85_018_279_936 - (1 << 30) - 14 * MiB
     from memprof.report.estimate import answer
 
     assert answer(report) == (
         "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits the NVIDIA H100 80GB HBM3 "
-        "(79.2 GiB) with 79.2 GiB to spare"
+        "(79.2 GiB less a 1.0 GiB reserve) with 78.2 GiB to spare"
     )
+
+
+def test_the_reserve_is_kept_free_of_the_capacity(make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    # 14 MiB reserved fits 20 MiB; with 7 MiB of it kept free, 13 MiB are left: short by 1 MiB.
+    assert memprof.estimate(f"{module}:grow", capacity="20MB").fits.fits  # type: ignore[union-attr]
+    short = memprof.estimate(f"{module}:grow", capacity="20MB", reserve="7MB").fits
+    assert short is not None and not short.fits
+    assert (short.reserve_bytes, short.usable_bytes, short.headroom_bytes) == (7 * MiB, 13 * MiB, -MiB)
+    none = memprof.estimate(f"{module}:grow", gpu="H100", reserve=0).fits
+    assert none is not None and none.headroom_bytes == 85_018_279_936 - 14 * MiB
+    with pytest.raises(UsageError, match="leaves nothing of the 20,971,520 B capacity"):
+        memprof.estimate(f"{module}:grow", capacity="20MB", reserve="20MB")
+
+
+def test_the_reserve_on_the_command_line(make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(WORKLOAD)
+    fits = CliRunner().invoke(app, ["estimate", f"{module}:grow", "--capacity", "20MB", "-q"])
+    assert fits.exit_code == 0, fits.output
+    short = CliRunner().invoke(
+        app, ["estimate", f"{module}:grow", "--capacity", "20MB", "--reserve", "7MB", "-q"]
+    )
+    assert short.exit_code == 1, short.output
+    assert "does not fit 20.0 MiB less a 7.0 MiB reserve: short by 1.0 MiB" in short.output
 
 
 # ---- sweeps -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
 from memprof.analysis.attribution import AtPeakEntry, Attribution, attribute
 from memprof.records import CALL_MARKER
-from memprof.sources import tracking
+from memprof.sources import tracking, tree
 from memprof.sources.tracking import Tracker, is_user_file
 
 MiB = 1024 * 1024
@@ -459,14 +459,14 @@ def test_the_profile_reads_as_a_plain_walk_of_its_event_tree() -> None:
     records, backward = _reference_read(prof, "cpu")
     assert len(records) > 1000 and len(backward) > 100
     for backward_ops in (False, True):
-        read = tracking._read_profile(prof, "cpu", backward_ops=backward_ops)
+        read = tree.read_profile(prof, "cpu", backward_ops=backward_ops)
         allocations = read.allocations
         columns = (allocations.time.tolist(), allocations.bytes.tolist(), allocations.ptr.tolist())
         assert sorted(zip(*columns, strict=True)) == records
         assert allocations.time.tolist() == sorted(allocations.time.tolist())
         assert sorted(read.backward) == (sorted(backward) if backward_ops else [])
         assert len(read.calls) == 2 and read.calls == sorted(read.calls)
-    assert tracking._read_profile(prof, "cuda:0").allocations.time.size == 0
+    assert tree.read_profile(prof, "cuda:0").allocations.time.size == 0
 
 
 class _Node:
@@ -475,7 +475,7 @@ class _Node:
     def __init__(self, name: str, start: int, end: int, *children: _Node, device_side: bool = False) -> None:
         self.name, self.start_time_ns, self.end_time_ns = name, start, end
         self.children = list(children)
-        self.tag = tracking._DEVICE_SIDE if device_side else torch._C._profiler._EventType.TorchOp
+        self.tag = tree.DEVICE_SIDE if device_side else torch._C._profiler._EventType.TorchOp
 
 
 def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
@@ -488,11 +488,11 @@ def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
     gpu_wrapper = _Node("graph_0_inductor_wrapper_call", 15, 17, gpu_kernel, device_side=True)
     gpu = _Node(CALL_MARKER, 15, 30, device_side=True)
     roots = [host, gpu, gpu_wrapper]
-    memory = tracking._MemoryRecords(torch.device("cuda:0"))
+    memory = tree._MemoryRecords(torch.device("cuda:0"))
     calls: list[tuple[int, int]] = []
-    tracking._walk(roots, memory, calls)  # type: ignore[arg-type]
+    tree._walk(roots, memory, calls)  # type: ignore[arg-type]
     assert calls == [(10, 20)]
     calls, found = [], []
-    tracking._walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]
+    tree._walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]
     assert calls == [(10, 20)]
     assert found == [(0, "triton_poi_fused_add_0", 12, 13, 0)]

@@ -125,7 +125,8 @@ def test_no_explain_keeps_the_numbers_and_leaves_out_the_explanation(make_module
     )
     assert code == 0, output
     assert entries.read_text().splitlines() == [
-        "run,bytes,count,category,module,phase,source,source_text,op,shape,dtype,before_call,reason"
+        "run,bytes,count,category,module,phase,source,source_text,op,shape,dtype,before_call,"
+        "user_source,user_source_text,reason"
     ]
     run = json.loads(path.read_text())["runs"]["eager"]
     assert (run["peak_bytes"], run["footprint_bytes"], run["live_at_start_bytes"]) == (
@@ -235,6 +236,8 @@ def test_the_at_peak_csv_has_one_row_per_entry_and_every_byte(similarity_cli: tu
         "shape",
         "dtype",
         "before_call",
+        "user_source",
+        "user_source_text",
         "reason",
     ]
     data = json.loads((out / "memprof.json").read_text())
@@ -308,8 +311,10 @@ def test_gpt_modules_as_a_frame(gpt_run: RunResult) -> None:
         "peak_bytes",
         "allocated_bytes",
         "at_peak_bytes",
+        "module_class",
     ]
     lm_head = frame[(frame.module == "lm_head") & (frame.phase == "forward")].iloc[0]
+    assert lm_head.module_class == "Linear"
     config = gpt.GPTConfig()
     logits = config.batch * config.context * config.vocab_size * FLOAT
     assert (lm_head.calls, lm_head.allocated_bytes, lm_head.at_peak_bytes) == (1, logits, logits)

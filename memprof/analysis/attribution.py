@@ -40,7 +40,16 @@ from memprof.analysis.explanation import (
     Unattributed,
 )
 from memprof.analysis.timeline import downsample, highest_per_bucket
-from memprof.records import PHASES, Allocations, RawProfile, TrackedFacts, TrackedOps
+from memprof.records import (
+    BACKWARD,
+    FORWARD,
+    PHASES,
+    RECOMPUTE,
+    Allocations,
+    RawProfile,
+    TrackedFacts,
+    TrackedOps,
+)
 
 __all__ = [
     "CATEGORIES",
@@ -317,8 +326,38 @@ def _prepared(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
     return replace(facts, allocations=_without_rewrapped(facts)), backward
 
 
+def _without_recomputed(
+    backward: TrackedOps, sequence: np.ndarray, windows: tuple[tuple[int, int], ...]
+) -> tuple[TrackedOps, np.ndarray]:
+    """The backward ops read from the profile less those run inside a recompute (forward work
+    done again in backward: the tracker recorded it as such)."""
+    if not windows or not len(backward.t0):
+        return backward, sequence
+    starts = np.array([w[0] for w in windows], dtype=np.int64)
+    ends = np.array([w[1] for w in windows], dtype=np.int64)
+    at = np.searchsorted(starts, backward.t0, side="right") - 1
+    inside = (at >= 0) & (backward.t1 <= ends[np.maximum(at, 0)])
+    if not inside.any():
+        return backward, sequence
+    keep = ~inside
+    kept = TrackedOps(
+        t0=backward.t0[keep],
+        t1=backward.t1[keep],
+        name=backward.name[keep],
+        site=backward.site[keep],
+        module_call=backward.module_call[keep],
+        phase=backward.phase[keep],
+        names=backward.names,
+        user_site=backward.user_sites()[keep],
+    )
+    return kept, sequence[keep]
+
+
 def _with_backward_ops(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
     forward, backward = facts.ops, facts.backward_ops
+    backward_sequence = facts.backward_sequence
+    if backward is not None:
+        backward, backward_sequence = _without_recomputed(backward, backward_sequence, facts.recompute)
     if backward is None or not len(backward.t0):
         count = len(forward.t0)
         if facts.compiled:
@@ -327,9 +366,9 @@ def _with_backward_ops(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
             return facts, _Backward(np.ones(count, dtype=bool), np.arange(count, dtype=np.int64))
         return facts, _Backward(np.zeros(count, dtype=bool), np.full(count, -1, dtype=np.int64))
     # The forward op behind each autograd node: the first op seen under its number + 1.
-    wanted = facts.backward_sequence + 1
+    wanted = backward_sequence + 1
     position = np.minimum(np.searchsorted(facts.sequence, wanted), max(len(facts.sequence) - 1, 0))
-    found = (facts.backward_sequence >= 0) & (len(facts.sequence) > 0)
+    found = (backward_sequence >= 0) & (len(facts.sequence) > 0)
     if len(facts.sequence):
         found &= facts.sequence[position] == wanted
     origin = np.where(found, facts.sequence_op[position] if len(facts.sequence) else -1, -1)
@@ -353,6 +392,9 @@ def _with_backward_ops(facts: TrackedFacts) -> tuple[TrackedFacts, _Backward]:
         ),
         phase=merged(forward.phase, backward.phase),
         names=names,
+        user_site=merged(
+            forward.user_sites(), np.where(origin >= 0, forward.user_sites()[np.maximum(origin, 0)], -1)
+        ),
     )
     from_profile = merged(np.zeros(len(forward.t0), dtype=bool), np.ones(len(backward.t0), dtype=bool))
     forward_op = merged(np.full(len(forward.t0), -1, dtype=np.int64), origin)
@@ -460,6 +502,7 @@ def _classify(facts: TrackedFacts, lt: _Lifetimes, backward: _Backward) -> _What
         np.minimum.at(first, made[ok], np.flatnonzero(ok))
         maker = np.where(first == np.iinfo(np.int64).max, -1, first)
     origin = slot
+    bits[_kept_from_recompute(facts, lt, maker)] |= _SAVED
 
     category = np.full(count, CATEGORIES.index("other"), dtype=np.int64)
     no_bits = bits == 0
@@ -474,6 +517,22 @@ def _classify(facts: TrackedFacts, lt: _Lifetimes, backward: _Backward) -> _What
     for bit, name in reversed(_PRECEDENCE):
         category[(bits & bit) != 0] = CATEGORIES.index(name)
     return _What(category=category, origin_op=origin, maker=maker, fact=best_fact)
+
+
+def _kept_from_recompute(facts: TrackedFacts, lt: _Lifetimes, maker: np.ndarray) -> np.ndarray:
+    """Lifetimes made by a forward run again in backward (activation checkpointing) that outlive
+    that recompute: tensors rebuilt for backward, as a forward's saved activations are."""
+    kept = np.zeros(len(lt.ptr), dtype=bool)
+    if not facts.recompute or not len(facts.outputs_op):
+        return kept
+    made = maker >= 0
+    op = facts.outputs_op[maker[made]]
+    recomputed = facts.ops.phase[op] == RECOMPUTE
+    starts = np.array([w[0] for w in facts.recompute], dtype=np.int64)
+    ends = np.array([w[1] for w in facts.recompute], dtype=np.int64)
+    at = np.maximum(np.searchsorted(starts, lt.start[made], side="right") - 1, 0)
+    kept[np.flatnonzero(made)] = recomputed & (lt.end[made] > ends[at])
+    return kept
 
 
 def _op_slot(t1: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -601,7 +660,9 @@ def _at_peak(
                 op=str(key[5]),
                 shape=str(key[6]),
                 dtype=str(key[7]),
-                before_call=bool(key[8]),
+                user_source=str(key[8]),
+                user_source_text=str(key[9]),
+                before_call=bool(key[10]),
             )
             for key, (total, count) in groups.items()
         ),
@@ -640,21 +701,22 @@ def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-ar
 
 
 class _Describer:
-    """(module, phase, source, source_text, op, shape, dtype) of a lifetime from the op that made
-    it, the output it is, and the storage row that names it. Tensors made by backward ops read
-    from the profile take the shape of the forward op's argument or result of their size (a
-    gradient has its variable's shape)."""
+    """(module, phase, source, source_text, op, shape, dtype, user_source, user_source_text) of
+    a lifetime from the op that made it, the output it is, and the storage row that names it.
+    Tensors made by backward ops read from the profile take the shape of the forward op's
+    argument or result of their size (a gradient has its variable's shape)."""
 
     def __init__(self, facts: TrackedFacts, forward_op: np.ndarray) -> None:
         self.facts = facts
         self.forward_op = forward_op
         calls = facts.module_calls
         self.call_paths = [calls.paths[p] for p in calls.path]
+        self.user_site = facts.ops.user_sites()
         self._by_op: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
 
     def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
-        module = phase = source = text = op = shape = dtype = ""
+        module = phase = source = text = op = shape = dtype = user_source = user_text = ""
         if origin >= 0:
             call = int(ops.module_call[origin])
             module = self.call_paths[call] if call >= 0 else ""
@@ -662,6 +724,9 @@ class _Describer:
             site = int(ops.site[origin])
             if site >= 0:
                 source, text = facts.sites[site].source, facts.sites[site].text
+            user = int(self.user_site[origin])
+            if user >= 0:
+                user_source, user_text = facts.sites[user].source, facts.sites[user].text
             op = ops.names[int(ops.name[origin])]
         if maker >= 0:
             shape = facts.shapes[int(facts.outputs_shape[maker])]
@@ -674,7 +739,9 @@ class _Describer:
             storage = facts.storages[fact]
             module = module or storage.module
             shape, dtype = shape or storage.shape, dtype or storage.dtype
-        return module, phase, source, text, op, shape, dtype
+        if user_source == source:
+            user_source = user_text = ""
+        return module, phase, source, text, op, shape, dtype, user_source, user_text
 
     def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
         """(shape, dtype, site or -1) of the first argument or result of ``forward`` with
@@ -720,45 +787,38 @@ def _up(parent: np.ndarray, ids: np.ndarray, values: np.ndarray, ufunc: np.ufunc
 def _modules(
     facts: TrackedFacts, lt: _Lifetimes, what: _What, live: np.ndarray, window: _Window, prefix: np.ndarray
 ) -> tuple[ModuleStats, ...]:
+    """One row per module and phase: its calls, the highest rise inside them, what it allocated
+    and what it made that is live at the peak (submodules included)."""
     calls, ops = facts.module_calls, facts.ops
     if not len(calls.path):
         return ()
     in_call = (calls.start >= window.start_ns) & (calls.start <= window.end_ns)
-    ends = np.where(calls.end >= 0, calls.end, window.end_ns)
     alloc_prefix = np.concatenate(([0], np.cumsum(np.maximum(lt.deltas, 0) * (lt.times > _BEFORE))))
-    rows: list[tuple[int, int, str, int, int, int, int]] = []  # phase, first, path, peak, alloc, at_peak, -
     # Bytes live at the peak, by the module call (and its ancestors) and phase that made them.
     origin = what.origin_op
     made_live = live & (origin >= 0)
-    for phase_code, phase in ((0, "forward"), (1, "backward")):
+    grouped: dict[tuple[str, int], list[int]] = {}  # (path, phase) -> first call, calls, peak, alloc, at peak
+    for phase_code in (FORWARD, BACKWARD, RECOMPUTE):
         chosen = made_live.copy()
         chosen[made_live] = ops.phase[origin[made_live]] == phase_code
         owners = ops.module_call[origin[chosen]]
         has = owners >= 0
         at_peak = _up(calls.parent, owners[has], lt.nbytes[chosen][has], np.add, 0)
-        if phase == "forward":
-            spans = np.stack([calls.start, ends], axis=1)
-            allocated = None
-        else:
-            spans, allocated = _backward_spans(facts, lt, what, window)
+        spans, allocated = _phase_spans(facts, lt, what, window, phase_code)
         for call in np.flatnonzero(in_call):
             start, end = int(spans[call][0]), int(spans[call][1])
             if start < 0:
-                continue  # no backward work for this call
+                continue  # no work of this phase for this call
             lo = int(np.searchsorted(lt.times, start, side="left"))
             hi = int(np.searchsorted(lt.times, end, side="right"))
             peak = int(prefix[lo : hi + 1].max()) - int(prefix[lo])
             alloc = int(alloc_prefix[hi] - alloc_prefix[lo]) if allocated is None else int(allocated[call])
-            rows.append(
-                (phase_code, int(call), calls.paths[calls.path[call]], peak, alloc, int(at_peak[call]), 0)
-            )
-    grouped: dict[tuple[str, int], list[int]] = {}
-    for phase_code, first_call, path, peak, alloc, at_peak_bytes, _ in rows:
-        slot = grouped.setdefault((path, phase_code), [first_call, 0, 0, 0, 0])
-        slot[1] += 1
-        slot[2] = max(slot[2], peak)
-        slot[3] += alloc
-        slot[4] += at_peak_bytes
+            slot = grouped.setdefault((calls.paths[calls.path[call]], phase_code), [int(call), 0, 0, 0, 0])
+            slot[1] += 1
+            slot[2] = max(slot[2], peak)
+            slot[3] += alloc
+            slot[4] += int(at_peak[call])
+    classes = calls.classes
     ordered = sorted(grouped.items(), key=lambda item: (item[0][1], item[1][0]))
     return tuple(
         ModuleStats(
@@ -768,20 +828,40 @@ def _modules(
             peak_bytes=slot[2],
             allocated_bytes=slot[3],
             at_peak_bytes=slot[4],
+            module_class=classes[calls.path[slot[0]]] if classes else "",
         )
         for (path, phase_code), slot in ordered
     )
 
 
-def _backward_spans(
-    facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window
+def _phase_spans(
+    facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window, phase: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per module call, the (start, end) of its work in ``phase`` (-1 when none), and the bytes
+    allocated by that work (None: all that was allocated within the span). Forward: the calls'
+    own windows; a recompute call (a checkpointed forward run again in backward): its window;
+    backward, and the recompute work of compiled code: the first and last op of that phase made
+    by its autograd nodes (its submodules' included)."""
+    calls = facts.module_calls
+    ends = np.where(calls.end >= 0, calls.end, window.end_ns)
+    windows = np.stack([calls.start, ends], axis=1)
+    own = calls.phases() == phase
+    if phase == FORWARD:
+        return np.where(own[:, None], windows, -1), None
+    spans, allocated = _op_spans(facts, lt, what, window, phase)
+    if phase == RECOMPUTE and own.any():
+        return np.where(own[:, None], windows, spans), None
+    return spans, allocated
+
+
+def _op_spans(
+    facts: TrackedFacts, lt: _Lifetimes, what: _What, window: _Window, phase: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per module call: (first, last) time of the backward ops of its autograd nodes (its
+    """Per module call: (first, last) time of the ops of ``phase`` attributed to it (its
     submodules' included; -1 when none), and the bytes those ops allocated."""
     calls, ops = facts.module_calls, facts.ops
-    chosen = (
-        (ops.phase == 1) & (ops.module_call >= 0) & (ops.t0 >= window.start_ns) & (ops.t1 <= window.end_ns)
-    )
+    inside = (ops.t0 >= window.start_ns) & (ops.t1 <= window.end_ns)
+    chosen = (ops.phase == phase) & (ops.module_call >= 0) & inside
     owners = ops.module_call[chosen]
     big = np.iinfo(np.int64).max
     first = _up(calls.parent, owners, ops.t0[chosen], np.minimum, big)

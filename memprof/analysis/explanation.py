@@ -34,9 +34,14 @@ peak", defines each)."""
 
 @dataclass(frozen=True)
 class AtPeakEntry:
-    """Storages live at the peak that share category, module, phase, source, op, shape, dtype
+    """Storages live at the peak that share category, module, phase, sources, op, shape, dtype
     and ``before_call``: ``count`` of them, ``bytes`` in all. ``phase`` is empty for state made
-    before the call; ``source`` is ``file.py:LINE`` and ``source_text`` that statement."""
+    before the call (``forward``, ``backward``, ``optimizer`` or ``recompute``: forward work
+    done again in backward by activation checkpointing). ``source`` is ``file.py:LINE`` of the
+    statement that made them, the innermost one in the user's code or an installed library's
+    (``transformers/models/gpt2/modeling_gpt2.py:NNN``), and ``source_text`` that statement;
+    ``user_source`` and ``user_source_text`` the innermost statement of the user's own code
+    that led there, when that is another statement (empty otherwise)."""
 
     bytes: int = fields.size()
     count: int = fields.count()
@@ -49,6 +54,8 @@ class AtPeakEntry:
     shape: str = fields.text(default="")
     dtype: str = fields.text(default="")
     before_call: bool = fields.flag()
+    user_source: str = fields.text(default="", omit=lambda entry: not entry.user_source)
+    user_source_text: str = fields.text(default="", omit=lambda entry: not entry.user_source_text)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ AT_PEAK_COLUMNS = (
     "shape",
     "dtype",
     "before_call",
+    "user_source",
+    "user_source_text",
     "reason",
 )
 """Columns of :attr:`AtPeak.frame` (and of the at-peak CSV, after its ``run`` column)."""
@@ -102,7 +111,7 @@ class AtPeak:
         """The entries, then the unattributed lines, as tuples of :data:`AT_PEAK_COLUMNS`."""
         rows: list[tuple[object, ...]] = [(*astuple(entry), "") for entry in self.entries]
         rows += [
-            (u.bytes, u.count, "other", "", "", "", "", "", "", "", u.before_call, u.reason)
+            (u.bytes, u.count, "other", "", "", "", "", "", "", "", u.before_call, "", "", u.reason)
             for u in self.unattributed
         ]
         return rows
@@ -122,12 +131,14 @@ class AtPeak:
 
 @dataclass(frozen=True)
 class ModuleStats:
-    """One module, forward or backward, during the peak call. Bytes include its submodules'.
+    """One module, in one phase (forward, backward, or recompute: its forward run again in
+    backward by activation checkpointing), during the peak call. Bytes include its submodules'.
 
     ``peak_bytes``: highest live bytes inside it above live at its start (highest over its
     calls; in backward, over the span from its first to its last backward op). ``allocated_bytes``:
     bytes allocated (forward: inside its calls; backward: by the backward ops of its autograd
-    nodes). ``at_peak_bytes``: bytes live at the run's peak that it created."""
+    nodes). ``at_peak_bytes``: bytes live at the run's peak that it created. ``module_class``:
+    the module's class (``GPT2MLP``; empty in reports written before memprof stored it)."""
 
     module: str = fields.text(default="")
     phase: str = fields.text(default="forward")
@@ -135,9 +146,18 @@ class ModuleStats:
     peak_bytes: int = fields.size()
     allocated_bytes: int = fields.size()
     at_peak_bytes: int = fields.size()
+    module_class: str = fields.text(default="", omit=lambda stats: not stats.module_class)
 
 
-MODULE_COLUMNS = ("module", "phase", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes")
+MODULE_COLUMNS = (
+    "module",
+    "phase",
+    "calls",
+    "peak_bytes",
+    "allocated_bytes",
+    "at_peak_bytes",
+    "module_class",
+)
 """Columns of the module table's DataFrame (``run.modules``)."""
 
 
@@ -146,7 +166,7 @@ def modules_frame(modules: Sequence[ModuleStats]) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.DataFrame([astuple(m) for m in modules], columns=list(MODULE_COLUMNS))
-    for column in MODULE_COLUMNS[2:]:
+    for column in ("calls", "peak_bytes", "allocated_bytes", "at_peak_bytes"):
         frame[column] = frame[column].astype("int64")
     return frame
 

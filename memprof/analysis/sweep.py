@@ -50,7 +50,9 @@ class Sweep:
     CPU) and with a capacity the largest value that fits (its label and bytes needed;
     ``verified``: the next whole value was estimated too and does not fit) and the verdict in
     words. The line guides the search for the largest value; each value reported as fitting
-    or not was estimated."""
+    or not was estimated. A value fits when it needs at most the capacity less ``reserve_bytes``
+    (kept for what lies outside the caching allocator). ``reliable`` is false when an estimate
+    guessed values that steer the program: then no value is said to fit."""
 
     parameter: str = fields.text(required=True)
     needed: str = fields.text(default="footprint_bytes", choices=("footprint_bytes", "reserved_peak_bytes"))
@@ -65,6 +67,8 @@ class Sweep:
     largest_fitting_bytes: int | None = fields.maybe_size()
     verified: bool = fields.flag()
     verdict: str = fields.text(default="")
+    reserve_bytes: int = fields.size()
+    reliable: bool = fields.flag(default=True)
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,14 @@ def verdict(sweep: Sweep) -> str:
             )
     if sweep.capacity_bytes is not None:
         capacity = format_bytes(sweep.capacity_bytes)
-        if sweep.largest_fitting_label is None:
+        if sweep.reserve_bytes:
+            capacity += f" less a {format_bytes(sweep.reserve_bytes)} reserve"
+        if not sweep.reliable:
+            parts.append(
+                f"no {sweep.parameter} is said to fit {capacity}: the estimates guessed values that "
+                "steer the program"
+            )
+        elif sweep.largest_fitting_label is None:
             smallest = min(sweep.points, key=lambda p: p.needed_bytes)
             parts.append(
                 f"no {sweep.parameter} fits {capacity}: the smallest need, {smallest.label}, is "
@@ -181,7 +192,8 @@ def verdict(sweep: Sweep) -> str:
                 f"largest {sweep.parameter} that fits {capacity}: {sweep.largest_fitting_label}, "
                 f"{format_bytes(sweep.largest_fitting_bytes)} {what}{how}"
             )
-    return "; ".join(parts)
+    said = "; ".join(parts)
+    return said if sweep.reliable else f"NOT RELIABLE: {said}"
 
 
 def _next(value: str | None) -> str:

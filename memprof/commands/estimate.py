@@ -20,7 +20,7 @@ from memprof.commands.options import (
     Target,
     parse_assignment,
 )
-from memprof.errors import GateFailed, UsageError
+from memprof.errors import GateFailed, InputError, UsageError
 
 # Why --mode compile is refused, said where it is asked for.
 COMPILE_REFUSED = (
@@ -64,6 +64,17 @@ CapacityOption = Annotated[
     ),
 ]
 GpuOption = Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())]
+ReserveOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reserve",
+        metavar="SIZE",
+        help="Memory of the --gpu or --capacity kept free for what lies outside the caching "
+        "allocator (the CUDA context, cuBLAS/cuDNN workspaces, NCCL). Default: of a --gpu on "
+        "cuda, 1GB (the card's measured figure where one is known); of a --capacity, 0 (it is "
+        "what the run may use).",
+    ),
+]
 ModeOption = Annotated[
     Mode, typer.Option("--mode", help="eager (compile cannot be estimated: the message says why).")
 ]
@@ -93,6 +104,7 @@ def estimate(
     device: DeviceOption = EstimateDevice.cuda,
     capacity: CapacityOption = None,
     gpu: GpuOption = None,
+    reserve: ReserveOption = None,
     mode: ModeOption = Mode.eager,
     warmup: WarmupOption = 1,
     sweep: SweepOption = None,
@@ -112,7 +124,8 @@ def estimate(
     context, NCCL (the notes say so).
 
     Exit 1 when a --capacity or --gpu is given and the estimate does not fit (a sweep: when no
-    value fits), or a --budget or --baseline check fails.
+    value fits), or a --budget or --baseline check fails; exit 2 when asked whether it fits and
+    the estimate is not reliable (the code branched on values fake tensors cannot know).
 
     Example: memprof estimate memprof.examples.gpt:train_step --gpu H100
 
@@ -145,6 +158,7 @@ def estimate(
         device=device.value,
         capacity=capacity,
         gpu=gpu,
+        reserve=reserve,
         inputs=inputs,
         inputs_kwargs=factory.params(),
         sweep=swept,
@@ -200,8 +214,11 @@ def _files(
 def _gate(report: Any, config: Any) -> None:
     """The budget and baseline checks, then whether the estimate fits: its line on stdout and
     exit 1 when it does not."""
-    from memprof.report.estimate import failed
+    from memprof.report.estimate import failed, unreliable_fit
 
+    refused = unreliable_fit(report)
+    if refused is not None:
+        raise InputError(refused)
     if config.active:
         config.budgets.check_labels(list(report.runs))
         from memprof.gate import evaluate

@@ -26,9 +26,35 @@ def title(report: Report) -> str:
 
 
 def where(fits: Fits) -> str:
-    """``the NVIDIA H100 80GB HBM3 (79.2 GiB)`` or ``16.0 GiB``."""
+    """``the NVIDIA H100 80GB HBM3 (79.2 GiB less a 1.0 GiB reserve)`` or ``16.0 GiB``."""
     capacity = format_bytes(fits.capacity_bytes)
+    if fits.reserve_bytes:
+        capacity += f" less a {format_bytes(fits.reserve_bytes)} reserve"
     return f"the {fits.gpu} ({capacity})" if fits.gpu else capacity
+
+
+UNRELIABLE = "NOT RELIABLE (values fake tensors cannot know steered the code)"
+
+
+def is_reliable(report: Report) -> bool:
+    """No estimated run of the report guessed a value that steered its code."""
+    return all(run.estimate is None or run.estimate.reliable for run in report.ok_runs())
+
+
+def unreliable_fit(report: Report) -> str | None:
+    """What ``memprof estimate`` says (exit 2) when asked whether an estimate fits and the
+    estimate cannot be relied on; None otherwise."""
+    sweep = report.sweep
+    capacity = report.fits is not None or (sweep is not None and sweep.capacity_bytes is not None)
+    if not capacity or is_reliable(report):
+        return None
+    guesses = [g for run in report.ok_runs() if run.estimate for g in run.estimate.guesses if g.steers]
+    at = f" (first at {guesses[0].steered_at or guesses[0].source})" if guesses else ""
+    return (
+        f"cannot say whether it fits: the code branched or sized memory on values fake "
+        f"tensors cannot know{at}; measure it with memprof run (at a size that fits this machine), or make "
+        "its control flow independent of tensor values"
+    )
 
 
 def answer(report: Report) -> str | None:
@@ -41,9 +67,13 @@ def answer(report: Report) -> str | None:
     if run.failed:
         return None
     line = amount(run)
+    if run.estimate is not None and not run.estimate.reliable:
+        line = f"{UNRELIABLE}: {line}"
     fits = report.fits
     if fits is None:
         return line
+    if not fits.reliable:
+        return f"{line}: whether it fits {where(fits)} cannot be said"
     if fits.fits:
         return f"{line}: fits {where(fits)} with {format_bytes(fits.headroom_bytes)} to spare"
     if fits.headroom_bytes >= 0:

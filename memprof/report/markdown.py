@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
+from memprof.analysis.explanation import AtPeakEntry
 from memprof.analysis.timing import format_wall
 from memprof.report import estimate, recorded
 from memprof.report.layout import NUMBER_UNIT
@@ -200,12 +201,24 @@ def _op_section(report: Report, top: int, *, skip_empty: bool = False) -> list[s
     return lines
 
 
-def _module_cell(module: str, phase: str) -> str:
-    """``lm_head`` as code, then `` (backward)`` or ``(optimizer)`` as text; ``-`` for none."""
+def _module_cell(module: str, phase: str, module_class: str = "") -> str:
+    """``lm_head`` as code, then its class, `` (backward)``, `` (recompute)`` or
+    ``(optimizer)`` as text; ``-`` for none."""
     if not module:
         text = module_text(module, phase)
         return "-" if text == "-" else escape_text(text)
-    return code(module) + (" (backward)" if phase == "backward" else "")
+    kind = f" ({escape_text(module_class)})" if module_class and module_class != module else ""
+    return code(module) + kind + (f" ({phase})" if phase in ("backward", "recompute") else "")
+
+
+def _line_cell(entry: AtPeakEntry) -> str:
+    """The statement that made an entry, and the user's own line that called it."""
+    if not entry.source:
+        return escape_text(line_text(entry))
+    cell = f"{code(entry.source)} {code(entry.source_text)}"
+    if entry.user_source:
+        cell += f"<br>called from {code(entry.user_source)} {code(entry.user_source_text)}"
+    return cell
 
 
 def _at_peak(view: AtPeakView) -> list[str]:
@@ -228,11 +241,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
             _size(entry.bytes),
             escape_text(entry.category + (f" x{entry.count}" if entry.count > 1 else "")),
             _module_cell(entry.module, entry.phase),
-            (
-                f"{code(entry.source)} {code(entry.source_text)}"
-                if entry.source
-                else escape_text(line_text(entry))
-            ),
+            _line_cell(entry),
             code(entry.op) if entry.op else "-",
         ]
         for entry in view.entries
@@ -250,7 +259,7 @@ def _at_peak(view: AtPeakView) -> list[str]:
     if view.modules:
         modules = [
             [
-                _module_cell(m.module, m.phase),
+                _module_cell(m.module, m.phase, m.module_class),
                 str(m.calls),
                 _size(m.at_peak_bytes),
                 _size(m.peak_bytes),

@@ -144,8 +144,12 @@ def _size_cell(nbytes: int) -> str:
     return f'<td class="num" data-sort="{nbytes}" title="{nbytes:,} B">{_e(format_bytes(nbytes))}</td>'
 
 
-def _text_cell(text: str, code: bool = False, css: str = "") -> str:
+def _text_cell(text: str, code: bool = False, css: str = "", then: str = "", lead: str = "") -> str:
+    """A cell of ``text`` (as code); ``then``: a second line under it, after ``lead`` (the
+    user's own line that called a library's: ``called from ...``)."""
     inner = f"<code>{_e(text)}</code>" if code and text else _e(text or "-")
+    if then:
+        inner += f'<br><span class="called">{_e(lead)}<code>{_e(then)}</code></span>'
     kind = f' class="{css}"' if css else ""
     return f'<td{kind} data-sort="{_e(text)}">{inner}</td>'
 
@@ -174,8 +178,8 @@ def entries_table(view: AtPeakView) -> str:
             + f'<td class="num" data-sort="{entry.count}">{entry.count}</td>'
             + f'<td class="nowrap" data-sort="{_e(entry.category)}">{swatch}{_e(entry.category)}</td>'
             + _text_cell(module_text(entry.module, entry.phase), code=True, css="nowrap")
-            + _text_cell(entry.source, code=True, css="nowrap")
-            + _text_cell(entry.source_text, code=True, css="statement")
+            + _text_cell(entry.source, code=True, css="nowrap", then=entry.user_source, lead="called from ")
+            + _text_cell(entry.source_text, code=True, css="statement", then=entry.user_source_text)
             + _text_cell(entry.op, code=True, css="op")
             + _text_cell(f"{entry.shape} {entry.dtype}".strip(), css="nowrap")
             + _text_cell("yes" if entry.before_call else "no")
@@ -211,6 +215,7 @@ def modules_table(view: AtPeakView) -> str:
     rows = [
         "<tr>"
         + _text_cell(m.module, code=True)
+        + _text_cell(m.module_class)
         + _text_cell(m.phase)
         + f'<td class="num" data-sort="{m.calls}">{m.calls}</td>'
         + _size_cell(m.at_peak_bytes)
@@ -221,6 +226,7 @@ def modules_table(view: AtPeakView) -> str:
     ]
     headers = [
         ("module", False),
+        ("class", False),
         ("phase", False),
         ("calls", True),
         ("live at peak", True),

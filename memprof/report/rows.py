@@ -379,23 +379,32 @@ def calls_text(run: RunResult) -> str | None:
     return "each call's peak above live at its start: " + ", ".join(parts)
 
 
-def module_text(module: str, phase: str) -> str:
-    """``lm_head``, ``GPT (backward)``, ``(optimizer)``; ``-`` for none."""
-    if phase == "backward":
-        return f"{module or '-'} (backward)"
+def module_text(module: str, phase: str, module_class: str = "") -> str:
+    """``lm_head``, ``GPT (backward)``, ``blocks.0.attn (recompute)``, ``(optimizer)``; with
+    its class, ``6 (Conv2d)``; ``-`` for none."""
+    if module_class and module and module_class != module:
+        module = f"{module} ({module_class})"
+    if phase in ("backward", "recompute"):
+        return f"{module or '-'} ({phase})"
     if phase == "optimizer" and not module:
         return "(optimizer)"
     return module or "-"
 
 
+def _clipped(text: str, width: int | None) -> str:
+    return text[: width - 1] + "…" if width is not None and len(text) > width else text
+
+
 def line_text(entry: AtPeakEntry, width: int | None = None) -> str:
     """``gpt.py:109 loss = F.cross_entropy(...)``, the statement cut to ``width`` characters;
-    for state made before the call, ``before the call`` and its shape."""
+    a library's line then the user's that called it (``modeling_gpt2.py:698 logits = ...,
+    called from train.py:13 out = model(...)``); for state made before the call, ``before the
+    call`` and its shape."""
     if entry.source:
-        text = entry.source_text
-        if width is not None and len(text) > width:
-            text = text[: width - 1] + "…"
-        return f"{entry.source}  {text}".rstrip()
+        line = f"{entry.source}  {_clipped(entry.source_text, width)}".rstrip()
+        if entry.user_source:
+            line += f", called from {entry.user_source}  {_clipped(entry.user_source_text, width)}".rstrip()
+        return line
     what = f", {entry.shape} {entry.dtype}".rstrip() if entry.shape else ""
     return ("before the call" if entry.before_call else "no line") + what
 

@@ -254,7 +254,7 @@ def _modules_table(view: AtPeakView, width: int) -> list[Line]:
     )
     for m in view.modules:
         table.add(
-            module_text(m.module, m.phase if m.phase == "backward" else ""),
+            module_text(m.module, m.phase if m.phase != "forward" else "", m.module_class),
             str(m.calls),
             (format_bytes(m.at_peak_bytes), "bold"),
             format_bytes(m.peak_bytes),

@@ -54,6 +54,7 @@ from memprof.analysis.peaks import analyze
 from memprof.errors import UserCodeError, format_user_traceback, user_code
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.records import Allocations, RawProfile, TrackedFacts
+from memprof.sources.guesses import Guesses
 from memprof.sources.options import EstimateOptions
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
@@ -93,6 +94,7 @@ class Recorder(TorchDispatchMode):
         self.bytes: list[int] = []
         self.key: list[int] = []
         self.placeholders: dict[str, int] = {}
+        self._placeholder_count = 0
         self.workspaces = workspaces
         self._live: dict[int, int] = {}  # key of a live storage -> its allocation record
         self._freed: dict[int, int] = {}  # allocation record -> its free record
@@ -163,9 +165,15 @@ class Recorder(TorchDispatchMode):
         self.bytes.append(nbytes)
         self.key.append(key)
 
+    @property
+    def placeholder_count(self) -> int:
+        """Every placeholder answered so far."""
+        return self._placeholder_count
+
     def _placeholder(self, func: Any, args: Any) -> Any:
         name = _op_name(func)
         self.placeholders[name] = self.placeholders.get(name, 0) + 1
+        self._placeholder_count += 1
         tensor = next((a for a in tree_leaves(args) if _is_tensor(a)), None)
         dtype = tensor.dtype if tensor is not None else torch.float32
         kind = "bool" if dtype == torch.bool else "complex" if dtype.is_complex else "float"
@@ -240,6 +248,7 @@ class FakeSession:
         self.clock = FakeClock()
         self.mode = FakeTensorMode()
         self.recorder = Recorder(self.clock, workspaces)
+        self.guesses = Guesses(lambda: self.recorder.placeholder_count)
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> FakeSession:
@@ -254,6 +263,7 @@ class FakeSession:
         self._stack.callback(setattr, torch.utils, "swap_tensors", original)
         self._stack.enter_context(self.mode)
         self._stack.enter_context(self.recorder)
+        self._stack.enter_context(self.guesses)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -292,8 +302,12 @@ def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], N
 
 
 def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..., Any]:
-    """A bound method of an object that holds tensors (a module's ``forward``), bound to a fake
-    copy of it; other callables as they are."""
+    """A module called as a function, as a fake copy of it; a bound method of an object that
+    holds tensors (a module's ``forward``), bound to a fake copy of it; other callables as
+    they are."""
+    if isinstance(func, torch.nn.Module):
+        copied: Callable[..., Any] = fake_copy(func, session.mode, session.recorder.adopt)
+        return copied
     owner = getattr(func, "__self__", None)
     if inspect.ismethod(func) and isinstance(owner, torch.nn.Module | torch.optim.Optimizer):
         return types.MethodType(func.__func__, fake_copy(owner, session.mode, session.recorder.adopt))
@@ -345,7 +359,7 @@ def estimate_target(
     facts = _facts(call, recorder, cuda)
     explained = attribute(None, facts, warm=options.warmup > 0)
     replay = _replay(recorder, call.end_ns, options) if cuda else None
-    notes += _notes(recorder, options, replay)
+    notes += _notes(session, options, replay)
     estimate = EstimateSection(
         modelled_device=options.device,
         seconds=seconds,
@@ -354,6 +368,8 @@ def estimate_target(
         unmeasured_ops=workspaces.unmeasured() if workspaces is not None else (),
         placeholders=sum(recorder.placeholders.values()),
         allocator=replay,
+        reliable=not session.guesses.steering,
+        guesses=session.guesses.sites(),
     )
     return _run(facts, explained, call, estimate, label, notes, options)
 
@@ -425,14 +441,24 @@ def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> Allo
     )
 
 
-def _notes(recorder: Recorder, options: EstimateOptions, replay: AllocatorReplay | None) -> list[str]:
+def _notes(session: FakeSession, options: EstimateOptions, replay: AllocatorReplay | None) -> list[str]:
     notes = []
-    if recorder.placeholders:
+    recorder, guesses = session.recorder, session.guesses
+    steering = [guess for guess in guesses.sites() if guess.steers]
+    if steering:
+        where = ", ".join(f"{g.source} ({g.kind} x{g.count})" for g in steering[:3])
+        more = f" and {len(steering) - 3} more" if len(steering) > 3 else ""
+        notes.append(
+            f"NOT RELIABLE: fake tensors have no values, and the program branched or sized memory on "
+            f"values fake execution could only guess (at {where}{more}): a real run may take another "
+            "path (e.g. run a loop more times) and need more or less memory; see the guesses"
+        )
+    elif recorder.placeholders:
         ops = ", ".join(f"{op} x{count}" for op, count in sorted(recorder.placeholders.items()))
         notes.append(
             f"fake tensors have no values: {sum(recorder.placeholders.values())} scalar read(s) ({ops}; "
-            ".item(), float(t), ...) returned a placeholder 1; code whose path depends on such a value "
-            "may take another path than the real run"
+            ".item(), float(t), ...) returned a placeholder 1, used only as a value (never to branch or "
+            "to size memory)"
         )
     if options.device == "cuda":
         notes.append(NOT_MODELLED_CUDA)

@@ -1,0 +1,570 @@
+"""Compiled code explained: which source lines and modules each kernel Inductor generated
+computes, from Inductor's own provenance of each kernel (the FX nodes it computes) and each
+node's ``stack_trace`` and ``nn_module_stack``.
+
+:class:`CompileTracking` is entered around a ``torch.compile``d function's first call (where
+Inductor compiles) and its profiled calls; :func:`compiled_facts` turns the kernels the profile
+saw into the op table of the attribution, one compiled graph call at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import math
+import os
+import re
+import sys
+import time
+from collections import Counter
+from types import FrameType
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch  # noqa: TID253 - the torch side of tracking
+
+from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, ModuleCalls, TrackedFacts, TrackedOps
+from memprof.records import TrackedStorage as TrackedStorage
+from memprof.sources.tracking.lines import _TORCH_DIR, LIBRARY, USER, frame_kind, resolve_sites
+from memprof.sources.tree import ProfileRead, int_array
+
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+_ROOT_SEPARATOR = "\x00"
+_SELF = "\x01self"  # the root of a module path relative to the traced frame's own module
+ANY_KERNEL = "*"  # a provenance entry whose kernel the profiler shows under another name
+
+
+class NodeMeta(NamedTuple):
+    """What a post-grad FX node says of itself: its ``stack_trace``, its innermost module
+    (``root class \\x00 path``) and that module's class, its aten op, the (shape, dtype, bytes)
+    of its result, and whether it is forward work recomputed in backward (checkpointing)."""
+
+    trace: str
+    module: str
+    module_class: str
+    op: str
+    result: tuple[str, str, int] | None
+    recompute: bool
+
+
+class Origin(NamedTuple):
+    """Where a kernel comes from: its statement (innermost user or library frame, ``file:line``),
+    the user's own line that led there, its module and that module's class, a phase hint
+    (``optimizer``, ``recompute`` or empty), the eager ops it replaces, and each node's result
+    (shape, dtype, bytes, statement)."""
+
+    where: str
+    user_where: str
+    module: str
+    module_class: str
+    phase: str
+    ops: tuple[str, ...]
+    results: tuple[tuple[str, str, int, str], ...]
+
+
+class CompileTracking:
+    """Entered around a ``torch.compile``d function's first call (where Inductor compiles) and
+    its profiled calls: makes Inductor keep, for each kernel it generates, the FX nodes it
+    computes (provenance tracking) and each node's source line, module and aten op.
+
+    Inductor's FX graph and AOTAutograd caches are bypassed (a cached graph is not generated
+    again, so it says nothing); compiled C++ kernels stay cached. Relies on Inductor internals
+    (``torch._inductor.debug``'s provenance tables, a post-grad custom pass): where they are
+    missing, compiled runs are explained by kernel only, with a note."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._metas: list[dict[str, NodeMeta]] = []
+        self._kernels: list[list[tuple[str, tuple[str, ...]]]] = []
+        self.calls: list[GraphCall] = []
+        self.notes: list[str] = []
+
+    def __enter__(self) -> CompileTracking:
+        try:
+            import torch._functorch.config as functorch_config
+            import torch._inductor.config as inductor_config
+            import torch._inductor.debug as inductor_debug
+            from torch._inductor.custom_graph_pass import CustomGraphPass
+        except ImportError as error:
+            self.notes.append(f"compiled code is explained by kernel only (no Inductor provenance: {error})")
+            return self
+        tracking = self
+        chained = getattr(inductor_config, "post_grad_custom_post_pass", None)
+
+        class KeepNodeMeta(CustomGraphPass):  # type: ignore[misc]
+            def __call__(self, graph: Any) -> None:
+                if chained is not None:
+                    chained(graph)
+                tracking._metas.append({node.name: node_meta(node) for node in graph.nodes})
+                # Inductor resets its kernel -> node table around a forward compile but not
+                # around a backward one, so a second compile of the same step in one process
+                # would find the first one's backward kernels in it. This graph's kernels are
+                # generated after its post-grad passes: start its table empty here.
+                inductor_debug._inductor_triton_kernel_to_post_grad_node_info.clear()
+
+            def uuid(self) -> Any:
+                return ("memprof-node-meta", chained.uuid() if chained is not None else None)
+
+        original = inductor_debug.dump_inductor_provenance_info
+
+        def dump() -> Any:
+            result = original()
+            nodes = inductor_debug._inductor_triton_kernel_to_post_grad_node_info
+            tracking._kernels.append(
+                sorted(
+                    ((name, tuple(nodes.get(name, ()))) for name in nodes),
+                    key=lambda kernel: int(kernel[0].rpartition(":")[2] or 0),
+                )
+            )
+            return result
+
+        self._stack.enter_context(
+            inductor_config.patch(
+                {
+                    "trace.provenance_tracking_level": 1,
+                    "fx_graph_cache": False,
+                    "post_grad_custom_post_pass": KeepNodeMeta(),
+                }
+            )
+        )
+        if hasattr(functorch_config, "enable_autograd_cache"):
+            self._stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+        inductor_debug.dump_inductor_provenance_info = dump
+        self._stack.callback(setattr, inductor_debug, "dump_inductor_provenance_info", original)
+        self._watch_graph_calls()
+        return self
+
+    def _watch_graph_calls(self) -> None:
+        """Note, at each call of a compiled graph, who called it: the innermost statement of
+        the user's and of a library's code, and the module whose forward runs it. A graph
+        break leaves the graphs after it without the frames before it in their nodes' stack
+        traces (the user's line that called the model) and without their module; the caller's
+        stack still holds both. Nothing is allocated: the measured calls stay untouched."""
+        try:
+            from torch._inductor.output_code import CompiledFxGraph
+        except ImportError:  # pragma: no cover - Inductor's classes moved: nodes' lines only
+            return
+        original = CompiledFxGraph.__call__
+        calls = self.calls
+
+        def call(graph: Any, inputs: Any) -> Any:
+            calls.append(_graph_call(sys._getframe(1)))
+            return original(graph, inputs)
+
+        CompiledFxGraph.__call__ = call  # type: ignore[method-assign,assignment]
+        self._stack.callback(setattr, CompiledFxGraph, "__call__", original)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def graphs(self) -> list[list[tuple[str, Origin]]]:
+        """Each compiled graph's kernels in the order its wrapper calls them: the kernel's name
+        as the profiler shows it (without the ``graph_N_`` prefix; extern kernels as their aten
+        op) and its :class:`Origin`."""
+        graphs = []
+        for metas, kernels in zip(self._metas, self._kernels, strict=False):
+            graph = []
+            order = {name: i for i, name in enumerate(metas)}
+            for name, unordered in kernels:
+                nodes = sorted((n for n in unordered if n in order), key=order.__getitem__)
+                graph.append((profiled_name(name), kernel_origin([metas[n] for n in nodes if n in metas])))
+            graphs.append(graph)
+        return graphs
+
+    def facts(
+        self,
+        read: ProfileRead,
+        storages: tuple[TrackedStorage, ...],
+        device: str,
+        notes: list[str],
+        module_paths: dict[int, str] | None = None,
+        root: str = "",
+        classes: dict[str, str] | None = None,
+    ) -> TrackedFacts:
+        """Facts of a compiled run: the kernels as ops, with the lines and modules of their
+        nodes (where a node has none, its graph call's: ``module_paths`` names modules by id,
+        ``root`` is the outermost module's name, ``classes`` each path's class)."""
+        calls = [call.named(module_paths or {}) for call in self.calls]
+        return compiled_facts(
+            read, self.graphs(), storages, device, [*notes, *self.notes], calls, root, classes
+        )
+
+
+class GraphCall(NamedTuple):
+    """A call of a compiled graph: when (the tracker's clock), the innermost statement of a
+    library's or the user's code on the caller's stack and the user's own, as ``file:line``,
+    and the module whose forward called it (its ``id``, or its path once named)."""
+
+    time_ns: int
+    where: str
+    user_where: str
+    module: int | str
+
+    def named(self, paths: dict[int, str]) -> GraphCall:
+        if isinstance(self.module, int):
+            return self._replace(module=paths.get(self.module, ""))
+        return self
+
+
+def _graph_call(frame: FrameType | None) -> GraphCall:
+    """Who called a compiled graph, read from its caller's stack."""
+    now = time.time_ns()
+    where = user_where = ""
+    module = 0
+    while frame is not None and not (where and user_where and module):
+        code = frame.f_code
+        if not module and code.co_name in _MODULE_CALLS and frame.f_code.co_filename.endswith(_MODULE_FILE):
+            owner = frame.f_locals.get("self")
+            module = id(owner) if owner is not None else 0
+        kind = frame_kind(code.co_filename)
+        if kind in (USER, LIBRARY) and not where:
+            where = f"{code.co_filename}:{frame.f_lineno}"
+        if kind == USER and not user_where:
+            user_where = f"{code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return GraphCall(now, where, user_where, module)
+
+
+_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
+_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
+
+
+def profiled_name(kernel: str) -> str:
+    """A kernel of Inductor's provenance table (``name:index``) as the profiler shows it: a
+    generated kernel by its name, an extern kernel (``extern_kernels.mm``) or a fallback to an
+    aten op (``aten.randint.low_out``) as that op (``aten::mm``, ``aten::randint``), a
+    higher-order op as :data:`ANY_KERNEL`."""
+    base = kernel.rpartition(":")[0] or kernel
+    if base.startswith("extern_kernels."):
+        return "aten::" + base.removeprefix("extern_kernels.")
+    if base.startswith(("aten.", "torch.ops.aten.")):
+        return "aten::" + base.removeprefix("torch.ops.").split(".")[1]
+    if base.startswith("torch.ops.higher_order."):
+        # A higher-order op (run_with_rng_state, which checkpointing's recompute uses) runs
+        # another op, which is what the profiler shows: any name matches it.
+        return ANY_KERNEL
+    return base
+
+
+def node_meta(node: Any) -> NodeMeta:
+    """What a post-grad FX node says of itself (:class:`NodeMeta`)."""
+    meta = node.meta
+    value = meta.get("val")
+    result = None
+    if isinstance(value, torch.Tensor):
+        with contextlib.suppress(Exception):  # symbolic shapes have no plain size
+            shape = tuple(int(n) for n in value.shape)
+            nbytes = math.prod(shape) * value.dtype.itemsize
+            result = (str(shape), str(value.dtype).replace("torch.", ""), nbytes)
+    stack = meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack") or {}
+    module = module_class = ""
+    if stack:
+        # The root module's class (the outermost entry) and the innermost module's path below
+        # it; in a graph traced from a module's own forward (after a graph break), paths are
+        # relative to that module (``L['self'].mlp``): completed from the graph's call.
+        first, last = list(stack.values())[0], list(stack.values())[-1]
+        root = _SELF if str(last[0]).startswith("L['self']") else _class_name(first[1])
+        module = f"{root}{_ROOT_SEPARATOR}{module_path(str(last[0]))}"
+        module_class = _class_name(last[1])
+    target = node.target
+    op = f"aten::{target._schema.name.partition('::')[2]}" if hasattr(target, "_schema") else ""
+    recompute = "recompute" in meta or "ac_graph_id" in meta
+    return NodeMeta(str(meta.get("stack_trace") or ""), module, module_class, op, result, recompute)
+
+
+def _class_name(cls: Any) -> str:
+    return str(getattr(cls, "__name__", str(cls).rpartition(".")[2].rstrip("'>")))
+
+
+def module_path(dynamo_path: str) -> str:
+    """``L['model'].blocks[0].attn`` -> ``blocks.0.attn`` (the root's own name left out)."""
+    path = re.sub(r"^L\['[^']*'\]", "", dynamo_path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\[['\"]([^'\"]+)['\"]\]", r".\1", path)
+    return path.strip(".")
+
+
+def _frames(trace: str) -> tuple[str, str, bool]:
+    """(statement, user's statement, ran in torch.optim) of a node's ``stack_trace``: its
+    innermost user or library frame and its innermost user frame (the same one when the
+    statement is the user's), as ``file:line``."""
+    found = [(m["file"], int(m["line"])) for m in _FRAME.finditer(trace)]
+    optimizer = any(f.startswith(os.path.join(_TORCH_DIR, "optim", "")) for f, _ in found)
+    kinds = [frame_kind(file) for file, _ in found]
+    source = [frame for frame, kind in zip(found, kinds, strict=True) if kind in ("user", "library")]
+    user = [frame for frame, kind in zip(found, kinds, strict=True) if kind == "user"]
+    where = f"{source[-1][0]}:{source[-1][1]}" if source else ""
+    user_where = f"{user[-1][0]}:{user[-1][1]}" if user else ""
+    return where, user_where, optimizer
+
+
+def kernel_origin(metas: list[NodeMeta]) -> Origin:
+    """A kernel's :class:`Origin` from its nodes, in graph order: the last node's statements
+    and module (a kernel ends with what it produces), and each node's result: a buffer of
+    that size is it."""
+    where = user_where = module = module_class = ""
+    optimizer = recompute = False
+    results: list[tuple[str, str, int, str]] = []
+    for meta in metas:
+        node_where, node_user, node_optimizer = _frames(meta.trace)
+        optimizer = optimizer or node_optimizer
+        recompute = recompute or meta.recompute
+        if node_where:
+            where, user_where = node_where, node_user
+        if meta.module:
+            module, module_class = meta.module, meta.module_class
+        if meta.result is not None:
+            results.append((*meta.result, node_where))
+    ops = tuple(sorted({meta.op for meta in metas if meta.op}))
+    phase = "optimizer" if optimizer else "recompute" if recompute else ""
+    return Origin(where, user_where, module, module_class, phase, ops, tuple(reversed(results)))
+
+
+def _phase(phase: int, origin: Origin | None) -> int:
+    if phase == BACKWARD:
+        # Forward nodes inside a backward graph are checkpointed work done again.
+        return RECOMPUTE if origin is not None and origin.phase == "recompute" else BACKWARD
+    return OPTIMIZER if origin is not None and origin.phase == "optimizer" else FORWARD
+
+
+def compiled_facts(
+    read: ProfileRead,
+    graphs: list[list[tuple[str, Origin]]],
+    storages: tuple[TrackedStorage, ...],
+    device: str,
+    notes: list[str],
+    calls_made: list[GraphCall] | None = None,
+    root: str = "",
+    classes: dict[str, str] | None = None,
+) -> TrackedFacts:
+    """The kernels of each wrapper call as ops, matched to the compiled graph whose kernel
+    sequence they are, with that graph's lines and modules (where a node has none, those of
+    the graph's call, ``calls_made``; ``root``: the name of the outermost module, its path
+    for the tracker); modules as one call per path (``classes``: each path's class)."""
+    kernels = _with_callers(_matched_kernels(read, graphs, notes), calls_made or [], root)
+    kernels.sort(key=lambda k: k.t1)
+    names = sorted({k.name for k in kernels})
+    code = {name: i for i, name in enumerate(names)}
+    origins = [k.origin for k in kernels if k.origin is not None]
+    where = sorted(
+        {w for o in origins for w in (o.where, o.user_where) if w}
+        | {r[3] for o in origins for r in o.results if r[3]}
+    )
+    sites = resolve_sites([(w.rpartition(":")[0], int(w.rpartition(":")[2])) for w in where])
+    site_of = {w: i for i, w in enumerate(where)}
+    calls, call_of = _module_calls(kernels, classes or {})
+    fused = {
+        k.name: k.origin.ops for k in kernels if k.origin and k.origin.ops and not k.name.startswith("aten::")
+    }
+    empty = np.zeros(0, dtype=np.int64)
+    # What each kernel's nodes produce: a buffer of its size has that shape.
+    results = [(i, result) for i, k in enumerate(kernels) if k.origin for result in k.origin.results]
+    shapes = sorted({r[0] for _, r in results})
+    dtypes = sorted({r[1] for _, r in results})
+    return TrackedFacts(
+        calls=tuple(read.calls),
+        allocations=read.allocations,
+        ops=TrackedOps(
+            t0=int_array([k.t0 for k in kernels]),
+            t1=int_array([k.t1 for k in kernels]),
+            name=int_array([code[k.name] for k in kernels]),
+            site=int_array([site_of.get(k.origin.where, -1) if k.origin else -1 for k in kernels]),
+            module_call=int_array([call_of.get(k.origin.module, -1) if k.origin else -1 for k in kernels]),
+            phase=int_array([_phase(k.phase, k.origin) for k in kernels]),
+            names=tuple(names),
+            user_site=int_array([site_of.get(k.origin.user_where, -1) if k.origin else -1 for k in kernels]),
+        ),
+        module_calls=calls,
+        sites=sites,
+        outputs_ptr=empty,
+        outputs_op=empty,
+        outputs_shape=empty,
+        outputs_dtype=empty,
+        shapes=tuple(shapes),
+        dtypes=tuple(dtypes),
+        saved_ptr=empty,
+        saved_time=empty,
+        storages=storages,
+        notes=tuple(notes),
+        device=device,
+        compiled=True,
+        fused_kernels=tuple(sorted(fused.items())),
+        inputs_op=int_array([i for i, _ in results]),
+        inputs_shape=int_array([shapes.index(r[0]) for _, r in results]),
+        inputs_dtype=int_array([dtypes.index(r[1]) for _, r in results]),
+        inputs_site=int_array([site_of[r[3]] if r[3] else -1 for _, r in results]),
+        shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
+        dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
+    )
+
+
+class _Kernel(NamedTuple):
+    name: str
+    t0: int
+    t1: int
+    phase: int
+    origin: Origin | None
+    wrapper: int = -1
+
+
+def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> list[_Kernel]:
+    """Each kernel's origin completed with its graph call's caller: the user's line when its
+    nodes' stack traces stop short of it (a graph after a graph break), the caller's statement
+    when they hold none (an optimizer's graph, traced inside torch), the module whose forward
+    called the graph when its nodes have none, or the full path of a module its nodes name
+    relative to that module. A forward wrapper call is the graph call that began last before
+    it; a backward one takes the module of the forward call it pairs with (the latest one not
+    yet paired whose graph names the same modules: backward runs in the reverse order)."""
+    if not calls:
+        return kernels
+    by_time = sorted(calls, key=lambda call: call.time_ns)
+    starts = [call.time_ns for call in by_time]
+    wrappers: dict[int, list[_Kernel]] = {}
+    for kernel in kernels:
+        wrappers.setdefault(kernel.wrapper, []).append(kernel)
+    caller: dict[int, GraphCall | None] = {}
+    base: dict[int, str | None] = {}  # the calling module's path ("": the root; None: unknown)
+    waiting: dict[frozenset[str], list[tuple[GraphCall | None, str | None]]] = {}
+    for wrapper, group in sorted(wrappers.items(), key=lambda item: min(k.t0 for k in item[1])):
+        at = bisect.bisect_right(starts, min(k.t0 for k in group)) - 1
+        call = by_time[at] if at >= 0 else None
+        names = frozenset(k.origin.module for k in group if k.origin and k.origin.module.startswith(_SELF))
+        if group[0].phase == BACKWARD:
+            # Backward's lines are its forward's, as in eager runs: the pair's caller.
+            pending = waiting.get(names)
+            caller[wrapper], base[wrapper] = pending.pop() if pending else (None, None)
+            continue
+        module = call.module if call is not None and isinstance(call.module, str) and call.module else None
+        caller[wrapper], base[wrapper] = call, "" if module == root else module
+        waiting.setdefault(names, []).append((call, base[wrapper]))
+    return [_completed(kernel, caller[kernel.wrapper], base[kernel.wrapper], root) for kernel in kernels]
+
+
+def _completed(kernel: _Kernel, call: GraphCall | None, base: str | None, root: str) -> _Kernel:
+    """``kernel`` with what its nodes do not say taken from its graph's ``call`` and the path
+    of the module that called the graph (``base``)."""
+    origin = kernel.origin or Origin("", "", "", "", "", (), ())
+    prefix, _, path = origin.module.partition(_ROOT_SEPARATOR)
+    if prefix == _SELF:
+        module = f"{root}{_ROOT_SEPARATOR}{'.'.join(p for p in (base, path) if p)}"
+    elif origin.module or base is None:
+        module = origin.module
+    else:
+        module = f"{root}{_ROOT_SEPARATOR}{base}"
+    where = origin.where or (call.where if call is not None else "")
+    user = origin.user_where or (call.user_where if call is not None else "")
+    return kernel._replace(
+        origin=origin._replace(where=where, user_where="" if user == where else user, module=module)
+    )
+
+
+def _matched_kernels(
+    read: ProfileRead, graphs: list[list[tuple[str, Origin]]], notes: list[str]
+) -> list[_Kernel]:
+    """Each kernel the profile saw with its origin in the compiled graph its wrapper call ran
+    (None when no graph matches)."""
+    by_wrapper: dict[int, list[tuple[str, int, int, int]]] = {}
+    for wrapper, name, t0, t1, phase in read.kernels:
+        by_wrapper.setdefault(wrapper, []).append((_GRAPH_PREFIX.sub("", name, count=1), t0, t1, phase))
+    kernels: list[_Kernel] = []
+    unmatched = 0
+    records = read.allocations
+    for wrapper, events in by_wrapper.items():
+        events.sort(key=lambda e: e[1])
+        graph = _matching_graph(graphs, [e[0] for e in events])
+        unmatched += graph is None
+        unused = list(graph or [])
+        previous_end = events[0][1]
+        for name, t0, t1, phase in events:
+            # The sizes allocated since the previous kernel: the buffers this one writes.
+            lo, hi = np.searchsorted(records.time, [previous_end, t1], side="left")
+            sizes = set(records.bytes[lo:hi].tolist())
+            previous_end = t1
+            same = [k for k in unused if k[0] == name] or [k for k in unused if k[0] == ANY_KERNEL]
+            chosen = next(
+                (k for k in same if any(r[2] in sizes for r in k[1].results)), same[0] if same else None
+            )
+            if chosen is not None:
+                unused.remove(chosen)
+            kernels.append(_Kernel(name, t0, t1, phase, chosen[1] if chosen else None, wrapper))
+    if unmatched or not graphs:
+        notes.append(
+            f"{unmatched or len(by_wrapper)} compiled graph call(s) could not be matched to Inductor's "
+            "provenance (compiled before tracking, or from a cache): their buffers are explained by kernel"
+        )
+    return kernels
+
+
+def _matching_graph(
+    graphs: list[list[tuple[str, Origin]]], names: list[str]
+) -> list[tuple[str, Origin]] | None:
+    """The compiled graph whose kernels a wrapper call ran: the same kernels (Inductor numbers
+    extern kernels in another order than it calls them, so as a multiset), else the graph that
+    shares most of them, when it shares at least nine in ten (a kernel named otherwise in the
+    profile than in the provenance table: unmatched, explained by its name alone)."""
+    wanted = Counter(names)
+    total = sum(wanted.values())
+    best, best_shared = None, 0
+    for graph in graphs:
+        have = Counter(name for name, _ in graph)
+        anything = have.pop(ANY_KERNEL, 0)
+        exact = sum((have & wanted).values())
+        if not have - wanted and total - exact == anything:
+            return graph
+        shared = exact + min(anything, total - exact)
+        if shared > best_shared:
+            best, best_shared = graph, shared
+    return best if best is not None and best_shared * 10 >= max(total, 1) * 9 else None
+
+
+def _module_calls(
+    kernels: list[_Kernel], known_classes: dict[str, str]
+) -> tuple[ModuleCalls, dict[str, int]]:
+    """One call per module path (compiled code has no module boundaries at run time): its
+    window spans its forward kernels and its submodules'; parents by path; each path's class
+    (from its nodes, else ``known_classes``: the tracked model's, by path)."""
+    encoded = sorted({k.origin.module for k in kernels if k.origin and k.origin.module})
+    classes = {k.origin.module: k.origin.module_class for k in kernels if k.origin and k.origin.module}
+    full: dict[str, str] = {}  # "Root/blocks.0.attn" -> shown path ("blocks.0.attn"; the root by class)
+    shown_class: dict[str, str] = {}
+    for module in encoded:
+        root, _, path = module.partition(_ROOT_SEPARATOR)
+        parts = path.split(".") if path else []
+        for depth in range(len(parts) + 1):
+            key = root + "/" + ".".join(parts[:depth])
+            full.setdefault(key, ".".join(parts[:depth]) or root)
+        shown_class[root + "/" + path] = classes.get(module, "")
+        shown_class.setdefault(root + "/", root)
+    keys = sorted(full)
+    index = {key: i for i, key in enumerate(keys)}
+    parent = [
+        index.get(key.rpartition(".")[0] if "." in key.partition("/")[2] else key.partition("/")[0] + "/", -1)
+        if key.partition("/")[2]
+        else -1
+        for key in keys
+    ]
+    start = [2**62] * len(keys)
+    end = [-1] * len(keys)
+    for position, kernel in enumerate(kernels):
+        # The wrapper allocates a kernel's buffers just before calling it: from the previous end.
+        t0 = kernels[position - 1].t1 + 1 if position else kernel.t0
+        if kernel.origin and kernel.origin.module and kernel.phase != BACKWARD:
+            root, _, path = kernel.origin.module.partition(_ROOT_SEPARATOR)
+            at = index[root + "/" + path]
+            while at >= 0:
+                start[at], end[at] = min(start[at], t0), max(end[at], kernel.t1)
+                at = parent[at]
+    calls = ModuleCalls(
+        path=int_array(list(range(len(keys)))),
+        parent=int_array(parent),
+        start=int_array([s if e >= 0 else -1 for s, e in zip(start, end, strict=True)]),
+        end=int_array(end),
+        paths=tuple(full[key] for key in keys),
+        classes=tuple(shown_class.get(key) or known_classes.get(full[key], "") for key in keys),
+    )
+    call_of = {
+        module: index[module.partition(_ROOT_SEPARATOR)[0] + "/" + module.partition(_ROOT_SEPARATOR)[2]]
+        for module in encoded
+    }
+    return calls, call_of

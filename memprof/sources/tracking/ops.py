@@ -1,0 +1,304 @@
+"""Every op of a profiled call, seen from a ``TorchDispatchMode`` below autograd: its window on
+the profiler's clock, the storage of each tensor it returns, its shapes, the statement that
+ran it (the innermost frame of the user's or a library's code, and the user's own line that
+called into the library), the module call and the phase it ran in.
+
+The mode changes what torch allocates, which is why it tracks only the explaining call: a
+Python number given for a Tensor argument becomes a new 8-byte tensor when the mode calls the
+op (recorded, and left out of the explanation), and in backward, tensors with Python objects
+are not accumulated into in place (so the mode is taken off while autograd runs backward, and
+put back for the forward that activation checkpointing runs again there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - the torch side of tracking
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
+
+from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
+from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
+from memprof.sources.tracking.modules import Calls
+from memprof.sources.tree import int_array
+
+_NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes have no forward op
+# Bytes of the tensor a Python number becomes when passed for a Tensor argument (double, int64,
+# bool, complex128: torch's "wrapped numbers").
+_NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
+_SOURCE_KINDS = frozenset({USER, LIBRARY})
+
+
+class _Mode(TorchDispatchMode):
+    """Records each op's window, outputs, lines, module call and phase."""
+
+    def __init__(self, ops: Ops) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        clock = self.ops.clock
+        t0 = clock()
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        t1 = clock()
+        self.ops.record(func, t0, t1, out, args, kwargs)
+        return out
+
+
+class Ops:
+    """The ops recorded while the mode is entered, as parallel lists (appending to lists is
+    the cheapest per-op record). ``fake``: the ops run on fake tensors (no allocation of theirs
+    to disturb; backward ops are seen by the mode itself)."""
+
+    def __init__(
+        self, calls: Calls, clock: Callable[[], int], storage_key: Callable[[Any], int], *, fake: bool
+    ) -> None:
+        self.calls = calls
+        self.clock = clock
+        self._storage_key = storage_key
+        self._fake = fake
+        self.mode = _Mode(self)
+        self.notes: list[str] = []
+        self.t0: list[int] = []
+        self.t1: list[int] = []
+        self.name: list[int] = []
+        self.site: list[int] = []
+        self.user_site: list[int] = []
+        self.call: list[int] = []
+        self.phase: list[int] = []
+        self.names: dict[Any, int] = {}
+        self.name_list: list[str] = []
+        self._tensor_arguments: list[tuple[tuple[int, str], ...]] = []
+        self.rewrap_op: list[int] = []
+        self.rewrap_bytes: list[int] = []
+        self.backward_from_profile = False
+        self.sites: dict[tuple[Any, int], int] = {}
+        self.first_op_of_sequence: dict[int, int] = {}
+        self.out_ptr: list[int] = []
+        self.out_op: list[int] = []
+        self.out_shape: list[int] = []
+        self.out_dtype: list[int] = []
+        self.in_op: list[int] = []
+        self.in_shape: list[int] = []
+        self.in_dtype: list[int] = []
+        self.shapes: dict[Any, int] = {}
+        self.dtypes: dict[Any, int] = {}
+        self.saved_ptr: list[int] = []
+        self.saved_time: list[int] = []
+        self._kinds: dict[Any, str] = {}
+
+    # ---- the hot path -------------------------------------------------------------------------
+
+    def record(self, func: Any, t0: int, t1: int, out: Any, args: Any, kwargs: Any) -> None:
+        index = len(self.t0)
+        name = self.names.get(func)
+        if name is None:
+            name = self.names[func] = len(self.name_list)
+            self.name_list.append(_op_name(func))
+            self._tensor_arguments.append(_tensor_arguments(func))
+        # A Python number passed for a Tensor argument is wrapped in a new tensor when the mode
+        # calls the op again: an allocation the untracked run does not make. Noted, to be left out
+        # (a fake run records no allocation for it).
+        for position, keyword in () if self._fake else self._tensor_arguments[name]:
+            value = args[position] if position < len(args) else kwargs.get(keyword) if kwargs else None
+            size = _NUMBER_BYTES.get(type(value))
+            if size:
+                self.rewrap_op.append(index)
+                self.rewrap_bytes.append(size)
+        calls = self.calls
+        node = None if calls.recomputing else torch._C._current_autograd_node()
+        if node is not None:
+            phase = BACKWARD
+            site, user_site, call = self._backward_origin(node)
+        else:
+            phase = RECOMPUTE if calls.recomputing else OPTIMIZER if calls.optimizer_depth else FORWARD
+            site, user_site = self._sites()
+            call = calls.stack[-1] if calls.stack else -1
+            if phase == FORWARD:
+                self.first_op_of_sequence.setdefault(torch._C._autograd._get_sequence_nr(), index)
+            if phase != OPTIMIZER:
+                for arg in args:
+                    if isinstance(arg, torch.Tensor):
+                        self._record_tensor(arg, index, self.in_op, self.in_shape, self.in_dtype)
+        self.t0.append(t0)
+        self.t1.append(t1)
+        self.name.append(name)
+        self.site.append(site)
+        self.user_site.append(user_site)
+        self.call.append(call)
+        self.phase.append(phase)
+        if isinstance(out, torch.Tensor):
+            self._record_output(out, index)
+        elif isinstance(out, tuple | list):
+            for item in out:
+                if isinstance(item, torch.Tensor):
+                    self._record_output(item, index)
+
+    def _record_output(self, tensor: torch.Tensor, index: int) -> None:
+        try:
+            ptr = self._storage_key(tensor.untyped_storage())
+        except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, wrapper subclasses
+            return
+        if ptr:
+            self.out_ptr.append(ptr)
+            self._record_tensor(tensor, index, self.out_op, self.out_shape, self.out_dtype)
+
+    def _record_tensor(
+        self, tensor: torch.Tensor, index: int, ops: list[int], shapes: list[int], dtypes: list[int]
+    ) -> None:
+        shape = self.shapes.get(tensor.shape)
+        if shape is None:
+            shape = self.shapes[tensor.shape] = len(self.shapes)
+        dtype = self.dtypes.get(tensor.dtype)
+        if dtype is None:
+            dtype = self.dtypes[tensor.dtype] = len(self.dtypes)
+        ops.append(index)
+        shapes.append(shape)
+        dtypes.append(dtype)
+
+    def _sites(self) -> tuple[int, int]:
+        """The innermost frame of the user's or a library's code, and the innermost of the
+        user's own (-1 when it is the same frame or there is none), as interned (code, line)
+        ids. Frames above memprof's own (the code that asked memprof to profile: a script, a
+        test runner, the command line) are not the profiled code's."""
+        frame: FrameType | None = sys._getframe(3)
+        kinds = self._kinds
+        site = -1
+        inside = False  # past memprof's frames at the bottom (the tracker's own)
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = frame_kind(code.co_filename)
+            if kind == MEMPROF:
+                if inside:
+                    break
+            else:
+                inside = True
+            if kind in _SOURCE_KINDS:
+                found = self._intern(code, frame.f_lineno)
+                if kind == USER:
+                    return (found, -1) if site < 0 else (site, found)
+                if site < 0:
+                    site = found
+            frame = frame.f_back
+        return site, -1
+
+    def _intern(self, code: Any, line: int) -> int:
+        key = (code, line)
+        found = self.sites.get(key)
+        if found is None:
+            found = self.sites[key] = len(self.sites)
+        return found
+
+    def _backward_origin(self, node: Any) -> tuple[int, int, int]:
+        """(site, user site, module call) of the forward op that made autograd ``node``."""
+        sequence = node._sequence_nr()
+        if sequence != _NO_SEQUENCE:
+            forward = self.first_op_of_sequence.get(sequence + 1)
+            if forward is not None:
+                return self.site[forward], self.user_site[forward], self.call[forward]
+        # AccumulateGrad and nodes made before tracking: the Python line (e.g. loss.backward()).
+        site, user_site = self._sites()
+        return site, user_site, -1
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A saved-tensors pack hook that notes what autograd saves, and returns it unchanged."""
+        with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):
+            ptr = self._storage_key(tensor.untyped_storage())
+            if ptr:
+                self.saved_ptr.append(ptr)
+                self.saved_time.append(self.clock())
+        return tensor
+
+    # ---- the mode on and off ------------------------------------------------------------------
+
+    def enter(self, stack: contextlib.ExitStack) -> None:
+        """Record ops (and saved tensors) until ``stack`` closes; with real tensors, backward
+        runs without the mode (:meth:`_run_backward_without`)."""
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self.pack, _unpack))
+        stack.enter_context(self.mode)
+        if not self._fake:
+            self._run_backward_without(stack)
+
+    def _run_backward_without(self, stack: contextlib.ExitStack) -> None:
+        """Take the dispatch mode off while autograd runs backward. Under a mode every tensor
+        gets a Python object, and autograd neither steals a gradient buffer nor accumulates
+        into one in place when it has one: backward would allocate more than without the
+        tracker. Backward ops are read from the profile instead (their autograd node says which
+        forward op, line and module they belong to)."""
+        import torch.autograd as autograd
+        from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+        original = getattr(autograd, "_engine_run_backward", None)
+        if original is None:
+            self.notes.append(
+                "backward ran under the op tracker (torch.autograd._engine_run_backward is missing in "
+                f"torch {torch.__version__}): the attribution pass may allocate more than the measured run"
+            )
+            return
+        mode = self.mode
+
+        def run_backward(*args: Any, **kwargs: Any) -> Any:
+            popped = _get_current_dispatch_mode() is mode
+            with _pop_mode_temporarily() if popped else contextlib.nullcontext():
+                return original(*args, **kwargs)
+
+        autograd._engine_run_backward = run_backward
+        stack.callback(setattr, autograd, "_engine_run_backward", original)
+        self.backward_from_profile = True
+
+    def recompute(self, starting: bool) -> None:
+        """Put the mode back on for the forward that activation checkpointing runs again in
+        backward (it is forward work: its tensors are made as in forward), and off after it."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if starting and _get_current_dispatch_mode() is not self.mode:
+            self.mode.__enter__()
+            self._pushed = True
+        elif not starting and getattr(self, "_pushed", False):
+            self._pushed = False
+            self.mode.__exit__(None, None, None)
+
+    # ---- the result ---------------------------------------------------------------------------
+
+    def table(self) -> TrackedOps:
+        return TrackedOps(
+            t0=int_array(self.t0),
+            t1=int_array(self.t1),
+            name=int_array(self.name),
+            site=int_array(self.site),
+            module_call=int_array(self.call),
+            phase=int_array(self.phase),
+            names=tuple(self.name_list),
+            user_site=int_array(self.user_site),
+        )
+
+    def sequence(self) -> tuple[np.ndarray, np.ndarray]:
+        """Autograd sequence numbers seen in forward, and the first op dispatched under each."""
+        pairs = sorted(self.first_op_of_sequence.items())
+        return int_array([s for s, _ in pairs]), int_array([op for _, op in pairs])
+
+
+def _unpack(value: Any) -> Any:
+    return value
+
+
+def _tensor_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the op's arguments typed ``Tensor``."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(
+        (i, a.name) for i, a in enumerate(schema.arguments) if isinstance(a.type, torch._C.TensorType)
+    )
+
+
+def _op_name(func: Any) -> str:
+    schema = getattr(func, "_schema", None)
+    return str(schema.name) if schema is not None else str(func)

@@ -1,0 +1,249 @@
+"""Read a finished profile's event tree (``experimental_event_tree()``): what the flat event
+list of :mod:`memprof.sources.kineto` does not hold.
+
+- The allocator records with their addresses (``[memory]`` nodes): which block each free
+  frees, so that lifetimes can be paired and named (:mod:`memprof.analysis.attribution`).
+- The ops autograd ran: each runs inside its node's ``evaluate_function`` range, whose sequence
+  number is that of the forward op that made the node.
+- The kernels of compiled code: the children of each Inductor wrapper call's range.
+- The measured calls' ranges (``CALL_MARKER``).
+
+Device-side activities (kernels, copies, and the GPU-side copy of every ``record_function``
+range) are nodes of their own kind: on CUDA a call marker or a wrapper call appears twice,
+once on the host and once as the span of its kernels on the GPU, which is not a second call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - reads torch's profiler objects
+
+from memprof.records import AUTOGRAD_NODE, BACKWARD, CALL_MARKER, FORWARD, Allocations, TrackedOps
+
+HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
+# Inductor's wrapper of one compiled graph, as a profiler range (profiler_mark_wrapper_call).
+WRAPPER_CALL = re.compile(r"^graph_\d+_inductor_wrapper_call$")
+_WRAPPER_SUFFIX = "_inductor_wrapper_call"
+DEVICE_SIDE = getattr(torch._C._profiler._EventType, "Kineto", None)
+
+
+@dataclass
+class ProfileRead:
+    """What the profile's event tree holds beyond the flat event list: the allocator records
+    with addresses; the ops autograd ran (name, start, end, autograd node number; -1 for
+    AccumulateGrad); the kernels of compiled code (wrapper call, name, start, end, phase); the
+    measured calls' (start, end)."""
+
+    allocations: Allocations
+    backward: list[tuple[str, int, int, int]]
+    kernels: list[tuple[int, str, int, int, int]]
+    calls: list[tuple[int, int]]
+
+
+def read_calls(prof: Any, device: str = "cpu") -> tuple[Allocations, list[tuple[int, int]]]:
+    """The ``[memory]`` records of ``device`` with their addresses, and the (start, end) of each
+    ``CALL_MARKER`` range, in order, of a finished ``torch.profiler.profile``."""
+    read = read_profile(prof, device)
+    return read.allocations, read.calls
+
+
+def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels: bool = False) -> ProfileRead:
+    """One walk of the finished profile's event tree: the device's records with addresses, the
+    calls, and (when asked) the backward ops and the compiled kernels."""
+    roots = kineto_results(prof).experimental_event_tree()
+    memory = _MemoryRecords(torch.device(device))
+    calls: list[tuple[int, int]] = []
+    backward: list[tuple[str, int, int, int]] = []
+    found: list[tuple[int, str, int, int, int]] = []
+    if backward_ops or kernels:
+        _walk_with_context(
+            roots, memory, calls, backward if backward_ops else None, found if kernels else None
+        )
+    else:
+        _walk(roots, memory, calls)
+    return ProfileRead(memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls))
+
+
+class _MemoryRecords:
+    """The ``[memory]`` nodes met in a walk, read ``_MEMORY_BLOCK`` at a time (one accessor
+    over the whole block, ``map`` in C) into typed arrays: the device's records only."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self.nodes: list[Any] = []
+        self._parts: list[np.ndarray] = []
+
+    def flush(self) -> None:
+        nodes = self.nodes
+        if not nodes:
+            return
+        fields = list(map(_extra_fields, nodes))
+        devices = list(map(_device, fields))
+        if self._device.type == "cpu":
+            keep = list(map(HOST_DEVICES.__contains__, map(_device_type, devices)))
+        else:
+            keep = list(map(self._device.__eq__, devices))
+        if not all(keep):
+            nodes, fields = list(compress(nodes, keep)), list(compress(fields, keep))
+        count = len(nodes)
+        part = np.empty((3, count), dtype=np.int64)
+        part[0] = np.fromiter(map(_start_time, nodes), dtype=np.int64, count=count)
+        part[1] = np.fromiter(map(_alloc_size, fields), dtype=np.int64, count=count)
+        part[2] = np.fromiter(map(_ptr, fields), dtype=np.int64, count=count)
+        self._parts.append(part)
+        self.nodes = []
+
+    def allocations(self) -> Allocations:
+        self.flush()
+        array = np.concatenate(self._parts, axis=1) if self._parts else np.zeros((3, 0), dtype=np.int64)
+        # The walk visits records depth first, backwards: time order, ties by address for stability.
+        order = np.lexsort((array[2], array[0]))
+        return Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+
+
+_MEMORY_NODE = "[memory]"
+_MEMORY_BLOCK = 4096
+_extra_fields = attrgetter("extra_fields")
+_device = attrgetter("device")
+_device_type = attrgetter("type")
+_start_time = attrgetter("start_time_ns")
+_alloc_size = attrgetter("alloc_size")
+_ptr = attrgetter("ptr")
+
+
+def _walk(roots: list[Any], memory: _MemoryRecords, calls: list[tuple[int, int]]) -> None:
+    """Depth first, the ``[memory]`` nodes and the call markers only (the measured calls'
+    pass: no context to carry, so a node is all the stack holds)."""
+    stack = list(roots)
+    pop = stack.pop
+    keep = memory.nodes.append
+    memory_node, call_marker, block, device_side = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, DEVICE_SIDE
+    while stack:
+        node = pop()
+        name = node.name
+        if name == memory_node:
+            keep(node)
+            if len(memory.nodes) == block:
+                memory.flush()
+                keep = memory.nodes.append
+            continue
+        if name == call_marker and node.tag != device_side:
+            calls.append((node.start_time_ns, node.end_time_ns))
+        stack += node.children
+
+
+class _Restore:
+    """A stack entry that gives the walk back the context of a node's siblings, once that
+    node's children (which saw a context the node changed) are done."""
+
+    __slots__ = ("context", "name")
+
+    def __init__(self, context: tuple[int | None, bool, int]) -> None:
+        self.name = _RESTORE
+        self.context = context
+
+
+_RESTORE = "\x00restore"  # no profiler event is named so
+
+
+def _walk_with_context(
+    roots: list[Any],
+    memory: _MemoryRecords,
+    calls: list[tuple[int, int]],
+    backward: list[tuple[str, int, int, int]] | None,
+    found: list[tuple[int, str, int, int, int]] | None,
+) -> None:
+    """Depth first, carrying a context: the autograd node's number (None outside backward),
+    whether inside a backward op already, and the Inductor wrapper call whose kernels are the
+    children (-1 if none). ``backward`` collects the ops autograd ran (name, start, end,
+    node number), ``found`` the kernels of compiled code (wrapper call, name, start, end,
+    phase); None: not wanted. A node that changes the context leaves a :class:`_Restore`
+    under its children, so that the stack holds nodes alone, not (node, context) tuples."""
+    stack = list(roots)
+    pop = stack.pop
+    keep = memory.nodes.append
+    memory_node, call_marker, block, restore = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, _RESTORE
+    device_side = DEVICE_SIDE
+    sequence: int | None = None
+    inside = False
+    wrapper = wrappers = -1
+    while stack:
+        node = pop()
+        name = node.name
+        if name == memory_node:
+            keep(node)
+            if len(memory.nodes) == block:
+                memory.flush()
+                keep = memory.nodes.append
+            continue
+        if name is restore:
+            sequence, inside, wrapper = node.context
+            continue
+        before = None  # the context of the node's siblings, when the node changes it
+        if (
+            name == call_marker or wrapper >= 0 or name.endswith(_WRAPPER_SUFFIX)
+        ) and node.tag == device_side:
+            continue  # a GPU-side span: neither a call, a wrapper call nor a kernel launch
+        if name == call_marker:
+            calls.append((node.start_time_ns, node.end_time_ns))
+        elif name.startswith(AUTOGRAD_NODE):
+            before = (sequence, inside, wrapper)
+            sequence, inside = int(node.extra_fields.sequence_number), False
+        elif backward is not None and sequence is not None and not inside and name.startswith("aten::"):
+            backward.append((name, node.start_time_ns, node.end_time_ns, sequence))
+            before = (sequence, inside, wrapper)
+            inside = True
+        if found is not None and (wrapper >= 0 or WRAPPER_CALL.match(name)):
+            before = before or (sequence, inside, wrapper)
+            if wrapper >= 0:
+                phase = BACKWARD if sequence is not None else FORWARD
+                found.append((wrapper, name, node.start_time_ns, node.end_time_ns, phase))
+                wrapper = -1
+            else:
+                wrappers += 1
+                wrapper = wrappers
+        if before is None:
+            stack += node.children
+            continue
+        children = node.children
+        if children:
+            stack.append(_Restore(before))
+            stack += children
+        else:
+            sequence, inside, wrapper = before
+
+
+def kineto_results(prof: Any) -> Any:
+    """The finished profile's results: ``torch.profiler.profile`` wraps the autograd profiler
+    that holds them (``torch.autograd.profiler.profile``, which starts without importing
+    ``torch._dynamo``: seconds saved where only allocations are wanted)."""
+    return getattr(prof, "profiler", prof).kineto_results
+
+
+def int_array(values: list[int]) -> np.ndarray:
+    return np.array(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
+
+
+def backward_table(backward: list[tuple[str, int, int, int]]) -> tuple[TrackedOps, np.ndarray]:
+    """Backward ops read from the profile as an op table in order of end, and their nodes' numbers."""
+    ops = sorted(backward, key=lambda op: op[2])
+    names = sorted({op[0] for op in ops})
+    code = {name: i for i, name in enumerate(names)}
+    count = len(ops)
+    tracked = TrackedOps(
+        t0=int_array([op[1] for op in ops]),
+        t1=int_array([op[2] for op in ops]),
+        name=int_array([code[op[0]] for op in ops]),
+        site=np.full(count, -1, dtype=np.int64),
+        module_call=np.full(count, -1, dtype=np.int64),
+        phase=np.full(count, BACKWARD, dtype=np.int64),
+        names=tuple(names),
+        user_site=np.full(count, -1, dtype=np.int64),
+    )
+    return tracked, int_array([op[3] for op in ops])
