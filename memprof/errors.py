@@ -75,10 +75,15 @@ class UserCodeError(MemprofError):
 
     exit_code = EXIT_USER_CODE
 
-    def __init__(self, message: str, *, user_traceback: str = "") -> None:
+    def __init__(
+        self, message: str, *, user_traceback: str = "", raised: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.user_traceback = user_traceback
         self.report: Any = None
+        self.raised = raised
+        """What the user's code raised, when it raised (the pytest plugin shows it as the test's
+        own failure)."""
 
 
 class OutputError(MemprofError):
@@ -104,17 +109,33 @@ def brief(value: Any, limit: int = 60) -> str:
     shortened = reprlib.Repr()
     shortened.maxstring = shortened.maxother = limit
     shortened.maxlevel, shortened.maxlist, shortened.maxdict = 3, 6, 6
-    return shortened.repr(value)
+    if type(value) is int and value.bit_length() > 4 * limit:  # repr would be long, or refused
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        return shortened.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ of the user's code can raise anything
+        return f"<{type(value).__name__} object>"
 
 
 def what_it_did(error: BaseException) -> str:
     """How the user's code failed, for a message: ``raised ValueError: bad input`` (first line
     of the message), or ``called sys.exit(0)``: leaving through ``sys.exit`` is the profiled
     code failing too, whatever the code (memprof's own exit code says what happened)."""
+    from memprof.text import one_line
+
     if isinstance(error, SystemExit):
         return f"called sys.exit({'' if error.code is None else brief(error.code)})"
-    text = str(error).strip().splitlines()
-    return f"raised {type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    text = message_of(error).strip().splitlines()
+    return f"raised {one_line(type(error).__name__)}: {one_line(text[0]) if text else ''}".rstrip(": ")
+
+
+def message_of(error: BaseException) -> str:
+    """``str(error)``, or what to say instead when the exception's own ``__str__`` fails (an
+    exception class of the user's code can do anything there)."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - whatever __str__ raised; Python's own words for it
+        return "<exception str() failed>"
 
 
 @contextlib.contextmanager
@@ -128,7 +149,8 @@ def user_code(failed: Callable[[str], str]) -> Iterator[None]:
     except (MemprofError, KeyboardInterrupt):
         raise
     except BaseException as error:
-        raise UserCodeError(failed(what_it_did(error)), user_traceback=format_user_traceback(error)) from None
+        traceback = format_user_traceback(error)
+        raise UserCodeError(failed(what_it_did(error)), user_traceback=traceback, raised=error) from None
 
 
 def format_user_traceback(error: BaseException) -> str:
@@ -152,7 +174,23 @@ def format_user_traceback(error: BaseException) -> str:
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.format_list(frames)
     lines += traceback.format_exception_only(type(error), error)
-    return "".join(lines)
+    return _capped_traceback("".join(lines))
+
+
+TRACEBACK_LINES = 100
+"""The most lines of a user's traceback memprof prints (the first and the last ones are kept)."""
+
+
+def _capped_traceback(text: str, line_limit: int = 1000) -> str:
+    """At most :data:`TRACEBACK_LINES` lines of at most ``line_limit`` characters each: an
+    exception message of 50 MB, or a million frames, must not become memprof's output."""
+    lines = text.splitlines()
+    if len(lines) > TRACEBACK_LINES:
+        head, tail = TRACEBACK_LINES // 5, TRACEBACK_LINES - TRACEBACK_LINES // 5
+        left = len(lines) - head - tail
+        lines = [*lines[:head], f"  ... ({left} lines not shown)", *lines[-tail:]]
+    cut = [line if len(line) <= line_limit else line[:line_limit] + "…" for line in lines]
+    return "\n".join(cut) + "\n" if cut else ""
 
 
 # ---------------------------------------------------------------------------- parameter names
