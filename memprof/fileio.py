@@ -297,6 +297,10 @@ def parse_json(text: str, where: str) -> Any:
         raise InputError(
             f"{where} nests arrays or objects too deeply to be read; it is not a file memprof wrote"
         ) from None
+    except MemoryError:
+        raise InputError(
+            f"{where} is too large to read in the memory memprof has ({len(text):,} characters)"
+        ) from None
 
 
 def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:

@@ -237,15 +237,18 @@ def test_a_huge_label_is_quoted_short(tmp_path: Path) -> None:
 
 
 def test_baseline_labels_and_op_names_with_newlines_stay_on_their_lines(tmp_path: Path) -> None:
-    base = _report_with(tmp_path, "base.json", "eager")
-    grown = json.loads(base.read_text())
-    grown["runs"]["eager"]["peak_bytes"] *= 2
-    grown["runs"][FORGED] = grown["runs"]["eager"]
+    base = json.loads((DATA / "base.json").read_text())
+    base["runs"]["eager"]["ops"][0]["name"] = FORGED
+    grown = json.loads(json.dumps(base))
+    grown["runs"]["eager"]["ops"][0]["peak_bytes"] *= 2
+    grown["runs"][FORGED] = dict(grown["runs"]["eager"], label=FORGED)
+    (tmp_path / "base.json").write_text(json.dumps(base))
     (tmp_path / "grown.json").write_text(json.dumps(grown))
-    result = check(str(tmp_path / "grown.json"), "--baseline", str(base))
+    result = check(str(tmp_path / "grown.json"), "--baseline", str(tmp_path / "base.json"), "--per-op")
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "warning: run 'eager\\nmemprof gate: passed (1 checks)' has no baseline; not compared",
-        "eager peak 16.0 MiB exceeds baseline 8.0 MiB by 100.0% (tolerance 5%)",
+        "eager op eager\\x0amemprof gate: passed (1 checks) peak 980.4 MiB exceeds baseline 490.2 MiB by "
+        "100.0% (tolerance 5%)",
         "memprof gate: FAILED, 1 violation (baseline 1)",
     ]
