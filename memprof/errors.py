@@ -156,41 +156,73 @@ def user_code(failed: Callable[[str], str]) -> Iterator[None]:
 def format_user_traceback(error: BaseException) -> str:
     """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
     sees their own code (and the libraries it called), as Python would show it."""
-    import importlib
-    import os
     import traceback
 
-    # memprof's own frames, and importlib's (import_module) around the module's code
-    skipped = (
-        os.path.dirname(os.path.abspath(__file__)) + os.sep,
-        os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
-    )
-    frames = [
-        frame
-        for frame in traceback.extract_tb(error.__traceback__)
-        if not os.path.abspath(frame.filename).startswith(skipped)
-        and not frame.filename.startswith("<frozen importlib")
-    ]
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _users(frame.filename)]
     lines = ["Traceback (most recent call last):\n"] if frames else []
     lines += traceback.format_list(frames)
     lines += traceback.format_exception_only(type(error), error)
     return _capped_traceback("".join(lines))
 
 
+def _users(filename: str) -> bool:
+    """Whether a frame of ``filename`` is the user's: not memprof's own, nor importlib's (its
+    import_module around the module's code)."""
+    import importlib
+    import os
+
+    skipped = (
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
+    )
+    return not os.path.abspath(filename).startswith(skipped) and not filename.startswith("<frozen importlib")
+
+
+def users_own(error: BaseException) -> BaseException:
+    """``error`` with memprof's frames taken out of its traceback, to raise it again where the
+    user's code was called from (the pytest plugin: the test fails with the user's error)."""
+    import types
+
+    kept = []
+    step = error.__traceback__
+    while step is not None:
+        if _users(step.tb_frame.f_code.co_filename):
+            kept.append(step)
+        step = step.tb_next
+    rebuilt = None
+    for step in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, step.tb_frame, step.tb_lasti, step.tb_lineno)
+    return error.with_traceback(rebuilt)
+
+
 TRACEBACK_LINES = 100
 """The most lines of a user's traceback memprof prints (the first and the last ones are kept)."""
 
+TRACEBACK_CHARS = 8000
+"""The most characters of a user's traceback memprof prints (its last lines are kept first)."""
+
 
 def _capped_traceback(text: str, line_limit: int = 1000) -> str:
-    """At most :data:`TRACEBACK_LINES` lines of at most ``line_limit`` characters each: an
-    exception message of 50 MB, or a million frames, must not become memprof's output."""
-    lines = text.splitlines()
-    if len(lines) > TRACEBACK_LINES:
-        head, tail = TRACEBACK_LINES // 5, TRACEBACK_LINES - TRACEBACK_LINES // 5
-        left = len(lines) - head - tail
-        lines = [*lines[:head], f"  ... ({left} lines not shown)", *lines[-tail:]]
-    cut = [line if len(line) <= line_limit else line[:line_limit] + "…" for line in lines]
-    return "\n".join(cut) + "\n" if cut else ""
+    """At most :data:`TRACEBACK_LINES` lines of at most ``line_limit`` characters each, and
+    :data:`TRACEBACK_CHARS` in all: an exception message of 50 MB, or a million frames, must
+    not become memprof's output. The first lines and the last ones (the error) are kept."""
+    lines = [line if len(line) <= line_limit else line[:line_limit] + "…" for line in text.splitlines()]
+    head: list[str] = []
+    tail: list[str] = []
+    size = 0
+    for line in lines[: TRACEBACK_LINES // 5]:  # where it started
+        if size + len(line) > TRACEBACK_CHARS // 5:
+            break
+        head.append(line)
+        size += len(line) + 1
+    for line in reversed(lines[len(head) :]):  # where it failed
+        if len(head) + len(tail) >= TRACEBACK_LINES or size + len(line) > TRACEBACK_CHARS:
+            break
+        tail.append(line)
+        size += len(line) + 1
+    left = len(lines) - len(head) - len(tail)
+    kept = [*head, *([f"  ... ({left} lines not shown)"] if left else []), *reversed(tail)]
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 # ---------------------------------------------------------------------------- parameter names

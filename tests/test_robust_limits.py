@@ -300,27 +300,20 @@ def _out_of_memory(*args: object, **kwargs: object) -> None:
     raise MemoryError
 
 
-def test_running_out_of_memory_parsing_a_trace_names_it(tmp_path, monkeypatch):
-    trace = tmp_path / "t.json"
-    trace.write_text(json.dumps({"traceEvents": []}))
-    monkeypatch.setattr(trace_module, "_loads", _out_of_memory)
-    result = CliRunner().invoke(app, ["analyze", "-q", str(trace)])
-    assert (result.exit_code, result.stderr) == (
-        2,
-        f"memprof: error: {trace}: not enough memory to read it (19 B of JSON); give memprof more memory, "
-        "or record a shorter trace\n",
-    )
-
-
-def test_running_out_of_memory_unpickling_a_snapshot_names_it(tmp_path, monkeypatch):
-    path = _bomb(tmp_path / "s.pickle", {"segments": []})
-    monkeypatch.setattr(snapshot_module._BuiltinsOnlyUnpickler, "load", _out_of_memory)
+@pytest.mark.parametrize("kind", ["JSON", "pickle"])
+def test_running_out_of_memory_reading_a_recording_names_it(tmp_path, monkeypatch, kind):
+    if kind == "JSON":
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"traceEvents": []}))
+        monkeypatch.setattr(trace_module, "_loads", _out_of_memory)
+    else:
+        path = _bomb(tmp_path / "s.pickle", {"segments": []})
+        monkeypatch.setattr(snapshot_module._BuiltinsOnlyUnpickler, "load", _out_of_memory)
     result = CliRunner().invoke(app, ["analyze", "-q", str(path)])
-    size = path.stat().st_size
     assert (result.exit_code, result.stderr) == (
         2,
-        f"memprof: error: {path}: not enough memory to read it ({size} B of pickle); give memprof more "
-        "memory, or record a shorter trace\n",
+        f"memprof: error: {path}: not enough memory to read it ({path.stat().st_size} B of {kind}); give "
+        "memprof more memory, or record a shorter trace\n",
     )
 
 
@@ -335,4 +328,25 @@ def test_running_out_of_memory_in_the_analysis_names_the_file(tmp_path, monkeypa
         2,
         f"memprof: error: {trace}: not enough memory to read and analyse it ({size:,} B); give memprof more "
         "memory, or record a shorter trace\n",
+    )
+
+
+def test_the_limits_page_states_the_limits_in_force():
+    from memprof.commands.common import MESSAGE_LIMIT
+    from memprof.errors import TRACEBACK_CHARS, TRACEBACK_LINES
+    from memprof.fileio import DECOMPRESSED_LIMIT_BYTES, STDIN_LIMIT_BYTES
+    from memprof.text import NAME_LIMIT, QUOTE_LIMIT
+
+    page = (ROOT / "docs" / "reference" / "limits.md").read_text()
+    stated = {
+        "**2 GiB**": DECOMPRESSED_LIMIT_BYTES == 2 * GIB,
+        "**1 GiB**": STDIN_LIMIT_BYTES == GIB,
+        "**1,010 characters**: a longer one keeps its first 1,000 characters": NAME_LIMIT == 1000,
+        "**200 characters**": QUOTE_LIMIT == 200,
+        "**2,000 characters**": MESSAGE_LIMIT == 2000,
+        "**100 lines**": TRACEBACK_LINES == 100,
+        "**8,000 characters** in all": TRACEBACK_CHARS == 8000,
+    }
+    assert {words: (words in page, holds) for words, holds in stated.items()} == dict.fromkeys(
+        stated, (True, True)
     )

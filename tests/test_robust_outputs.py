@@ -294,6 +294,9 @@ class Unprintable(Exception):
 
 def raises_unprintable():
     raise Unprintable()
+
+def raises_at_length():
+    raise ValueError("x" * 5_000_000)
 """
 
 
@@ -330,3 +333,13 @@ def test_an_exception_whose_message_fails_is_exit_3_in_one_line(tmp_path):
     )
     assert "in raises_unprintable" in done.stderr  # the user's traceback, without memprof's frames
     assert "memprof/" not in done.stderr
+
+
+def test_an_exception_with_a_huge_message_is_shown_short(tmp_path):
+    (tmp_path / "sabotage.py").write_text(SABOTAGE)
+    done = memprof_cli("run", "sabotage.py:raises_at_length", "--device", "cpu", "-q", cwd=tmp_path)
+    assert done.returncode == 3
+    assert len(done.stderr) < 10_000
+    assert done.stderr.splitlines()[-1] == (
+        f"memprof: error: raises_at_length raised ValueError: {'x' * 200}… (peak before the failure: 0 B)"
+    )
