@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memprof.errors import InputError, OutputError, UsageError
+from memprof.errors import InputError, OutputError, UsageError, brief
 
 STDIN_LIMIT_BYTES = 1 << 30
 """The most memprof reads from standard input (1 GiB): more is an error, never a hang or an
@@ -277,7 +277,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(out) != len(pairs):
         seen: set[str] = set()
         twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {twice!r} appears twice in one object")
+        raise ValueError(f"the key {brief(twice)} appears twice in one object")
     return out
 
 
@@ -298,15 +298,20 @@ def parse_json(text: str, where: str) -> Any:
             f"{where} nests arrays or objects too deeply to be read; it is not a file memprof wrote"
         ) from None
     except MemoryError:
-        raise InputError(
-            f"{where} is too large to read in the memory memprof has ({len(text):,} characters)"
-        ) from None
+        raise _too_large(where) from None
+
+
+def _too_large(where: str) -> InputError:
+    return InputError(f"{where} is too large to read in the memory memprof has; give memprof more memory")
 
 
 def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
     """Parse a JSON file (or ``-``, standard input) strictly, see :func:`parse_json`."""
     where = STDIN if str(path) == "-" else f"{what} {str(path)!r}"
-    return parse_json(read_text(path, what), where)
+    try:
+        return parse_json(read_text(path, what), where)
+    except MemoryError:
+        raise _too_large(where) from None
 
 
 # -------------------------------------------------------------------------------------- writing

@@ -350,3 +350,19 @@ def test_the_limits_page_states_the_limits_in_force():
     assert {words: (words in page, holds) for words, holds in stated.items()} == dict.fromkeys(
         stated, (True, True)
     )
+
+
+def test_running_out_of_memory_reading_a_report_names_it(tmp_path, monkeypatch):
+    from conftest import make_single_report
+
+    from memprof import fileio
+
+    path = tmp_path / "r.json"
+    path.write_text(make_single_report().to_json())
+    monkeypatch.setattr(fileio, "parse_json", _out_of_memory)
+    result = CliRunner().invoke(app, ["check", str(path), "--budget", "1GB"])
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"memprof: error: report {str(path)!r} is too large to read in the memory memprof has; give memprof "
+        "more memory\n",
+    )

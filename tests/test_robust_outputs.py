@@ -75,15 +75,16 @@ def test_a_link_planted_while_memprof_runs_is_replaced_not_written_through(tmp_p
     assert target.read_text() == "keep me\n"
 
 
+@pytest.mark.parametrize("also", [[], ["--save-baseline", "b.json"]], ids=["alone", "with a baseline"])
 @pytest.mark.parametrize("loop", ["self", "pair"])
-def test_an_output_that_is_a_loop_of_links_is_exit_2(runner, tmp_path, loop):
+def test_an_output_that_is_a_loop_of_links_is_exit_2(runner, tmp_path, loop, also):
     path = tmp_path / "r.json"
     if loop == "self":
         path.symlink_to(path)
     else:
         (tmp_path / "other").symlink_to(path)
         path.symlink_to(tmp_path / "other")
-    result = runner.invoke(app, ["analyze", str(tmp_path / "missing.json"), "--json", str(path)])
+    result = runner.invoke(app, ["analyze", str(tmp_path / "missing.json"), "--json", str(path), *also])
     assert result.exit_code == 2
     assert result.stderr == (
         f"memprof: error: --json {str(path)!r} is a symbolic link (to {os.readlink(path)!r}); "
