@@ -140,8 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     remember_invocation(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="memprof", standalone_mode=False)
-    except KeyboardInterrupt:  # outside a command (parsing its options): as inside one
-        err("memprof: interrupted; no output was written")
+    except KeyboardInterrupt:  # outside a command (parsing its options, or once it returned): as inside one
+        from memprof.fileio import WRITTEN
+
+        err(f"memprof: {interrupted(WRITTEN)}")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and
