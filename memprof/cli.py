@@ -11,13 +11,14 @@ stays fast.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 
 from memprof import __version__
-from memprof.commands.common import err, hidden_line
+from memprof.commands.common import err, err_lines, hidden_line
 from memprof.commands.options import cli_spelling, with_option_groups
 from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
 
@@ -39,18 +40,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130. Inside the
-    command, the library's messages name its options as flags (``--repeat``, not ``repeat``)."""
+    """Map memprof's errors to their one-line message and exit code; Ctrl-C to 130; running out
+    of memory to 2. Inside the command, the library's messages name its options as flags
+    (``--repeat``, not ``repeat``), and what the profiled code changes in the interpreter is
+    put back afterwards (see :mod:`memprof.interpreter`)."""
     spelling = cli_spelling(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from memprof.fileio import WRITTEN
+        from memprof.interpreter import kept_from_user_code
+
+        written_before = len(WRITTEN)
         try:
-            with spelled_as(spelling):
+            with spelled_as(spelling), kept_from_user_code():
                 return func(*args, **kwargs)
         except MemprofError as error:
             if isinstance(error, UserCodeError) and error.user_traceback:
-                err(error.user_traceback.rstrip("\n"))
+                err_lines(error.user_traceback.rstrip("\n"))
             heard = error.hidden_messages
             hidden = hidden_line(heard.count, heard.lines()) if heard is not None else None
             if hidden:
@@ -59,10 +66,23 @@ def handle_errors(func: F) -> F:
                 err(f"memprof: error: {error.message}")  # the last line
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
-            err("memprof: interrupted; no output was written")
+            err(f"memprof: {interrupted(WRITTEN[written_before:])}")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except MemoryError:
+            # Readers name the file that was too large; this is what is left (a huge option value, ...).
+            err("memprof: error: memprof ran out of memory; give it smaller inputs, or more memory")
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def interrupted(written: Sequence[Path]) -> str:
+    """What Ctrl-C left: ``interrupted; no output was written``, or the files written in full
+    before it came (Ctrl-C between two commands' writes, or after rank 0 wrote the job's)."""
+    if not written:
+        return "interrupted; no output was written"
+    names = ", ".join(repr(str(path)) for path in dict.fromkeys(written))
+    return f"interrupted after writing {names} in full; nothing else was written"
 
 
 def _version_callback(value: bool) -> None:
@@ -120,8 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     remember_invocation(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="memprof", standalone_mode=False)
-    except KeyboardInterrupt:  # outside a command (parsing its options): as inside one
-        err("memprof: interrupted; no output was written")
+    except KeyboardInterrupt:  # outside a command (parsing its options, or once it returned): as inside one
+        from memprof.fileio import WRITTEN
+
+        err(f"memprof: {interrupted(WRITTEN)}")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and

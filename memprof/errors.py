@@ -75,10 +75,15 @@ class UserCodeError(MemprofError):
 
     exit_code = EXIT_USER_CODE
 
-    def __init__(self, message: str, *, user_traceback: str = "") -> None:
+    def __init__(
+        self, message: str, *, user_traceback: str = "", raised: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.user_traceback = user_traceback
         self.report: Any = None
+        self.raised = raised
+        """What the user's code raised, when it raised (the pytest plugin shows it as the test's
+        own failure)."""
 
 
 class OutputError(MemprofError):
@@ -104,17 +109,33 @@ def brief(value: Any, limit: int = 60) -> str:
     shortened = reprlib.Repr()
     shortened.maxstring = shortened.maxother = limit
     shortened.maxlevel, shortened.maxlist, shortened.maxdict = 3, 6, 6
-    return shortened.repr(value)
+    if type(value) is int and value.bit_length() > 4 * limit:  # repr would be long, or refused
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        return shortened.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ of the user's code can raise anything
+        return f"<{type(value).__name__} object>"
 
 
 def what_it_did(error: BaseException) -> str:
     """How the user's code failed, for a message: ``raised ValueError: bad input`` (first line
     of the message), or ``called sys.exit(0)``: leaving through ``sys.exit`` is the profiled
     code failing too, whatever the code (memprof's own exit code says what happened)."""
+    from memprof.text import one_line
+
     if isinstance(error, SystemExit):
         return f"called sys.exit({'' if error.code is None else brief(error.code)})"
-    text = str(error).strip().splitlines()
-    return f"raised {type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    text = message_of(error).strip().splitlines()
+    return f"raised {one_line(type(error).__name__)}: {one_line(text[0]) if text else ''}".rstrip(": ")
+
+
+def message_of(error: BaseException) -> str:
+    """``str(error)``, or what to say instead when the exception's own ``__str__`` fails (an
+    exception class of the user's code can do anything there)."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - whatever __str__ raised; Python's own words for it
+        return "<exception str() failed>"
 
 
 @contextlib.contextmanager
@@ -128,31 +149,80 @@ def user_code(failed: Callable[[str], str]) -> Iterator[None]:
     except (MemprofError, KeyboardInterrupt):
         raise
     except BaseException as error:
-        raise UserCodeError(failed(what_it_did(error)), user_traceback=format_user_traceback(error)) from None
+        traceback = format_user_traceback(error)
+        raise UserCodeError(failed(what_it_did(error)), user_traceback=traceback, raised=error) from None
 
 
 def format_user_traceback(error: BaseException) -> str:
     """The traceback of ``error`` with memprof's and importlib's frames left out, so the user
     sees their own code (and the libraries it called), as Python would show it."""
-    import importlib
-    import os
     import traceback
 
-    # memprof's own frames, and importlib's (import_module) around the module's code
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _users(frame.filename)]
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(error), error)
+    return _capped_traceback("".join(lines))
+
+
+def _users(filename: str) -> bool:
+    """Whether a frame of ``filename`` is the user's: not memprof's own, nor importlib's (its
+    import_module around the module's code)."""
+    import importlib
+    import os
+
     skipped = (
         os.path.dirname(os.path.abspath(__file__)) + os.sep,
         os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
     )
-    frames = [
-        frame
-        for frame in traceback.extract_tb(error.__traceback__)
-        if not os.path.abspath(frame.filename).startswith(skipped)
-        and not frame.filename.startswith("<frozen importlib")
-    ]
-    lines = ["Traceback (most recent call last):\n"] if frames else []
-    lines += traceback.format_list(frames)
-    lines += traceback.format_exception_only(type(error), error)
-    return "".join(lines)
+    return not os.path.abspath(filename).startswith(skipped) and not filename.startswith("<frozen importlib")
+
+
+def users_own(error: BaseException) -> BaseException:
+    """``error`` with memprof's frames taken out of its traceback, to raise it again where the
+    user's code was called from (the pytest plugin: the test fails with the user's error)."""
+    import types
+
+    kept = []
+    step = error.__traceback__
+    while step is not None:
+        if _users(step.tb_frame.f_code.co_filename):
+            kept.append(step)
+        step = step.tb_next
+    rebuilt = None
+    for step in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, step.tb_frame, step.tb_lasti, step.tb_lineno)
+    return error.with_traceback(rebuilt)
+
+
+TRACEBACK_LINES = 100
+"""The most lines of a user's traceback memprof prints (the first and the last ones are kept)."""
+
+TRACEBACK_CHARS = 8000
+"""The most characters of a user's traceback memprof prints (its last lines are kept first)."""
+
+
+def _capped_traceback(text: str, line_limit: int = 1000) -> str:
+    """At most :data:`TRACEBACK_LINES` lines of at most ``line_limit`` characters each, and
+    :data:`TRACEBACK_CHARS` in all: an exception message of 50 MB, or a million frames, must
+    not become memprof's output. The first lines and the last ones (the error) are kept."""
+    lines = [line if len(line) <= line_limit else line[:line_limit] + "…" for line in text.splitlines()]
+    head: list[str] = []
+    tail: list[str] = []
+    size = 0
+    for line in lines[: TRACEBACK_LINES // 5]:  # where it started
+        if size + len(line) > TRACEBACK_CHARS // 5:
+            break
+        head.append(line)
+        size += len(line) + 1
+    for line in reversed(lines[len(head) :]):  # where it failed
+        if len(head) + len(tail) >= TRACEBACK_LINES or size + len(line) > TRACEBACK_CHARS:
+            break
+        tail.append(line)
+        size += len(line) + 1
+    left = len(lines) - len(head) - len(tail)
+    kept = [*head, *([f"  ... ({left} lines not shown)"] if left else []), *reversed(tail)]
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 # ---------------------------------------------------------------------------- parameter names

@@ -7,10 +7,12 @@ byte-order mark is dropped); invalid bytes are an error naming their offset. JSO
 no ``NaN``/``Infinity``, no key twice in one object, no nesting deeper than Python can parse.
 
 Writing: output paths are made absolute and checked before any work starts (writable, distinct,
-none of them a file the run reads: the target's source, its inputs factory, the baseline), and
-written atomically (temporary file + rename). A failure or Ctrl-C never leaves a truncated
-report, table or baseline behind; a write that fails (disk full, folder gone, permission taken
-away) is an :class:`OutputError` (exit 2) naming the path and the system's reason.
+none of them a file the run reads: the target's source, its inputs factory, the baseline, and
+none a symbolic link: a link planted in a shared folder must not turn a report into a write over
+the file it points to), and written atomically (temporary file + rename), all or none. A failure
+or Ctrl-C never leaves a truncated report, table or baseline behind, nor some outputs replaced
+and others not; a write that fails (disk full, folder gone, permission taken away) is an
+:class:`OutputError` (exit 2) naming the path and the system's reason.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memprof.errors import InputError, OutputError, UsageError
+from memprof.errors import InputError, OutputError, UsageError, brief
 
 STDIN_LIMIT_BYTES = 1 << 30
 """The most memprof reads from standard input (1 GiB): more is an error, never a hang or an
@@ -159,6 +161,87 @@ def read_recording_bytes(path: str | os.PathLike[str], what: str, *, folder_hint
         raise InputError(f"{name}: cannot read ({error.strerror or error})") from None
 
 
+DECOMPRESSED_LIMIT_BYTES = 2 << 30
+"""The most bytes a gzip-compressed recording is expanded to (2 GiB): an 8 MB file of zeros
+expands to 8 GiB, and memprof stops at this many instead. The environment variable
+``MEMPROF_MAX_DECOMPRESSED`` (a size: ``8GB``) sets another limit."""
+
+DECOMPRESSED_LIMIT_VARIABLE = "MEMPROF_MAX_DECOMPRESSED"
+GZIP_MAGIC = b"\x1f\x8b"
+_INFLATE_IN, _INFLATE_OUT = 1 << 16, 1 << 22
+
+
+def decompressed_limit() -> int:
+    """:data:`DECOMPRESSED_LIMIT_BYTES`, or the size ``MEMPROF_MAX_DECOMPRESSED`` gives."""
+    text = os.environ.get(DECOMPRESSED_LIMIT_VARIABLE, "").strip()
+    if not text:
+        return DECOMPRESSED_LIMIT_BYTES
+    from memprof.units import parse_size
+
+    try:
+        return parse_size(text)
+    except UsageError as error:
+        raise UsageError(f"environment variable {DECOMPRESSED_LIMIT_VARIABLE}: {error.message}") from None
+
+
+def gunzip(data: bytes | bytearray, name: str) -> bytes | bytearray:
+    """The content of gzip ``data`` (every member, as ``gzip.decompress`` reads them), read from
+    file ``name``: decompressed piece by piece, never beyond :func:`decompressed_limit`. Truncated,
+    corrupt or too large data is an :class:`InputError` saying which."""
+    import zlib
+
+    from memprof.units import format_bytes
+
+    limit = decompressed_limit()
+    try:
+        out = _inflate(data, limit)
+    except EOFError:
+        raise InputError(
+            f"{name}: the gzip data is truncated; the file is incomplete, copy it again"
+        ) from None
+    except zlib.error as error:
+        raise InputError(f"{name}: not a readable gzip file ({error}); copy it again") from None
+    except OverflowError:
+        raise InputError(
+            f"{name}: its gzip data expands to more than {format_bytes(limit)}, the most memprof "
+            f"decompresses; if the file is genuine, raise the limit, e.g. {DECOMPRESSED_LIMIT_VARIABLE}=8GB"
+        ) from None
+    except MemoryError:
+        raise InputError(
+            f"{name}: not enough memory to decompress it ({format_bytes(len(data))} of gzip data); "
+            "give memprof more memory"
+        ) from None
+    return out
+
+
+def _inflate(data: bytes | bytearray, limit: int) -> bytearray:
+    """Members of gzip ``data`` one after the other, a slice of input at a time (zlib copies what
+    it has not consumed on every call: whole files would make that quadratic). OverflowError past
+    ``limit`` bytes, EOFError when the last member is cut short."""
+    import zlib
+
+    out = bytearray()
+    view = memoryview(data)
+    member = zlib.decompressobj(31)
+    for start in range(0, len(view), _INFLATE_IN):
+        pending: bytes | memoryview = view[start : start + _INFLATE_IN]
+        while pending:
+            if member.eof:
+                member = zlib.decompressobj(31)  # the next member
+            out += member.decompress(pending, _INFLATE_OUT)
+            if len(out) > limit:
+                raise OverflowError
+            pending = member.unused_data if member.eof else member.unconsumed_tail
+    while not member.eof:  # what zlib still holds once the input is consumed
+        piece = member.decompress(b"", _INFLATE_OUT)
+        if not piece:
+            raise EOFError
+        out += piece
+        if len(out) > limit:
+            raise OverflowError
+    return out
+
+
 def decode_text(data: bytes, where: str) -> str:
     """UTF-8 text from ``data``, without a leading byte-order mark; invalid bytes are an
     :class:`InputError` naming the first one's offset."""
@@ -194,7 +277,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(out) != len(pairs):
         seen: set[str] = set()
         twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {twice!r} appears twice in one object")
+        raise ValueError(f"the key {brief(twice)} appears twice in one object")
     return out
 
 
@@ -214,15 +297,41 @@ def parse_json(text: str, where: str) -> Any:
         raise InputError(
             f"{where} nests arrays or objects too deeply to be read; it is not a file memprof wrote"
         ) from None
+    except MemoryError:
+        raise _too_large(where) from None
+
+
+def _too_large(where: str) -> InputError:
+    return InputError(f"{where} is too large to read in the memory memprof has; give memprof more memory")
 
 
 def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
     """Parse a JSON file (or ``-``, standard input) strictly, see :func:`parse_json`."""
     where = STDIN if str(path) == "-" else f"{what} {str(path)!r}"
-    return parse_json(read_text(path, what), where)
+    try:
+        return parse_json(read_text(path, what), where)
+    except MemoryError:
+        raise _too_large(where) from None
 
 
 # -------------------------------------------------------------------------------------- writing
+
+# Bound when memprof is imported: the profiled code runs in this process and may replace
+# os.replace (or another of these) with something that does nothing; memprof must still write
+# the files it says it wrote.
+_replace, _link, _unlink, _lstat, _open, _fdopen, _chmod = (
+    os.replace,
+    os.link,
+    os.unlink,
+    os.lstat,
+    os.open,
+    os.fdopen,
+    os.chmod,
+)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+WRITTEN: list[Path] = []
+"""Every output memprof wrote in this process, in order (what a Ctrl-C message says was written)."""
 
 
 def absolute(path: str | os.PathLike[str]) -> Path:
@@ -232,29 +341,45 @@ def absolute(path: str | os.PathLike[str]) -> Path:
 
 
 def check_output_path(path: str | os.PathLike[str], option: str = "output") -> Path:
-    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder."""
+    """Fail fast (exit 2) when ``path`` cannot be written: missing folder, not writable, folder,
+    a symbolic link."""
+    out = _writable(path, option)
+    _refuse_link(out, option)
+    return out
+
+
+def _writable(path: str | os.PathLike[str], option: str) -> Path:
     try:
         return _check_output_path(path, option)
-    except OSError as error:  # a name too long, a loop of links, ...
-        raise UsageError(f"{option} {str(path)!r} cannot be written: {error.strerror or error}") from None
+    except (OSError, ValueError) as error:  # a name too long, a loop of links, a NUL character
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UsageError(f"{option} {str(path)!r} cannot be written: {reason}") from None
+
+
+def _refuse_link(out: Path, option: str) -> None:
+    if out.is_symlink():
+        raise UsageError(
+            f"{option} {str(out)!r} is a symbolic link (to {os.readlink(out)!r}); memprof does not write "
+            "through links, so that a link planted in a shared folder cannot make it replace another "
+            "file: give the path of the file itself, or remove the link"
+        )
 
 
 def _check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     out = Path(path)
     if str(path).endswith(("/", os.sep)) or out.is_dir():
         raise UsageError(f"{option} {str(path)!r} is a folder; give a file name, e.g. {out / 'x'}")
-    # What is written is the file a link points to (the link stays): check that one.
     target = written_path(out)
     if _names_open_file(out):
         raise UsageError(f"{option} {str(out)!r} is an open file of a process; give a file name")
     if target.exists() and not target.is_file():
         raise UsageError(f"{option} {str(out)!r} is {special_file_kind(target)}; give a file name")
-    parent = target.parent
+    parent = out.absolute().parent
     if not parent.is_dir():
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"{option} {str(out)!r}: folder {str(parent)!r} is not writable")
-    if target.exists() and not os.access(target, os.W_OK):
+    if out.exists() and not os.access(out, os.W_OK):
         raise UsageError(f"{option} {str(out)!r} exists and is not writable")
     return out
 
@@ -274,23 +399,22 @@ def _names_open_file(path: Path) -> bool:
 
 
 def written_path(path: str | os.PathLike[str]) -> Path:
-    """The file that writing ``path`` replaces: the target of a symbolic link (followed to the
-    end), so that the link itself stays a link."""
+    """The file ``path`` names once symbolic links are followed to the end."""
     return Path(os.path.realpath(path))
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         info = path.stat()
-    except OSError:
+    except (OSError, ValueError):
         return None
     return (info.st_dev, info.st_ino)
 
 
 def _same_file(a: Path, b: Path) -> bool:
     """The same file: the same path once links and ``..`` are resolved, or (hard links) the
-    same inode."""
-    if a.resolve() == b.resolve():
+    same inode. A loop of links is a path of its own (``realpath`` stops in it, never raises)."""
+    if os.path.realpath(a) == os.path.realpath(b):
         return True
     identity = _identity(a)
     return identity is not None and identity == _identity(b)
@@ -300,21 +424,22 @@ def check_output_paths(
     paths: Iterable[tuple[str, str | os.PathLike[str] | None]],
     inputs: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
 ) -> None:
-    """Check every ``(option, path)`` pair whose path is set: each writable, all distinct, and
-    none of them one of the ``inputs`` (``(what, path)``: the target's file, the baseline, ...),
-    which writing would destroy."""
+    """Check every ``(option, path)`` pair whose path is set: each writable, none a symbolic
+    link, all distinct, and none of them one of the ``inputs`` (``(what, path)``: the target's
+    file, the baseline, ...), which writing would destroy."""
     read = [(what, Path(path)) for what, path in inputs if path is not None]
     seen: list[tuple[Path, str]] = []
     for option, path in paths:
         if path is None:
             continue
-        out = check_output_path(path, option)
+        out = _writable(path, option)
         for what, source in read:
             if _same_file(out, source):
                 raise UsageError(
                     f"{option} {str(path)!r} is {what} ({str(source)!r}); writing the report there "
                     "would replace it: give another file"
                 )
+        _refuse_link(out, option)
         for other, other_option in seen:
             if _same_file(out, other):
                 raise UsageError(
@@ -332,52 +457,172 @@ def _write_failed(path: Path, error: OSError) -> OutputError:
         errno.EACCES: "make the folder writable or write elsewhere",
         errno.EPERM: "make the folder writable or write elsewhere",
         errno.EROFS: "write to a writable file system",
+        errno.EISDIR: "remove the folder or write elsewhere",
     }.get(error.errno or 0, "write elsewhere")
     return OutputError(f"cannot write {str(path)!r}: {reason}; {hint}; nothing was written")
 
 
+def _new_sibling(out: Path, suffix: str) -> tuple[int, str]:
+    """Create a new file beside ``out``, readable by memprof alone: its descriptor and path. The
+    name is short (``.memprof-<random>.tmp``): ``out``'s own may be as long as a name can be."""
+    for _ in range(100):
+        name = str(out.parent / f".memprof-{secrets.token_hex(6)}{suffix}")
+        try:
+            return _open(name, _NEW_FILE, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(out.parent))
+
+
 def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
     """Write a temporary sibling of ``out`` through ``write(handle)``; its path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    fd, tmp = _new_sibling(out, ".tmp")
     try:
         # backslashreplace: a lone surrogate (a name read from JSON as "\\udcff") cannot be UTF-8
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
+        with _fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
             write(handle)
             handle.flush()
         # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
-        os.chmod(tmp, out.stat().st_mode & 0o777 if out.exists() else 0o666 & ~_umask())
+        _chmod(tmp, _mode_of(out))
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _unlink_quietly(tmp)
         raise
     return tmp
 
 
-def atomic_write_all(items: Sequence[tuple[str | os.PathLike[str], Callable[[IO[str]], Any]]]) -> list[Path]:
+def _mode_of(out: Path) -> int:
+    try:
+        info = _lstat(out)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return info.st_mode & 0o777
+    return 0o666 & ~_umask()
+
+
+def _unlink_quietly(path: str | Path) -> None:
+    try:
+        _unlink(path)
+    except OSError:
+        pass
+
+
+def atomic_write_all(
+    items: Sequence[tuple[str | os.PathLike[str], Callable[[IO[str]], Any]]], *, remember: bool = True
+) -> list[Path]:
     """Write several files, all or none: each is first written in full to a temporary sibling
-    (where a full disk or a vanished folder shows), and only then are they renamed over their
-    paths, one after the other. A failure (an :class:`OutputError`, exit 2) or Ctrl-C removes
-    every temporary file. A path that is a symbolic link writes the file it points to."""
+    (where a full disk or a vanished folder shows), then they are renamed over their paths (see
+    :func:`_commit`). A failure (an :class:`OutputError`, exit 2) or Ctrl-C leaves every path
+    as it was and no temporary file. A path that is a symbolic link is replaced by the file (the
+    file the link points to is left alone). ``remember``: list the files in :data:`WRITTEN`."""
     staged: list[tuple[str, Path]] = []
     current = Path()
     try:
         for path, write in items:
-            current = written_path(path)
+            current = absolute(path)
             staged.append((_stage(current, write), current))
-        for tmp, out in staged:
-            current = out
-            os.replace(tmp, out)
+        _commit(staged)
     except OSError as error:
         raise _write_failed(current, error) from None
     finally:
         for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)  # gone once renamed; left only after a failure
-    return [out for _, out in staged]
+            _unlink_quietly(tmp)  # gone once renamed; left only after a failure
+    written = [out for _, out in staged]
+    if remember:
+        WRITTEN.extend(written)
+    return written
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[str]], Any]) -> Path:
+def _commit(staged: list[tuple[str, Path]]) -> None:
+    """Rename each staged file over its path, all or none. Every destination is checked first
+    (the profiled code may have made a folder there), and the file each replaces is kept as a
+    hard link (a copy where links are not allowed) until all are renamed: when a rename fails,
+    or Ctrl-C comes, the ones already renamed are put back."""
+    for _, out in staged:
+        _check_destination(out)
+    backups: list[tuple[Path, str | None]] = []
+    renamed = 0
+    try:
+        for _, out in staged:
+            try:
+                backups.append((out, _backup(out)))
+            except OSError as error:
+                raise _write_failed(out, error) from None
+        for tmp, out in staged:
+            try:
+                _replace(tmp, out)
+                renamed += 1
+                _lstat(out)  # there, or the rename did not happen
+            except OSError as error:
+                raise _write_failed(out, error) from None
+    except BaseException:
+        _put_back(backups[:renamed])
+        raise
+    finally:
+        for _, backup in backups:
+            if backup is not None:
+                _unlink_quietly(backup)  # gone when put back
+
+
+def _check_destination(out: Path) -> None:
+    try:
+        info = _lstat(out)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise _write_failed(out, error) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise OutputError(
+            f"cannot write {str(out)!r}: it is a folder now (made while memprof ran?); remove it or write "
+            "elsewhere; nothing was written"
+        )
+
+
+def _backup(out: Path) -> str | None:
+    """A second name for the file at ``out`` (None when there is none), to put it back."""
+    try:
+        _lstat(out)
+    except FileNotFoundError:
+        return None
+    for _ in range(100):
+        name = str(out.parent / f".memprof-{secrets.token_hex(6)}.old")
+        try:
+            _link(out, name, follow_symlinks=False)
+            return name
+        except FileExistsError:
+            continue
+        except OSError:
+            break  # a file system without hard links: a copy
+    import shutil
+
+    fd, name = _new_sibling(out, ".old")
+    os.close(fd)
+    try:
+        shutil.copy2(out, name)
+    except BaseException:
+        _unlink_quietly(name)
+        raise
+    return name
+
+
+def _put_back(done: list[tuple[Path, str | None]]) -> None:
+    """Undo renames: each path gets its old file back, or is removed if it had none."""
+    for out, backup in reversed(done):
+        try:
+            if backup is None:
+                _unlink(out)
+            else:
+                _replace(backup, out)
+        except OSError:
+            pass  # the folder is gone too: nothing is left to put back
+
+
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[IO[str]], Any], *, remember: bool = True
+) -> Path:
     """Write a text file through ``write(handle)`` into a temporary sibling, then rename it over
     ``path``: readers see the old file or the complete new one, never a partial one."""
-    return atomic_write_all([(path, write)])[0]
+    return atomic_write_all([(path, write)], remember=remember)[0]
 
 
 def _umask() -> int:
@@ -386,9 +631,9 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, remember: bool = True) -> Path:
     """Write ``text`` to ``path`` atomically."""
-    return atomic_write(path, lambda handle: handle.write(text))
+    return atomic_write(path, lambda handle: handle.write(text), remember=remember)
 
 
 def atomic_write_texts(texts: Sequence[tuple[str | os.PathLike[str], str]]) -> list[Path]:

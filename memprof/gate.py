@@ -7,6 +7,10 @@ peak, the limit and by how much, e.g.::
 
     eager peak 834.0 MiB exceeds baseline 795.4 MiB by 4.9% (tolerance 2%)
 
+Run labels, op names and failure messages come from files (a trace's name, a report's ``runs``):
+each line quotes them with :func:`memprof.text.one_line`, so that a label holding a newline
+cannot print a line of its own (a forged ``memprof gate: passed``).
+
 Verdicts depend only on the integer byte counts in the report, so the same numbers always
 give the same answer (``memprof check`` on a saved report agrees with ``memprof run``).
 """
@@ -16,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memprof.errors import InputError, UsageError, param, param_if_any
+from memprof.errors import InputError, UsageError, brief, param, param_if_any
 from memprof.names import COMPILED_REGION, is_compiled_wrapper, normalize_name
+from memprof.text import QUOTE_LIMIT, one_line
 from memprof.units import format_bytes, parse_size
 
 if TYPE_CHECKING:
@@ -49,8 +54,8 @@ class Budgets:
         unknown = [label for label in self.per_label if label not in labels]
         if unknown:
             raise UsageError(
-                f"{param('budget')} names {', '.join(repr(u) for u in unknown)}, but the runs are "
-                f"{', '.join(repr(label) for label in labels)}; e.g. {param('budget', f'{labels[0]}=800MB')}"
+                f"{param('budget')} names {_listed(unknown)}, but the runs are {_listed(labels)}; "
+                f"e.g. {param('budget', f'{one_line(labels[0])}=800MB')}"
             )
 
 
@@ -150,6 +155,17 @@ class GateResult:
         ]
 
 
+def _quoted(label: str) -> str:
+    """``'eager'``: a label in quotes, cut short (it comes from a file)."""
+    return brief(label, QUOTE_LIMIT)
+
+
+def _listed(labels: list[str], most: int = 10) -> str:
+    """``'eager', 'compile'``: labels quoted short, the first ``most`` of them."""
+    shown = ", ".join(_quoted(label) for label in labels[:most])
+    return shown + (f" (and {len(labels) - most} more)" if len(labels) > most else "")
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -184,11 +200,11 @@ def environment_mismatch(report: Report, baseline: Report) -> str | None:
     """Why the baseline's numbers may not be comparable with the report's, or None."""
     differences = []
     if report.device != baseline.device:
-        differences.append(f"device {baseline.device} vs {report.device}")
+        differences.append(f"device {one_line(baseline.device)} vs {one_line(report.device)}")
     base_torch = baseline.environment.get("torch")
     torch = report.environment.get("torch")
     if base_torch and torch and base_torch != torch:
-        differences.append(f"torch {base_torch} vs {torch}")
+        differences.append(f"torch {one_line(base_torch)} vs {one_line(torch)}")
     if not differences:
         return None
     return f"the baseline was measured on a different setup ({'; '.join(differences)})"
@@ -209,7 +225,14 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
     for label, run in report.runs.items():
         if run.failed:
             result.violations.append(
-                Violation("failed", label, 0, 0, f"{label} run failed, its memory is unknown: {run.failed}")
+                Violation(
+                    "failed",
+                    label,
+                    0,
+                    0,
+                    f"{one_line(label)} run failed, its memory is unknown: "
+                    f"{one_line(run.failed, 2 * QUOTE_LIMIT)}",
+                )
             )
     ok = {label: run for label, run in report.runs.items() if not run.failed}
 
@@ -220,7 +243,7 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
         result.checks += 1
         if run.peak_bytes > limit:
             peak, limit_text = _sizes(run.peak_bytes, limit)
-            line = f"{label} peak {peak} exceeds budget {limit_text}{_by(run.peak_bytes, limit)}"
+            line = f"{one_line(label)} peak {peak} exceeds budget {limit_text}{_by(run.peak_bytes, limit)}"
             result.violations.append(Violation("budget", label, run.peak_bytes, limit, line))
 
     if config.baseline is not None:
@@ -234,7 +257,8 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
             by = _by(compiled.peak_bytes, eager.peak_bytes, config.tolerance)
             compiled_text, eager_text = _sizes(compiled.peak_bytes, eager.peak_bytes)
             line = (
-                f"{compiled.label} peak {compiled_text} exceeds {eager.label} peak {eager_text}{by}"
+                f"{one_line(compiled.label)} peak {compiled_text} exceeds {one_line(eager.label)} peak "
+                f"{eager_text}{by}"
                 f" (tolerance {format_tolerance(config.tolerance)}): torch.compile does not save memory"
             )
             result.violations.append(
@@ -256,7 +280,8 @@ def _compile_pairs(report: Report) -> list[tuple[RunResult, RunResult]]:
         if eager is not None and compiled is not None:
             pairs.append((eager, compiled))
     if not pairs:
-        modes = ", ".join(f"{label} ({run.mode})" for label, run in report.runs.items())
+        shown = list(report.runs.items())[:10]
+        modes = ", ".join(f"{one_line(name)} ({one_line(each.mode)})" for name, each in shown)
         raise UsageError(
             f"{param('require_compile_saves', True)} needs an eager and a compiled run, the report has "
             f"{modes}; profile both, e.g. `{param('mode', 'both')}`"
@@ -278,13 +303,14 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
     tolerance = config.tolerance
     for label in baseline.runs:
         if label not in report.runs:
-            result.warnings.append(f"baseline run {label!r} is not in this report; not compared")
+            result.warnings.append(f"baseline run {_quoted(label)} is not in this report; not compared")
     for label, run in ok.items():
         base = baseline.runs.get(label)
         if base is None or base.failed:
-            result.warnings.append(f"run {label!r} has no baseline; not compared")
+            result.warnings.append(f"run {_quoted(label)} has no baseline; not compared")
             continue
-        _compare(result, f"{label} peak", run.peak_bytes, base.peak_bytes, tolerance)
+        shown = one_line(label)
+        _compare(result, f"{shown} peak", run.peak_bytes, base.peak_bytes, tolerance)
         if config.per_op:
             base_ops = _op_peaks(base)
             if _kernels_uncounted(base) != _kernels_uncounted(run):
@@ -296,14 +322,14 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
                     else ("report", "profile again")
                 )
                 result.warnings.append(
-                    f"the {older}'s run {label!r} was saved before memprof gave compiled kernels the "
+                    f"the {older}'s run {_quoted(label)} was saved before memprof gave compiled kernels the "
                     f"buffers they produce: its ops are not compared one by one; {fix} to compare them"
                 )
                 continue
             for name, peak in _op_peaks(run).items():
                 # An op the baseline lacks has nothing to compare with; the run's peak covers it.
                 if name in base_ops:
-                    _compare(result, f"{label} op {name} peak", peak, base_ops[name], tolerance)
+                    _compare(result, f"{shown} op {one_line(name)} peak", peak, base_ops[name], tolerance)
 
 
 def _kernels_uncounted(run: RunResult) -> bool:

@@ -77,8 +77,15 @@ def pytest_configure(config: pytest.Config) -> None:
         parse_percent(config.getoption("--memprof-tolerance"))
     except UsageError as error:
         raise pytest.UsageError(f"--memprof-tolerance: {error.message}") from None
-    if config.getoption("--memprof-save-baseline") and not config.getoption("--memprof-baseline-dir"):
+    folder = config.getoption("--memprof-baseline-dir")
+    if config.getoption("--memprof-save-baseline") and not folder:
         raise pytest.UsageError("--memprof-save-baseline needs --memprof-baseline-dir DIR")
+    if folder and os.path.exists(path := Path(config.invocation_params.dir, folder)) and not path.is_dir():
+        # Every baseline would be "missing": the gate silently off.
+        raise pytest.UsageError(
+            f"--memprof-baseline-dir {folder!r} is a file, not a folder; give the folder that holds the "
+            "baselines (or that --memprof-save-baseline writes them into)"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -225,17 +232,29 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
 
     def profile(fn: Callable[..., Any], *args: Any, mode: str | None = None, **kwargs: Any) -> Report:
         import memprof
-        from memprof.errors import spelled_as
+        from memprof.errors import UserCodeError, spelled_as, users_own
         from memprof.gate import Budgets, GateConfig, evaluate
         from memprof.text import visible
         from memprof.units import parse_percent
 
+        __tracebackhide__ = True  # a failure shows the test's line and the user's code, not this
         index = item.stash.get(_PROFILED, 0)
         item.stash[_PROFILED] = index + 1
         # Tests gate memory: no calls are timed beyond the profiled ones unless asked for.
         time_budget = kwargs.pop("time_budget", 0)
-        with spelled_as(_spelling):
-            report = memprof.profile(fn, *args, mode=mode or default_mode, time_budget=time_budget, **kwargs)
+        try:
+            with spelled_as(_spelling):
+                report = memprof.profile(
+                    fn, *args, mode=mode or default_mode, time_budget=time_budget, **kwargs
+                )
+        except UserCodeError as failed:
+            if failed.raised is None:
+                raise
+            # The test fails with what the code raised, where it raised it, as without memprof.
+            add_note = getattr(failed.raised, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note(f"memprof: {failed.message}")
+            raise users_own(failed.raised) from None
         baseline = _baseline(config, item.nodeid, index, report)
         gate = GateConfig(
             budgets=Budgets(default=budget),

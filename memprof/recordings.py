@@ -10,6 +10,7 @@ not import torch.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -158,10 +159,12 @@ def _read_all(
             match = _RANK_IN_NAME.search(path.name)
             rank = int(match.group(1)) if match else None
             _say(status, path)
-            if kind == TRACE:
-                yield _from_trace(read_trace(path, rank))
-            else:
-                yield _from_snapshot(path, read_snapshot(path), rank, settings)
+            with _memory_for(path):
+                if kind == TRACE:
+                    read = _from_trace(read_trace(path, rank))
+                else:
+                    read = _from_snapshot(path, read_snapshot(path), rank, settings)
+            yield read
 
 
 def _read_folder(
@@ -177,13 +180,33 @@ def _read_folder(
         )
     if status is not None:
         status(f"reading {folder}: {len(traces)} chrome trace(s), {len(snapshots)} snapshot(s)")
-    if traces:
-        # map keeps no reference to a trace once its runs are made: only the per-rank runs stay,
-        # each rank's parsed JSON and records are released before the next file is read.
-        yield from map(_from_trace, iter_trace_folder(folder))
+    ranks = iter_trace_folder(folder)  # one trace per file of `traces`, in that order
+    for path in traces:
+        # Only the per-rank runs stay: each rank's parsed JSON and records are released before
+        # the next file is read.
+        with _memory_for(path):
+            read = _from_trace(next(ranks))
+        yield read
     for position, path in enumerate(snapshots):
         match = _RANK_IN_NAME.search(path.name)
-        yield _from_snapshot(path, read_snapshot(path), int(match.group(1)) if match else position, settings)
+        rank = int(match.group(1)) if match else position
+        with _memory_for(path):
+            read = _from_snapshot(path, read_snapshot(path), rank, settings)
+        yield read
+
+
+@contextlib.contextmanager
+def _memory_for(path: Path) -> Iterator[None]:
+    """Running out of memory while reading or analysing ``path`` is an input error naming it
+    (exit 2), not a traceback."""
+    try:
+        yield
+    except MemoryError:
+        size = path.stat().st_size if path.exists() else 0
+        raise InputError(
+            f"{path}: not enough memory to read and analyse it ({format_bytes(size)}); give memprof more "
+            "memory, or record a shorter trace"
+        ) from None
 
 
 def _say(status: StatusFn | None, path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memprof.errors import InputError, param
+from memprof.errors import InputError, brief, param
 from memprof.gcpause import gc_paused
 from memprof.units import (
     TIME_SCALE_US,
@@ -537,7 +537,7 @@ def _bad_cell(
             f"{len(columns)} columns of the header at line {table.header_line} "
             f"({', '.join(c.header for c in columns)})"
         )
-    shown = repr(text.strip()) if text.strip() else "empty"
+    shown = brief(text.strip()) if text.strip() else "empty"  # a cell may be 50 MB long
     return f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
 
 
@@ -602,7 +602,7 @@ def _footer(
         assert footer is not None  # find_tables only counts matching lines
         value = parse_torch_time_us(footer["value"])
         if value is None:
-            reason = f"the total should be a time like '886.017ms' but is {footer['value']!r}"
+            reason = f"the total should be a time like '886.017ms' but is {brief(footer['value'])}"
             if not lenient:
                 raise InputError(f"line {index + 1}: {reason}")
             skipped.append({"line": index + 1, "reason": reason})

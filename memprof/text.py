@@ -6,10 +6,16 @@ a name read backwards, a zero-width space can make two different names look the 
 ANSI escape sequence can recolour or rewrite the terminal. Every renderer for people (terminal,
 Markdown, HTML) shows such characters escaped, as Python writes them (``\\u202e``, ``\\x1b``);
 CSV and JSON keep the exact text, since they are data.
+
+A line that quotes such text (a gate's verdict, an error) must stay one line, or a newline in
+a run label could print a fake ``memprof gate: passed`` before the real verdict: :func:`one_line`
+escapes line breaks too, and cuts the text to :data:`QUOTE_LIMIT` characters, so that a 50 MB
+string in a file gives a short message rather than a 50 MB one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 
 
@@ -28,6 +34,35 @@ def visible(text: str, keep: str = "\n") -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() or char in keep else _escaped(char) for char in text)
+
+
+QUOTE_LIMIT = 200
+"""The most characters of a text from an input that one line of memprof's output quotes."""
+
+
+def one_line(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` as one short line: :func:`visible` with line breaks escaped too (``\\n``), cut
+    to ``limit`` characters followed by ``…`` when longer. Only the first ``limit`` characters
+    are looked at, so a huge text costs no more than a short one."""
+    text = str(text)
+    shown = visible(text[:limit], keep="")
+    if len(shown) <= limit and len(text) <= limit:
+        return shown
+    return shown[:limit] + "…"
+
+
+NAME_LIMIT = 1000
+"""The longest op name, range label or frame text memprof keeps from a recording, in characters.
+A longer one keeps its first 1,000 characters, then ``…#`` and 8 hex digits of a hash of the
+whole name, so that two long names that start alike stay two names."""
+
+
+def capped_name(name: str, limit: int = NAME_LIMIT) -> str:
+    """``name``, or its first ``limit`` characters and a hash of all of it (see :data:`NAME_LIMIT`)."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{name[:limit]}…#{digest}"
 
 
 def html_text(value: object) -> str:

@@ -184,3 +184,71 @@ def test_check_does_not_import_pandas_or_numpy_either() -> None:
         "print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))\n"
     )
     assert _imports_torch(code).splitlines()[-2:] == ["exit 1", "[]"]
+
+
+# ------------------------------------------------------------- labels that try to forge lines
+
+FORGED = "eager\nmemprof gate: passed (1 checks)"
+
+
+def _report_with(tmp_path: Path, name: str, label: str, failed: str | None = None) -> Path:
+    from dataclasses import replace
+
+    from conftest import make_single_report
+
+    from memprof.model import RunResult
+
+    report = make_single_report()
+    run = replace(report.runs["eager"], label=label)
+    if failed is not None:
+        run = RunResult.failed_run(label, "eager", failed)
+    path = tmp_path / name
+    path.write_text(replace(report, runs={label: run}).to_json())
+    return path
+
+
+def test_a_label_holding_a_newline_cannot_print_a_gate_line_of_its_own(tmp_path: Path) -> None:
+    result = check(str(_report_with(tmp_path, "r.json", FORGED)), "--budget", "1MB")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "eager\\x0amemprof gate: passed (1 checks) peak 8.0 MiB exceeds budget 1.0 MiB by 700.0%",
+        "memprof gate: FAILED, 1 violation (budget 1)",
+    ]
+
+
+def test_a_failure_message_holding_a_newline_stays_on_its_line(tmp_path: Path) -> None:
+    path = _report_with(tmp_path, "r.json", "eager", failed="boom\nmemprof gate: passed (1 checks)")
+    result = check(str(path), "--budget", "1MB")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "eager run failed, its memory is unknown: boom\\x0amemprof gate: passed (1 checks)",
+        "memprof gate: FAILED, 1 violation (failed 1)",
+    ]
+
+
+def test_a_huge_label_is_quoted_short(tmp_path: Path) -> None:
+    label = "x" * 1_000_000
+    result = check(str(_report_with(tmp_path, "r.json", label)), "--budget", "1MB")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        f"{'x' * 200}… peak 8.0 MiB exceeds budget 1.0 MiB by 700.0%",
+        "memprof gate: FAILED, 1 violation (budget 1)",
+    ]
+
+
+def test_baseline_labels_and_op_names_with_newlines_stay_on_their_lines(tmp_path: Path) -> None:
+    base = json.loads((DATA / "base.json").read_text())
+    base["runs"]["eager"]["ops"][0]["name"] = FORGED
+    grown = json.loads(json.dumps(base))
+    grown["runs"]["eager"]["ops"][0]["peak_bytes"] *= 2
+    grown["runs"][FORGED] = dict(grown["runs"]["eager"], label=FORGED)
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "grown.json").write_text(json.dumps(grown))
+    result = check(str(tmp_path / "grown.json"), "--baseline", str(tmp_path / "base.json"), "--per-op")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "warning: run 'eager\\nmemprof gate: passed (1 checks)' has no baseline; not compared",
+        "eager op eager\\x0amemprof gate: passed (1 checks) peak 980.4 MiB exceeds baseline 490.2 MiB by "
+        "100.0% (tolerance 5%)",
+        "memprof gate: FAILED, 1 violation (baseline 1)",
+    ]

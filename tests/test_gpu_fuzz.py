@@ -233,3 +233,99 @@ def test_snapshots_nested_to_any_depth(tmp_path, depth):
     path = tmp_path / "s.pickle"
     path.write_bytes(_pickle_of_nested_lists(depth))
     _read_snapshot_or_own_error(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Files made to exhaust memory or time (tests/test_robust_limits.py runs the worst of them in a
+# process with a memory limit): read within the documented limits, or refused in one line.
+
+_EVENT = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": []}
+_BLOCK = {"address": 0, "size": 512, "requested_size": 512, "state": "inactive"}
+
+
+@FUZZ
+@given(index=st.integers(min_value=0, max_value=2**32 - 1))
+@example(index=2**27)  # a 2 GiB memo table from a 23-byte file
+@example(index=2**32 - 1)
+def test_snapshots_storing_any_memo_index(tmp_path, index):
+    path = tmp_path / "s.pickle"
+    path.write_bytes(b"\x80\x02]r" + index.to_bytes(4, "little") + b".")
+    _read_snapshot_or_own_error(path)
+
+
+@FUZZ
+@given(
+    shape=st.sampled_from(["devices", "segments", "frames"]),
+    outer=st.integers(min_value=1, max_value=3000),
+    inner=st.integers(min_value=0, max_value=3000),
+)
+@example(shape="devices", outer=10_000, inner=100_000)  # 10**9 events from 220 KB
+@example(shape="segments", outer=10_000, inner=100_000)  # 10**9 blocks
+@example(shape="frames", outer=10_000, inner=100_000)  # 10**4 events sharing 10**5 frames
+def test_snapshots_that_share_one_list_many_times(tmp_path, shape, outer, inner):
+    if shape == "devices":
+        content: dict[str, Any] = {"segments": [], "device_traces": [[_EVENT] * inner] * outer}
+    elif shape == "segments":
+        content = {"segments": [{"address": 0, "total_size": 512, "blocks": [_BLOCK] * inner}] * outer}
+    else:
+        frames = [{"filename": "m.py", "line": 1, "name": "f"}] * inner
+        events = [dict(_EVENT, addr=4096 * (i + 1), frames=frames) for i in range(outer)]
+        content = {"segments": [], "device_traces": [events]}
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(content))
+    _read_snapshot_or_own_error(path)
+
+
+@FUZZ
+@given(
+    depth=st.integers(min_value=1, max_value=3000), field=st.sampled_from(["address", "total_size", "blocks"])
+)
+@example(depth=200_000, field="address")  # quoting the value in the message recursed
+def test_snapshot_fields_nested_to_any_depth(tmp_path, depth, field):
+    head = pickle.dumps({"segments": [{"address": 0, "total_size": 0, field: None}]}, protocol=2)
+    path = tmp_path / "s.pickle"
+    path.write_bytes(head.replace(b"N", b"]" * depth + b"a" * (depth - 1), 1))
+    _read_snapshot_or_own_error(path)
+
+
+@FUZZ
+@given(length=st.integers(min_value=0, max_value=100_000), where=st.sampled_from(["name", "address"]))
+@example(length=50_000_000, where="address")  # a 50 MB string where a number belongs
+@example(length=5_000_000, where="name")
+def test_snapshot_strings_of_any_length(tmp_path, length, where):
+    frame = {"filename": "m.py", "line": 1, "name": "f" * length if where == "name" else "f"}
+    address: Any = "7" * length if where == "address" else 0
+    block = {"address": 0, "size": 512, "state": "active_allocated", "frames": [frame]}
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps({"segments": [{"address": address, "total_size": 512, "blocks": [block]}]}))
+    try:
+        analyze_snapshot(read_snapshot(path))
+    except MemprofError as error:
+        assert "\n" not in str(error) and len(str(error)) < 1000
+
+
+@FUZZ
+@given(length=st.integers(min_value=0, max_value=100_000))
+@example(length=5_000_000)  # names went into a numpy string array as wide as the longest
+def test_traces_with_an_op_name_of_any_length(tmp_path, length):
+    document = json.loads(_trace_text())
+    op = next(e for e in document["traceEvents"] if e.get("cat") == "cpu_op")
+    op["name"] = "aten::" + "x" * length
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(document))
+    for device in read_trace(path).devices:
+        assert max(len(name) for name in device.raw.op_name) <= 1010
+        analyze(device.raw)
+
+
+@FUZZ
+@given(expands_to=st.integers(min_value=0, max_value=1 << 22))
+@example(expands_to=1 << 30)  # a gzip bomb: 1 GiB from 1 MB
+def test_gzip_that_expands_beyond_the_ceiling(tmp_path, monkeypatch, expands_to):
+    monkeypatch.setenv("MEMPROF_MAX_DECOMPRESSED", "1MB")
+    piece = gzip.compress(b" " * (1 << 20), compresslevel=9)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(
+        gzip.compress(_trace_text().encode()[:-1]) + piece * (expands_to >> 20) + gzip.compress(b"}")
+    )
+    _read_trace_or_own_error(path)

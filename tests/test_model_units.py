@@ -288,6 +288,8 @@ def _report_bytes() -> bytes:
     return Report.from_dict(_report_dict()).to_json().encode()
 
 
+HUGE_KEY = b"k" * 100_000  # quoted in the message when given twice: cut short there
+
 # What a report file can be: a valid report cut, spliced or wrapped, or any bytes at all.
 report_files = st.one_of(
     st.binary(max_size=200),
@@ -317,6 +319,9 @@ report_files = st.one_of(
 @example(b"")
 @example(b"[]")
 @example(b'"a string"')
+@example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": "' + b"7" * 5_000_000 + b'"'))
+@example(_report_bytes().replace(b'"target"', b'"' + HUGE_KEY + b'": 1, "' + HUGE_KEY + b'": 2, "target"'))
+@example(_report_bytes().replace(b'"eager"', b'"eager\\nmemprof gate: passed (1 checks)"'))
 def test_report_files_raise_only_memprof_errors(data: bytes) -> None:
     import tempfile
 

@@ -334,3 +334,47 @@ def test_plugin_baselines_markers_and_special_files(pytester: pytest.Pytester) -
             "file memprof wrote",
         ]
     )
+
+
+def test_a_baseline_dir_that_is_a_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    # Every baseline was "missing" then: each test passed with a warning, the gate silently off.
+    pytester.makefile(".json", base="{}")
+    result = run(pytester, "def test_x():\n    pass\n", "--memprof-baseline-dir", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--memprof-baseline-dir 'base.json' is a file, not a folder; give the folder that holds the "
+            "baselines (or that --memprof-save-baseline writes them into)"
+        ]
+    )
+
+
+RAISES = """
+def broken(x):
+    raise ValueError(f"bad input {x}")
+
+def test_raises(memprof_profile):
+    memprof_profile(broken, 3)
+
+def test_expects_it(memprof_profile):
+    with pytest.raises(ValueError, match="bad input 4"):
+        memprof_profile(broken, 4)
+"""
+
+
+@pytest.mark.slow  # a pytest subprocess per case
+def test_a_profiled_function_that_raises_fails_the_test_with_its_own_error(pytester: pytest.Pytester) -> None:
+    result = run(pytester, RAISES)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*memprof_profile(broken, 3)",
+            "*test_mem.py:*",
+            "*def broken(x):",
+            '>*raise ValueError(f"bad input {x}")',
+            "E*ValueError: bad input 3",
+            "E*memprof: broken raised ValueError: bad input 3 (peak before the failure: 0 B)",
+        ]
+    )
+    output = result.stdout.str()
+    assert "UserCodeError" not in output and f"{os.sep}memprof{os.sep}" not in output

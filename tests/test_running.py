@@ -96,3 +96,22 @@ def test_an_op_index_past_the_names_is_no_op() -> None:
 
     timeline = Timeline(t_ns=(0, 1, 2), bytes=(0, 1, 0), op_names=("aten::mm",), op_at=(0, 5, -1))
     assert [timeline.op(i) for i in range(3)] == ["aten::mm", None, None]
+
+
+def test_one_long_name_costs_its_own_length_not_every_names() -> None:
+    # Names went into a numpy string array as wide as the longest: 100 ops and one name of a
+    # million characters made 400 MB.
+    import tracemalloc
+
+    long = "aten::" + "x" * 1_000_000
+    ops = [(long, 0, 1000, 1)] + [(f"aten::op{i}", 10 * i + 1, 10 * i + 5, 1) for i in range(100)]
+    raw = RawProfile.from_lists(ops, [])
+    times = np.arange(2, 1000, 10, dtype=np.int64)
+    tracemalloc.start()
+    try:
+        names, index = ops_at(raw, times)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20
+    assert [names[i] for i in index] == [long] * len(times)  # the outermost aten op, as peaks names it

@@ -348,11 +348,13 @@ DUPLICATE_NAME = "------  ------  ----------\nName    Name    # of Calls\n------
 @example(DUPLICATE_NAME + "aten    x                1\n------  ------  ----------\n", False)
 @example(DUPLICATE_NAME + "aten    x              one\n------  ------  ----------\n", True)
 @example("\ufeff" + DUPLICATE_NAME, False)
+@example(DUPLICATE_NAME + "aten    " + "x" * 1_000_000 + "  1\n------  ------  ----------\n", False)
+@example(DUPLICATE_NAME + "aten    x    " + "9" * 1_000_000 + "\n------  ------  ----------\n", True)
 def test_arbitrary_text_raises_only_memprof_errors(text: str, lenient: bool) -> None:
     try:
         read_table(text, lenient=lenient)
-    except MemprofError:
-        pass
+    except MemprofError as error:
+        assert len(str(error)) < 1000  # what it quotes from the text is cut short
 
 
 @SETTINGS
@@ -491,6 +493,17 @@ def test_a_bad_cell_names_line_column_and_expectation() -> None:
     assert str(info.value) == (
         f"line {line}: column 'CPU Mem' should be a size like '244.14 MB', '-1.00 KB' or '40 B' "
         "but is '2.00 XB'; lenient=True skips bad rows"
+    )
+
+
+def test_a_huge_cell_is_quoted_short() -> None:
+    # The message quoted the whole cell: a 5 MB cell made a 5 MB line.
+    text, line = _with_bad_row()
+    with pytest.raises(InputError) as info:
+        read_table(text.replace("2.00 XB", "9" * 5_000_000 + " XB"))
+    assert str(info.value) == (
+        f"line {line}: column 'CPU Mem' should be a size like '244.14 MB', '-1.00 KB' or '40 B' but is "
+        f"'{'9' * 27}...{'9' * 25} XB'; lenient=True skips bad rows"
     )
 
 

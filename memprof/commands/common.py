@@ -18,11 +18,25 @@ if TYPE_CHECKING:
     from memprof.model import Report
 
 
+MESSAGE_LIMIT = 2000
+"""The most characters of one line memprof prints on stderr (a message quotes its inputs cut
+short already; this bounds the line whatever it quotes)."""
+
+
 def err(message: str) -> None:
-    """Print one line to stderr (control and invisible characters escaped)."""
+    """Print one line to stderr: control and invisible characters, line breaks included,
+    escaped, and cut to :data:`MESSAGE_LIMIT` characters."""
+    from memprof.text import one_line
+
+    typer.echo(one_line(message, MESSAGE_LIMIT), err=True)
+
+
+def err_lines(text: str) -> None:
+    """Print lines to stderr as they are (a user's traceback, already cut to size), with
+    control and invisible characters escaped."""
     from memprof.text import visible
 
-    typer.echo(visible(message), err=True)
+    typer.echo(visible(text), err=True)
 
 
 def out(text: str, nl: bool = True) -> None:
@@ -102,8 +116,10 @@ def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
 def report_gate(result: GateResult) -> None:
     """Print the gate's lines on stdout (they belong in CI logs, next to the report); raise
     :class:`GateFailed` (exit 1) when a check failed."""
+    from memprof.text import one_line
+
     for line in result.lines():
-        out(line)
+        out(one_line(line, MESSAGE_LIMIT))  # each verdict one line, whatever its labels hold
     if not result.passed:
         raise GateFailed(result.summary())
 
@@ -120,19 +136,21 @@ def profile_and_report(
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
     import memprof
+    from memprof.interpreter import kept_from_user_code
     from memprof.report.terminal import print_terminal
 
     try:
-        report = memprof.compare(
-            *variants,
-            labels=labels,
-            # torch's key_averages() table costs more than memprof's whole analysis: made only
-            # when --table asks for it (the HTML report embeds it then too).
-            keep_table="table" in files,
-            status=status_printer(output.quiet),
-            verbose=output.verbose,
-            **profile.api_arguments(),
-        )
+        with kept_from_user_code():  # then the report is printed and written as if it had not run
+            report = memprof.compare(
+                *variants,
+                labels=labels,
+                # torch's key_averages() table costs more than memprof's whole analysis: made only
+                # when --table asks for it (the HTML report embeds it then too).
+                keep_table="table" in files,
+                status=status_printer(output.quiet),
+                verbose=output.verbose,
+                **profile.api_arguments(),
+            )
         failure = None
     except UserCodeError as error:
         if error.report is None:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memprof.commands.common import err, report_gate, status_printer, write_outputs
+from memprof.commands.common import err, err_lines, report_gate, status_printer, write_outputs
 from memprof.errors import EXIT_INTERRUPTED, EXIT_USER_CODE, MemprofError, UsageError, UserCodeError
 
 if TYPE_CHECKING:
@@ -84,7 +84,10 @@ def run_distributed(
     if env is None:
         assert options.nproc_per_node is not None
         _check_labels(gate, variants, options.nproc_per_node, output.rank)
-        launch(options.nproc_per_node, quiet=output.quiet)
+        outputs = [Path(str(path).replace(RANK_PLACEHOLDER, str(rank))) for path in files.values()
+                   for rank in range(options.nproc_per_node)]
+        with noting_outputs(outputs):
+            launch(options.nproc_per_node, quiet=output.quiet)
         return
     if options.nproc_per_node is not None and os.environ.get(LAUNCHED) != "1":
         raise UsageError(
@@ -106,6 +109,27 @@ def _check_labels(gate: GateConfig, variants: Sequence[Variant], world_size: int
         raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
     if rank is not None and rank >= world_size:
         raise UsageError(f"--rank {rank}: the job's ranks are 0 to {world_size - 1}")
+
+
+@contextlib.contextmanager
+def noting_outputs(paths: Sequence[Path]) -> Iterator[None]:
+    """Ctrl-C while the ranks run: the outputs a rank replaced before it came are listed as
+    written (:data:`memprof.fileio.WRITTEN`), so that the message does not say that none was."""
+    from memprof.fileio import WRITTEN
+
+    def state(path: Path) -> tuple[int, int, int] | None:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_mtime_ns)
+
+    before = {path: state(path) for path in dict.fromkeys(paths)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        WRITTEN.extend(path for path, was in before.items() if state(path) not in (None, was))
+        raise
 
 
 def split_files(files: dict[str, Path], rank: int) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -179,10 +203,13 @@ def profile_rank(
 
     device = rank_device(profile.device, env)
     arguments = {**profile.api_arguments(), "device": device, "time_budget": 0.0}
+    from memprof.interpreter import kept_from_user_code
+
     try:
-        report = memprof.compare(
-            *variants, keep_table=keep_table, status=status, verbose=verbose, **arguments
-        )
+        with kept_from_user_code():
+            report = memprof.compare(
+                *variants, keep_table=keep_table, status=status, verbose=verbose, **arguments
+            )
         return for_rank(report, env.rank), None
     except UserCodeError as error:
         report = error.report
@@ -204,7 +231,7 @@ def _hand_in(
     """A rank other than 0: its one status line, its report to rank 0, and wait until rank 0
     has it (the job must not end before rank 0 has written the report)."""
     if failure is not None and failure.user_traceback:
-        err(failure.user_traceback.rstrip("\n"))
+        err_lines(failure.user_traceback.rstrip("\n"))
     exchange.hand_in(local.to_json())
     if not quiet or failure is not None:
         err(f"memprof: rank {env.rank} ({local.device}): {_outcome(local)}; report handed to rank 0")

@@ -312,7 +312,8 @@ class OutputOptions(OptionGroup):
         if self.table_path is not None:
             files["table"] = self.table_path
         if save_baseline is not None and not (
-            "json" in files and files["json"].resolve() == save_baseline.resolve()
+            # realpath: Path.resolve raises on a loop of links, which the checks below name
+            "json" in files and os.path.realpath(files["json"]) == os.path.realpath(save_baseline)
         ):
             files["baseline"] = save_baseline  # --json and --save-baseline naming one file: written once
         flags = {"table": "--table", "baseline": "--save-baseline", "at_peak_csv": "--at-peak-csv"}

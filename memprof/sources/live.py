@@ -588,6 +588,7 @@ def _warm_up_error(error: BaseException, name: str) -> UserCodeError:
     return UserCodeError(
         f"{name} {what_it_did(error)} (first compiled call)",
         user_traceback=format_user_traceback(error),
+        raised=error,
     )
 
 
@@ -902,6 +903,7 @@ def _failure_error(
         return UserCodeError(
             out_of_memory_message(name, _first_line(error), peak, peak_op, live),
             user_traceback=format_user_traceback(error),
+            raised=error,
         )
     traced = traced_user_error(error) if options.mode == "compile" else None
     if traced is not None:
@@ -913,6 +915,7 @@ def _failure_error(
     return UserCodeError(
         f"{name} {what_it_did(error)} (peak before the failure: {format_bytes(peak)}{where})",
         user_traceback=format_user_traceback(error),
+        raised=error,
     )
 
 

@@ -6,21 +6,27 @@ A snapshot is a pickle of builtin types only: ``segments`` (with their ``blocks`
 Python callable and have it run while loading, so this loader refuses every global: a
 snapshot that names one (``os.system``, a class, anything) is rejected before anything in it
 runs. Importing this module does not import torch.
+
+A pickle can also ask for memory and time out of proportion to its size, and the reader bounds
+both: gzip data expands to at most :func:`memprof.fileio.decompressed_limit`; memo indices
+must come in order, as ``pickle`` writes them (a 23-byte pickle naming memo slot 2**27 would
+make the unpickler allocate 2 GiB for its memo table); and the reader visits at most one
+event, block or frame per byte of the pickle (:class:`_Visits`): a real snapshot stores each
+in many bytes, while a pickle bomb points at one list from thousands of places (10,000 devices
+sharing one trace) to make a few hundred kilobytes stand for billions of them.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import pickle
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memprof.errors import InputError
-from memprof.fileio import read_recording_bytes
+from memprof.errors import InputError, brief
+from memprof.fileio import GZIP_MAGIC, gunzip, read_recording_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import (
     ACTION_CODE,
@@ -31,8 +37,9 @@ from memprof.records import (
     SnapshotRecords,
     SnapshotSegment,
 )
+from memprof.sources.pickle_scan import MemoOutOfOrder, check_memo
+from memprof.text import capped_name
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -55,15 +62,18 @@ def load_snapshot_object(path: str | Path) -> Any:
     """The unpickled content of a snapshot file, builtin types only.
 
     Raises :class:`InputError` for a missing or unreadable file, a truncated or corrupt pickle,
-    and for any pickle that names a global (nothing it names is run).
+    and for any pickle that names a global (nothing it names is run) or whose memo indices are
+    out of order (see the module's notes).
     """
+    return _load(path)[0]
+
+
+def _load(path: str | Path) -> tuple[Any, int]:
+    """The unpickled content of a snapshot file and the size of its pickle, in bytes."""
     name = str(path)
-    data = read_recording_bytes(path, "snapshot", folder_hint="give a snapshot file")
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error):
-            raise InputError(f"{name}: the gzip data is truncated or corrupt; copy the file again") from None
+    data: bytes | bytearray = read_recording_bytes(path, "snapshot", folder_hint="give a snapshot file")
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, name)  # never beyond the documented limit
     if data[:4] == _ZIP_MAGIC:
         raise InputError(
             f"{name} is a torch.save archive, not a memory snapshot; write one with "
@@ -72,8 +82,19 @@ def load_snapshot_object(path: str | Path) -> Any:
     if not data:
         raise InputError(f"{name} is empty; give a snapshot written by torch.cuda.memory._dump_snapshot")
     try:
+        check_memo(data)
         with gc_paused():
-            return _BuiltinsOnlyUnpickler(io.BytesIO(data)).load()
+            return _BuiltinsOnlyUnpickler(io.BytesIO(data)).load(), len(data)
+    except MemoOutOfOrder as refused:
+        raise InputError(
+            f"{name}: the pickle stores memo slot {refused.index} after {refused.stored} memo entries; "
+            "pickle writes them in order, so this is no snapshot torch wrote (a memo index this large "
+            "would only take memory); memprof refuses it"
+        ) from None
+    except MemoryError:
+        from memprof.sources.trace import out_of_memory
+
+        raise out_of_memory(name, len(data), "pickle") from None
     except _RefusedGlobal as refused:
         raise InputError(
             f"{name}: the pickle names {refused} (code a pickle can run); memprof refuses it. "
@@ -88,7 +109,7 @@ def load_snapshot_object(path: str | Path) -> Any:
     except RecursionError:
         raise InputError(f"{name}: the pickle nests too deeply to be a memory snapshot") from None
     except Exception as error:  # noqa: BLE001 - a corrupt pickle raises almost anything
-        reason = str(error).split("\n")[0] or type(error).__name__
+        reason = brief(str(error).split("\n")[0], 200) if str(error) else type(error).__name__
         raise InputError(f"{name}: not a readable pickle ({reason}); give a CUDA memory snapshot") from None
 
 
@@ -108,14 +129,20 @@ def read_snapshot(path: str | Path) -> SnapshotRecords:
     Raises :class:`InputError` for anything that is not a readable snapshot (see
     :func:`load_snapshot_object`), or whose fields have the wrong types.
     """
-    content = load_snapshot_object(path)
-    with gc_paused():
-        return snapshot_records(content, str(path))
+    content, size = _load(path)
+    try:
+        with gc_paused():
+            return snapshot_records(content, str(path), visits=size)
+    except MemoryError:
+        from memprof.sources.trace import out_of_memory
+
+        raise out_of_memory(str(path), size, "pickle") from None
 
 
-def snapshot_records(content: Any, name: str = "snapshot") -> SnapshotRecords:
+def snapshot_records(content: Any, name: str = "snapshot", *, visits: int | None = None) -> SnapshotRecords:
     """Build :class:`SnapshotRecords` from an unpickled snapshot (``torch.cuda.memory._snapshot()``
-    output, or the bare segment list of ``torch.cuda.memory_snapshot()``)."""
+    output, or the bare segment list of ``torch.cuda.memory_snapshot()``). ``visits``: the most
+    events, blocks and frames to visit (the size of the pickle read; None: no limit)."""
     if isinstance(content, list):
         content = {"segments": content}
     if not isinstance(content, dict) or not isinstance(content.get("segments"), list):
@@ -123,15 +150,23 @@ def snapshot_records(content: Any, name: str = "snapshot") -> SnapshotRecords:
             f"{name}: not a CUDA memory snapshot (no segments list); write one with "
             "torch.cuda.memory._dump_snapshot(path)"
         )
-    stacks = _Stacks()
+    budget = _Visits(visits)
+    stacks = _Stacks(budget)
     try:
-        segments = tuple(_segment(item, stacks) for item in content["segments"])
+        budget.spend(len(content["segments"]))
+        segments = tuple(_segment(item, stacks, budget) for item in content["segments"])
         traces_in = content.get("device_traces") or []
         if not isinstance(traces_in, list):
             raise TypeError("device_traces is not a list")
-        traces = {device: _trace(entries, stacks) for device, entries in enumerate(traces_in)}
+        traces = {device: _trace(entries, stacks, budget) for device, entries in enumerate(traces_in)}
         _check_total(segments, traces)
-    except (TypeError, KeyError, ValueError, AttributeError, OverflowError) as error:
+    except _TooManyVisits:
+        raise InputError(
+            f"{name}: the pickle refers to more events, blocks and frames than its {visits:,} bytes can "
+            "hold (it points at the same lists again and again: a pickle bomb, not a snapshot torch "
+            "wrote); memprof reads at most one per byte"
+        ) from None
+    except (TypeError, KeyError, ValueError, AttributeError, OverflowError, RecursionError) as error:
         reason = _reason(error)
         raise InputError(f"{name}: malformed snapshot ({reason}); the file is not one torch wrote") from None
     settings = content.get("allocator_settings")
@@ -145,8 +180,28 @@ def snapshot_records(content: Any, name: str = "snapshot") -> SnapshotRecords:
 
 def _reason(error: Exception) -> str:
     if isinstance(error, KeyError):
-        return f"missing field {error.args[0]!r}"
+        return f"missing field {brief(error.args[0])}"
+    if isinstance(error, RecursionError):
+        return "a field nests lists or dicts too deeply"
     return str(error).split("\n")[0] or type(error).__name__
+
+
+class _TooManyVisits(Exception):
+    """The reader was asked to visit more events, blocks and frames than the pickle can hold."""
+
+
+class _Visits:
+    """What the reader may still visit: events, blocks and frames, one per byte of the pickle
+    (see the module's notes); no limit for content that did not come from a file."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left = limit
+
+    def spend(self, count: int) -> None:
+        if self.left is not None:
+            self.left -= count
+            if self.left < 0:
+                raise _TooManyVisits
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -158,12 +213,15 @@ _MAX_TOTAL = 1 << 62
 class _Stacks:
     """Interns frames and whole stacks. A trace repeats a few hundred frames hundreds of
     thousands of times, and the pickle stores each frame once (its memo), so the unpickled
-    frame dicts are shared objects: they are looked up by identity first. The content must
-    stay alive while this is used (identities are not reused meanwhile)."""
+    frame dicts are shared objects: they are looked up by identity first, and so is a list of
+    frames that several entries share (its frames are then visited once, not once per entry).
+    The content must stay alive while this is used (identities are not reused meanwhile)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: _Visits | None = None) -> None:
         self.stacks: list[tuple[Frame, ...]] = []
+        self._budget = budget or _Visits(None)
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        self._by_list: dict[int, int] = {}
         self._by_identity: dict[tuple[int, ...], int] = {}
         self._frame_by_identity: dict[int, Frame] = {}
         self._frames: dict[tuple[str, int, str], Frame] = {}
@@ -173,22 +231,28 @@ class _Stacks:
             return -1
         if not isinstance(frames, list):
             raise TypeError("frames is not a list")
-        identity = tuple(map(id, frames))
-        index = self._by_identity.get(identity)
+        index = self._by_list.get(id(frames))
         if index is not None:
             return index
-        whole = tuple(self._frame(item) for item in frames)
-        index = self._stack_ids.get(whole)
+        self._budget.spend(len(frames))
+        identity = tuple(map(id, frames))
+        index = self._by_identity.get(identity)
         if index is None:
-            index = self._stack_ids[whole] = len(self.stacks)
-            self.stacks.append(whole)
-        self._by_identity[identity] = index
+            whole = tuple(self._frame(item) for item in frames)
+            index = self._stack_ids.get(whole)
+            if index is None:
+                index = self._stack_ids[whole] = len(self.stacks)
+                self.stacks.append(whole)
+            self._by_identity[identity] = index
+        self._by_list[id(frames)] = index
         return index
 
     def _frame(self, item: Any) -> Frame:
         frame = self._frame_by_identity.get(id(item))
         if frame is None:
-            key = (_str(item["filename"]), _int(item["line"]), _str(item["name"]))
+            if not isinstance(item, dict):
+                raise TypeError("a frame is not a dict")
+            key = (capped_name(_str(item["filename"])), _int(item["line"]), capped_name(_str(item["name"])))
             frame = self._frames.get(key)
             if frame is None:
                 frame = self._frames[key] = Frame(*key)
@@ -196,13 +260,17 @@ class _Stacks:
         return frame
 
 
-def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:
+def _segment(item: Any, stacks: _Stacks, budget: _Visits) -> SnapshotSegment:
     if not isinstance(item, dict):
         raise TypeError("a segment is not a dict")
     address = _int(item["address"])
     blocks = []
     offset = address
-    for block in item.get("blocks") or []:
+    listed = item.get("blocks") or []
+    if not isinstance(listed, list):
+        raise TypeError("a segment's blocks is not a list")
+    budget.spend(len(listed))
+    for block in listed:
         if not isinstance(block, dict):
             raise TypeError("a block is not a dict")
         size = _size(block["size"], "a block's size")
@@ -235,10 +303,11 @@ def _segment(item: Any, stacks: _Stacks) -> SnapshotSegment:
     )
 
 
-def _trace(entries: Any, stacks: _Stacks) -> AllocatorTrace:
+def _trace(entries: Any, stacks: _Stacks, budget: _Visits) -> AllocatorTrace:
     if not isinstance(entries, list):
         raise TypeError("a device trace is not a list")
     count = len(entries)
+    budget.spend(count)
     action = np.empty(count, dtype=np.int8)
     addr = np.empty(count, dtype=np.int64)
     size = np.empty(count, dtype=np.int64)
@@ -264,9 +333,9 @@ def _trace(entries: Any, stacks: _Stacks) -> AllocatorTrace:
 def _int(value: Any) -> int:
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{value!r} is not an integer")
+            raise TypeError(f"{brief(value)} is not an integer")  # brief: the value may be huge or deep
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise ValueError(f"{value} is out of a 64-bit integer's range")
+        raise ValueError(f"{brief(value)} is out of a 64-bit integer's range")
     return value
 
 
@@ -288,5 +357,5 @@ def _check_total(segments: tuple[SnapshotSegment, ...], traces: dict[int, Alloca
 
 def _str(value: Any) -> str:
     if type(value) is not str:
-        raise TypeError(f"{value!r} is not a string")
+        raise TypeError(f"{brief(value)} is not a string")
     return value

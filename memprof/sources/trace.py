@@ -15,7 +15,6 @@ import torch.
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 import re
@@ -28,18 +27,21 @@ from typing import Any
 import numpy as np
 
 from memprof.analysis.peaks import op_stack_at, responsible_op
+from memprof.analysis.running import string_codes
 from memprof.analysis.timeline import downsample_max
 from memprof.errors import InputError
-from memprof.fileio import open_regular, read_recording_bytes
+from memprof.fileio import GZIP_MAGIC, gunzip, open_regular, read_recording_bytes
 from memprof.gcpause import gc_paused
 from memprof.records import CALL_MARKER, RawProfile, other_thread_bytes
 from memprof.sources.kineto import _SKIPPED_NAMES
+from memprof.text import NAME_LIMIT, capped_name
+from memprof.units import format_bytes
 
 
-def _json_loads() -> Callable[[bytes], Any]:
+def _json_loads() -> Callable[[bytes | bytearray], Any]:
     """orjson's ``loads`` where the ``fast`` extra is installed (~1.5x faster), else the stdlib's."""
     try:
-        loads: Callable[[bytes], Any] = importlib.import_module("orjson").loads
+        loads: Callable[[bytes | bytearray], Any] = importlib.import_module("orjson").loads
         return loads
     except ImportError:  # pragma: no cover - exercised where orjson is not installed
         return json.loads
@@ -56,7 +58,6 @@ _HOST_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
 _ACCELERATOR_NAMES = {1: "cuda", 6: "cuda", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuseone"}
 HIP_DEVICE_TYPE = 6
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _MISSING = -1  # a field absent from an event (Total Allocated/Reserved are never negative)
@@ -147,7 +148,7 @@ def input_kind(path: str | Path) -> str | None:
     try:
         with open_regular(path, "trace") as handle:  # a FIFO or a device is neither kind
             head = handle.read(64)
-            if head[:2] == _GZIP_MAGIC:
+            if head[:2] == GZIP_MAGIC:
                 handle.seek(0)
                 head = zlib.decompressobj(31).decompress(handle.read(4096), 64)
     except (OSError, zlib.error, InputError):
@@ -166,16 +167,9 @@ def load_trace_json(path: str | Path) -> Any:
     non-JSON files raise :class:`InputError` saying which."""
     name = str(path)
     hint = "give a trace file, or the folder to read every rank"
-    data = read_recording_bytes(path, "trace", folder_hint=hint)
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except EOFError:
-            raise InputError(
-                f"{name}: the gzip data is truncated; the file is incomplete, copy it again"
-            ) from None
-        except (OSError, zlib.error) as error:
-            raise InputError(f"{name}: not a readable gzip file ({error})") from None
+    data: bytes | bytearray = read_recording_bytes(path, "trace", folder_hint=hint)
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, name)  # never beyond the documented limit
     if not data.strip():
         raise InputError(f"{name} is empty; give a trace written by prof.export_chrome_trace")
     try:
@@ -185,13 +179,23 @@ def load_trace_json(path: str | Path) -> Any:
         raise _json_error(data, name, failure) from None
     except RecursionError:
         raise _too_deep(name) from None
+    except MemoryError:
+        raise out_of_memory(name, len(data), "JSON") from None
+
+
+def out_of_memory(name: str, size: int, what: str) -> InputError:
+    """The message for a recording too large for the memory memprof has."""
+    return InputError(
+        f"{name}: not enough memory to read it ({format_bytes(size)} of {what}); give memprof more memory, "
+        "or record a shorter trace"
+    )
 
 
 def _too_deep(name: str) -> InputError:
     return InputError(f"{name}: the JSON nests arrays or objects too deeply to be a chrome trace")
 
 
-def _json_error(data: bytes, name: str, failure: ValueError) -> InputError:
+def _json_error(data: bytes | bytearray, name: str, failure: ValueError) -> InputError:
     """The message for text that is not JSON, with the standard library's position."""
     detail: ValueError = failure
     if _loads is not json.loads:  # orjson's words differ by version; the standard library's do not
@@ -282,7 +286,7 @@ def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
         path=name,
         rank=rank,
         world_size=_int_or_none(distributed.get("world_size")),
-        distributed_backend=backend if isinstance(backend, str) else None,
+        distributed_backend=capped_name(backend) if isinstance(backend, str) else None,
         torch_version=_torch_version(meta),
         schema_version=schema if isinstance(schema, int) and not isinstance(schema, bool) else None,
         events=len(events),
@@ -363,6 +367,8 @@ def _ops(c: _Columns, name: str) -> tuple[RawProfile, np.ndarray]:
     tids as strings and memory tids as numbers)."""
     if not all(type(n) is str for n in c.op_name):
         raise InputError(f"{name}: an op event has a name that is not a string; the trace is malformed")
+    if max(map(len, c.op_name), default=0) > NAME_LIMIT:
+        c.op_name[:] = map(capped_name, c.op_name)  # a 50-million-character name is kept short
     start = _to_ns(c.op_ts, name, "ts of an op event")
     end = start + _to_ns(c.op_dur, name, "dur of an op event")
     if (end < start).any():
@@ -556,19 +562,14 @@ def _thread_codes(op_tids: list[Any], mem_tids: list[Any], name: str) -> np.ndar
     tids = op_tids + mem_tids
     if not tids:
         return np.zeros(0, dtype=np.int64)
-    try:
+    if all(type(t) is int for t in tids):
         array = np.asarray(tids)
-    except (ValueError, TypeError):
-        array = np.zeros(0, dtype=object)
-    if array.ndim != 1 or array.dtype.kind not in "iuU":
-        if not all(isinstance(t, int | str) for t in tids):
-            raise InputError(f"{name}: an event's tid is neither a number nor a string; malformed trace")
-        array = np.array([str(t) for t in tids])
-    if array.dtype.kind in "iu":
-        _, codes = np.unique(array, return_inverse=True)
-    else:
-        _, codes = np.unique(array.astype(str), return_inverse=True)
-    return codes.astype(np.int64).reshape(-1)
+        if array.dtype.kind in "iu":
+            _, codes = np.unique(array, return_inverse=True)
+            return codes.astype(np.int64).reshape(-1)
+    if not all(isinstance(t, int | str) for t in tids):
+        raise InputError(f"{name}: an event's tid is neither a number nor a string; malformed trace")
+    return string_codes(tids)[1]
 
 
 def _device_properties(value: Any) -> tuple[DeviceProperties, ...]:
@@ -583,7 +584,7 @@ def _device_properties(value: Any) -> tuple[DeviceProperties, ...]:
         found.append(
             DeviceProperties(
                 index=position if index is None else index,
-                name=name if isinstance(name, str) else f"device {position}",
+                name=capped_name(name) if isinstance(name, str) else f"device {position}",
                 total_bytes=_int_or_none(item.get("totalGlobalMem")),
             )
         )
@@ -604,12 +605,12 @@ def _torch_version(meta: dict[str, Any]) -> str | None:
         for key in ("torch_version", "pytorch_version"):
             value = place.get(key)
             if isinstance(value, str) and value:
-                return value
+                return capped_name(value)
         packages = place.get("pip_packages")
         if isinstance(packages, list):
             for entry in packages:
                 if isinstance(entry, str) and entry.startswith("torch=="):
-                    return entry[len("torch==") :]
+                    return capped_name(entry[len("torch==") :])
     return None
 
 
