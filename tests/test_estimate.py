@@ -71,7 +71,7 @@ SLOW = [
 ]
 
 
-# The estimated peaks README's "Agreement with the real run" table shows (fake tensors: the same
+# The estimated peaks docs/accuracy/estimates.md shows (fake tensors: the same
 # bytes in every process).
 ESTIMATED_PEAK = {
     "memprof.examples.similarity:similarity": 834_000_000,
@@ -593,7 +593,7 @@ def test_estimate_sees_fake_tensors_only() -> None:
 
 @pytest.mark.slow
 def test_a_smaller_batch_can_need_a_larger_reserve_than_the_largest_that_fits() -> None:
-    # README: the reserve is not monotonic in the batch (blocks fall into whole segments).
+    # docs/guides/estimate.md: the reserve is not monotonic in the batch (blocks fall into whole segments).
     def estimated(batch: int) -> tuple[int | None, bool | None]:
         report = memprof.estimate("memprof.examples.gpt:train_step", gpu="l4", inputs_kwargs={"batch": batch})
         assert report.fits is not None
@@ -606,7 +606,7 @@ def test_a_smaller_batch_can_need_a_larger_reserve_than_the_largest_that_fits() 
 
 @pytest.mark.slow
 def test_the_cuda_estimates_readme_sets_beside_an_h100() -> None:
-    # README, "What is not modelled": the estimated column (the H100's was measured there with
+    # docs/accuracy/estimates.md, against an H100: the estimated column (the H100's was measured there with
     # scripts/cuda_check.py, which needs a GPU).
     peaks = {
         "gpt:train_step": 39_828_992,

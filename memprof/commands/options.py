@@ -234,6 +234,7 @@ Baseline = Annotated[
     _file(
         "--baseline",
         "A report JSON (from --json or --save-baseline): fail when a run's peak grew beyond --tolerance.",
+        GATES_PANEL,
     ),
 ]
 Tolerance = Annotated[
@@ -271,6 +272,7 @@ SaveBaseline = Annotated[
     _file(
         "--save-baseline",
         "Write the report JSON here, to gate later runs with --baseline (same file as --json).",
+        GATES_PANEL,
     ),
 ]
 
