@@ -295,6 +295,8 @@ def test_table_saves_torch_table(runner, make_module, tmp_path):
     assert "Self CPU Mem" in text and "aten::empty" in text
 
 
+# Slow tier (a fresh interpreter that imports torch): the quick tier runs the same app in process.
+@pytest.mark.slow
 def test_python_dash_m(make_module, tmp_path):
     import os
     import subprocess

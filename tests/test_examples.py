@@ -1,4 +1,7 @@
-"""The built-in examples show what docs/guides/compare.md says they show: direction and rough size, on CPU."""
+"""The built-in examples show what docs/guides/compare.md says they show: direction and rough size, on CPU.
+
+Slow tier (about 35 s, each example compared with --repeat 3): the quick tier checks every
+example's exact peak through test_estimate's agreement and test_explain's reconciliation."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from memprof.units import format_bytes
 MiB = 1024 * 1024
 # The guide's example figures were measured with this build; oneDNN's buffers may differ in others.
 GUIDE_BUILD = torch.__version__ == "2.13.0+cpu"
+
+pytestmark = pytest.mark.slow
 
 
 def compare(module: str, *funcs: str, repeat: int = 1) -> Report:

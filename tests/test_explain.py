@@ -416,6 +416,8 @@ def test_built_in_examples_reconcile_and_reproduce_their_peak(module_name: str, 
         assert top.source.startswith("memprof/examples/") and top.op, top
 
 
+# Slow tier (~7 s): the quick tier has both steps' exact peaks (test_estimate's agreement).
+@pytest.mark.slow
 def test_checkpointing_keeps_fewer_activations_at_the_peak() -> None:
     from memprof.examples import activation_checkpointing as ac
 

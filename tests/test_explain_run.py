@@ -316,6 +316,8 @@ def test_gpt_modules_as_a_frame(gpt_run: RunResult) -> None:
     assert set(frame.phase) == {"forward", "backward"}
 
 
+# Slow tier (~9 s): test_explain's repeated training steps check the same in the quick tier.
+@pytest.mark.slow
 def test_repeated_gpt_steps_have_equal_calls_and_no_leak_note() -> None:
     report = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", repeat=3)
     assert_reconciled(report)
