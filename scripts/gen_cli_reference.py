@@ -9,7 +9,6 @@ tests/test_docs.py fails when the committed page differs from what this script w
 
 from __future__ import annotations
 
-import argparse
 import html
 import re
 import sys
@@ -84,21 +83,8 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page is not current")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = PAGE.exists() and PAGE.read_text() == text
-        print(f"{PAGE.relative_to(ROOT)}: {'current' if current else 'out of date'}")
-        return 0 if current else 1
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
-
-
 if __name__ == "__main__":
+    from page_writer import main
+
     sys.path.insert(0, str(ROOT))
-    sys.exit(main())
+    sys.exit(main(__doc__.splitlines()[0], lambda: {PAGE: render()}))

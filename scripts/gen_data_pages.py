@@ -12,7 +12,6 @@ rerun this. tests/test_docs.py fails when a committed page differs from what thi
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -75,23 +74,7 @@ def pages() -> dict[Path, str]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when a page is not current")
-    args = parser.parse_args()
-    stale = 0
-    for page, text in pages().items():
-        name = page.relative_to(ROOT)
-        if args.check:
-            current = page.exists() and page.read_text() == text
-            stale += not current
-            print(f"{name}: {'current' if current else 'out of date'}")
-        else:
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(text)
-            print(f"wrote {name}")
-    return 1 if stale else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from page_writer import main
+
+    sys.exit(main(__doc__.splitlines()[0], pages))

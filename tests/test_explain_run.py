@@ -327,6 +327,8 @@ def test_repeated_gpt_steps_have_equal_calls_and_no_leak_note() -> None:
     assert not any("grew" in note for note in run.notes)
 
 
+# Slow tier (two GPT profiles): test_explain's first-call test checks the same state in the quick tier.
+@pytest.mark.slow
 def test_optimizer_state_made_in_the_warm_up_is_live_at_the_start_and_not_without_it() -> None:
     warm = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", explain=False)
     cold = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", warmup=0, explain=False)
