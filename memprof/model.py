@@ -294,8 +294,8 @@ class RunResult:
 
     ``op_stats`` holds one :class:`OpStats` per op name (largest peak first); ``ops`` is the same
     as a DataFrame. ``fused_kernels`` maps each fused kernel of the run to the aten ops it
-    replaced (None in reports written before memprof stored it). See README for each number's
-    meaning. A run whose code failed has ``status`` "failed", its message in ``error`` (and
+    replaced (None in reports written before memprof stored it). docs/concepts/numbers.md says
+    what each number means. A run whose code failed has ``status`` "failed", its message in ``error`` (and
     ``failed``), and no numbers. ``rank`` is the distributed rank that made the run (None
     outside a multi-rank job or a folder of per-rank traces).
 
@@ -305,7 +305,7 @@ class RunResult:
     (CUDA's caching allocator); ``snapshot`` and ``allocator_model`` (runs read from a CUDA
     memory snapshot).
 
-    Explained runs (the default for live runs; README, "What is live at the peak") have
+    Explained runs (the default for live runs; docs/concepts/at-peak.md) have
     ``footprint_bytes`` and ``live_at_start_bytes`` (``peak_bytes`` is their difference),
     ``at_peak`` (what is live at the peak; ``at_peak.frame`` as a DataFrame), ``module_stats``
     (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the

@@ -158,7 +158,7 @@ def record(target: str, prefix: str) -> dict[str, Any]:
 def tree_counts(target: str) -> dict[str, Any]:
     """Allocations and frees of cuda:0 in one call's profile, in torch's event tree against
     its flat event list, with memprof's tracker following program state only and following ops
-    too (a ``TorchDispatchMode``): README's "the tree lacks free records" figures."""
+    too (a ``TorchDispatchMode``): the "lacks free records" figures of docs/accuracy/h100.md."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 

@@ -1,5 +1,6 @@
 """How often a two-rank DDP job under memprof dies, and what the wait before each profile's end
-costs. Prints the figures README's "Collectives and the end of a profile" paragraph quotes.
+costs. Prints the figures that the "Collectives and the end of a profile" paragraph of
+docs/guides/distributed.md quotes.
 
     PYTHONPATH=. python scripts/ddp_jobs.py jobs --runs 100 --parallel 2
     PYTHONPATH=. python scripts/ddp_jobs.py wait --steps 50

@@ -202,7 +202,7 @@ def test_bad_target_form(runner):
 
 
 def test_user_module_failing_to_import_is_exit_3_with_its_traceback(runner, make_module):
-    module = make_module("import torch\nraise RuntimeError('boom at import')\n")
+    module = make_module("import torch\nraise RuntimeError('boom at import')\n\ndef f():\n    pass\n")
     result = run_cli(runner, f"{module}:f")
     assert result.exit_code == 3
     assert "boom at import" in result.output
@@ -211,7 +211,7 @@ def test_user_module_failing_to_import_is_exit_3_with_its_traceback(runner, make
 
 
 def test_missing_dependency_of_user_module_is_exit_3(runner, make_module):
-    module = make_module("import not_installed_dependency_abc\n")
+    module = make_module("import not_installed_dependency_abc\n\ndef f():\n    pass\n")
     result = run_cli(runner, f"{module}:f")
     assert result.exit_code == 3
     assert "not_installed_dependency_abc" in result.output and "not installed" in result.output
@@ -295,6 +295,8 @@ def test_table_saves_torch_table(runner, make_module, tmp_path):
     assert "Self CPU Mem" in text and "aten::empty" in text
 
 
+# Slow tier (a fresh interpreter that imports torch): the quick tier runs the same app in process.
+@pytest.mark.slow
 def test_python_dash_m(make_module, tmp_path):
     import os
     import subprocess

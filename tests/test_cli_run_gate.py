@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
@@ -107,6 +108,8 @@ def test_save_baseline_and_json(tmp_path: Path) -> None:
     assert json.loads(c.read_text())["runs"]["eager"]["peak_bytes"] == PEAK
 
 
+# Slow tier (ten profiles): the quick tier checks each gate's answer once.
+@pytest.mark.slow
 def test_the_same_gate_ten_times_gives_the_same_answer() -> None:
     """No flakes: ten real profiles of the same workload, the same gate, the same lines."""
     import memprof

@@ -77,6 +77,8 @@ def _job(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedP
     return done
 
 
+# Slow tier (two processes, ~11 s): the quick tier hands reports between ranks in one process.
+@pytest.mark.slow
 def test_a_ddp_step_on_two_ranks_gives_one_report_and_the_budget_names_rank_1(tmp_path: Path) -> None:
     # Rank 1 trains on twice rank 0's batch; the budget lies between their peaks.
     budget = (ddp_peak(0) + ddp_peak(1)) // 2

@@ -1,4 +1,7 @@
-"""The built-in examples show what README says they show: direction and rough size, on CPU."""
+"""The built-in examples show what docs/guides/compare.md says they show: direction and rough size, on CPU.
+
+Slow tier (about 35 s, each example compared with --repeat 3): the quick tier checks every
+example's exact peak through test_estimate's agreement and test_explain's reconciliation."""
 
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ from memprof.model import Report
 from memprof.units import format_bytes
 
 MiB = 1024 * 1024
-# README's example figures were measured with this build; oneDNN's buffers may differ in others.
-README_BUILD = torch.__version__ == "2.13.0+cpu"
+# The guide's example figures were measured with this build; oneDNN's buffers may differ in others.
+GUIDE_BUILD = torch.__version__ == "2.13.0+cpu"
+
+pytestmark = pytest.mark.slow
 
 
 def compare(module: str, *funcs: str, repeat: int = 1) -> Report:
@@ -54,7 +59,7 @@ def test_activation_checkpointing_halves_the_training_step_peak() -> None:
     assert checkpointed < 0.6 * plain
     # Recomputation: the checkpointed step allocates more in total.
     assert report.runs["checkpointed_step"].allocated_bytes > report.runs["plain_step"].allocated_bytes
-    if README_BUILD:  # the exact figures README quotes
+    if GUIDE_BUILD:  # the exact figures the guide quotes
         assert (plain, checkpointed) == (45_089_796, 23_089_092)
         assert format_bytes(report.runs["plain_step"].allocated_bytes) == "86.0 MiB"
         assert format_bytes(report.runs["checkpointed_step"].allocated_bytes) == "118.1 MiB"
@@ -67,7 +72,7 @@ def test_channels_last_saves_about_one_activation_on_cpu() -> None:
     # (8 x 64 x 64 x 64 float32 = 8 MiB); channels_last does not.
     assert saved == pytest.approx(8 * MiB, rel=0.05)
     assert report.runs["contiguous"].peak_op == "aten::conv2d"
-    if README_BUILD:  # the exact figures README quotes
+    if GUIDE_BUILD:  # the exact figures the guide quotes
         assert report.runs["contiguous"].peak_bytes == 25_313_280
         assert report.runs["channels_last"].peak_bytes == 16_937_008
 
@@ -83,7 +88,7 @@ def test_checkpoint_load_full_mmap_and_map_location() -> None:
     # torch's profiler records the mapped file as one CPU allocation of the file's size, so by
     # the allocator's records mmap does not lower the peak; it avoids reading and copying.
     assert file_bytes <= mmap.peak_bytes < file_bytes + 4096
-    if README_BUILD:  # the exact figures README quotes
+    if GUIDE_BUILD:  # the exact figures the guide quotes
         assert (file_bytes, mmap.peak_bytes) == (67_112_375, 67_113_113)
     assert mmap.wall_ms < full.wall_ms / 2
     # On CPU map_location="cpu" is the full load.

@@ -78,6 +78,8 @@ def drop_then_allocate(holder: list[torch.Tensor]) -> None:
     holder.append(torch.ones(100 * MiB // FLOAT))  # what the next call frees
 
 
+# Slow tier: test_explain_run checks the same call, numbers and entry through the command line.
+@pytest.mark.slow
 def test_a_call_that_frees_a_tensor_made_before_it_has_an_exact_peak() -> None:
     explained = explain(drop_then_allocate, [torch.ones(100 * MiB // FLOAT)])
     assert explained.live_at_start_bytes == 100 * MiB
@@ -340,6 +342,8 @@ def test_repeated_training_steps_have_equal_numbers_and_no_leak_note() -> None:
     assert not any("grew" in note for note in explained.notes)
 
 
+# Slow tier: test_explain_run checks the same growth and note through the command line.
+@pytest.mark.slow
 def test_live_bytes_growing_from_call_to_call_is_flagged() -> None:
     kept: list[torch.Tensor] = []
 
@@ -416,6 +420,8 @@ def test_built_in_examples_reconcile_and_reproduce_their_peak(module_name: str, 
         assert top.source.startswith("memprof/examples/") and top.op, top
 
 
+# Slow tier (~7 s): the quick tier has both steps' exact peaks (test_estimate's agreement).
+@pytest.mark.slow
 def test_checkpointing_keeps_fewer_activations_at_the_peak() -> None:
     from memprof.examples import activation_checkpointing as ac
 

@@ -321,6 +321,8 @@ def test_gpt_modules_as_a_frame(gpt_run: RunResult) -> None:
     assert set(frame.phase) == {"forward", "backward"}
 
 
+# Slow tier (~9 s): test_explain's repeated training steps check the same in the quick tier.
+@pytest.mark.slow
 def test_repeated_gpt_steps_have_equal_calls_and_no_leak_note() -> None:
     report = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", repeat=3)
     assert_reconciled(report)
@@ -330,6 +332,8 @@ def test_repeated_gpt_steps_have_equal_calls_and_no_leak_note() -> None:
     assert not any("grew" in note for note in run.notes)
 
 
+# Slow tier (two GPT profiles): test_explain's first-call test checks the same state in the quick tier.
+@pytest.mark.slow
 def test_optimizer_state_made_in_the_warm_up_is_live_at_the_start_and_not_without_it() -> None:
     warm = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", explain=False)
     cold = memprof.profile(gpt.train_step, *gpt.train_step_inputs(), device="cpu", warmup=0, explain=False)

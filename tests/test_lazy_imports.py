@@ -159,6 +159,8 @@ def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     assert heavy_modules_after(code) == []
 
 
+# Slow tier (a fresh interpreter importing torch): the probe's own check, not memprof's.
+@pytest.mark.slow
 def test_the_probe_sees_torch_when_it_is_imported() -> None:
     # The helper itself must be able to fail.
     assert heavy_modules_after("import torch") == ["torch"]

@@ -231,7 +231,7 @@ def test_baseline_names_are_one_to_one_and_keep_plain_names() -> None:
     spaced, underscored = baseline_name("t.py::test_c[a b]"), baseline_name("t.py::test_c[a_b]")
     assert (spaced, underscored) == ("t.py__test_c_a_b-5479d56da2.json", "t.py__test_c_a_b.json")
     assert baseline_name("t.py::test_c[a/b]") == "t.py__test_c_a_b-6573d2cc33.json"
-    # the docstring's example, then README's
+    # the docstring's example, then docs/guides/pytest.md's
     assert baseline_name("test_a.py::test_c[a b]") == "test_a.py__test_c_a_b-6987fce7b1.json"
     assert baseline_name("tests/test_m.py::test_c[a b]") == "tests_test_m.py__test_c_a_b-a4d60010f2.json"
     assert baseline_name("t.py::test_c[a b]", 2) == "t.py__test_c_a_b-5479d56da2-3.json"

@@ -1,4 +1,6 @@
-"""The README shows real output: its `memprof check` examples are run and compared line by line."""
+"""README shows real output and installs that work: its main job's output is memprof's own
+rendering of a saved run, its `memprof check` example is run and compared line by line, and it
+stays a page people read (tests/test_docs.py does the same for the documentation's pages)."""
 
 from __future__ import annotations
 
@@ -13,107 +15,83 @@ from memprof.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE_DATA = Path(__file__).parent / "data" / "gate"
+README = (ROOT / "README.md").read_text()
 
 
-def check_examples() -> list[tuple[str, str]]:
-    """(command, expected output) pairs from README's "What the gate prints" block."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### What the gate prints") :]
-    block = re.search(r"```\n(.*?)```", section, re.S)
-    assert block is not None
+def code_blocks(text: str) -> list[str]:
+    """The text of each fenced code block without an info string (output, not code to run)."""
+    blocks: list[str] = []
+    inside, info, lines = False, "", []
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("```"):
+            lines.append(line)
+        elif inside:
+            if not info:
+                blocks.append("".join(lines))
+            inside = False
+        else:
+            inside, info, lines = True, line.strip("`\n "), []
+    return blocks
+
+
+def command_blocks(text: str, command: str) -> list[tuple[str, str]]:
+    """(command line, expected output) of every ``$ memprof COMMAND ...`` in the text's output
+    blocks, a block holding one or more of them."""
     examples = []
-    for chunk in re.split(r"^(?=\$ memprof check )", block.group(1), flags=re.M):
-        if chunk.startswith("$ "):
-            command, _, output = chunk.partition("\n")
-            examples.append((command[2:], output.strip("\n") + "\n"))
+    for block in code_blocks(text):
+        for chunk in re.split(rf"^(?=\$ memprof {command} )", block, flags=re.M):
+            if chunk.startswith(f"$ memprof {command} "):
+                line, _, output = chunk.partition("\n")
+                examples.append((line[2:], output.strip("\n") + "\n"))
     return examples
 
 
-EXAMPLES = check_examples()
-
-
-def test_readme_has_gate_examples() -> None:
-    assert len(EXAMPLES) >= 4
-
-
-@pytest.mark.parametrize(("command", "expected"), EXAMPLES, ids=[c for c, _ in EXAMPLES])
-def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeypatch) -> None:
+def run_check_example(command: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``memprof check`` example on the reports of tests/data/gate prints what it shows."""
     monkeypatch.chdir(GATE_DATA)
-    args = shlex.split(command)[1:]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code in (0, 1)
     assert result.stdout == expected
 
 
-def analyze_examples() -> list[tuple[str, str]]:
-    """(command, expected output) pairs of README's `memprof analyze` section."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## GPU memory recorded elsewhere") : text.index("## Reports")]
-    found = []
-    for block in re.findall(r"```\n(\$ memprof analyze .*?)```", section, re.S):
-        command, _, output = block.partition("\n")
-        found.append((command[2:], output))
-    return found
+README_CHECKS = command_blocks(README, "check")
 
 
-ANALYZE_EXAMPLES = analyze_examples()
+def test_readme_shows_a_gate_example() -> None:
+    assert len(README_CHECKS) == 1
 
 
-def test_readme_has_analyze_examples() -> None:
-    assert len(ANALYZE_EXAMPLES) == 3
+@pytest.mark.parametrize(("command", "expected"), README_CHECKS, ids=[c for c, _ in README_CHECKS])
+def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeypatch) -> None:
+    run_check_example(command, expected, monkeypatch)
 
 
-@pytest.mark.parametrize(("command", "expected"), ANALYZE_EXAMPLES, ids=[c for c, _ in ANALYZE_EXAMPLES])
-def test_readme_analyze_example_prints_what_readme_shows(command, expected, monkeypatch, tmp_path) -> None:
-    import pickle
-
-    from test_cli_analyze import oom_snapshot
-
-    if "oom.pickle" in command:
-        # The synthetic snapshot of tests/test_cli_analyze.py, under the name README gives it.
-        (tmp_path / "oom.pickle").write_bytes(pickle.dumps(oom_snapshot()))
-        monkeypatch.chdir(tmp_path)
-    else:
-        monkeypatch.chdir(ROOT)
-    result = CliRunner().invoke(app, shlex.split(command)[1:])
-    assert result.exit_code == 0, result.output
-    assert result.stdout == expected
-
-
-def test_readme_shows_the_gpt_steps_peak_as_memprof_prints_it() -> None:
-    """README's "What is live at the peak" shows the eager GPT step's section of the golden
-    terminal output (itself checked against a fresh run by tests/test_explain_run.py)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## What is live at the peak") :]
-    block = re.search(r"```\n(.*?)```", section, re.S)
-    assert block is not None
+def test_readme_main_job_shows_the_gpt_step_as_memprof_prints_it() -> None:
+    """The main job's output is the start of the golden terminal output of a saved GPT step
+    report (itself checked against a fresh run by tests/test_explain_run.py), line for line."""
+    shown = next(block for block in code_blocks(README) if block.startswith("memprof: "))
     golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained.txt").read_text()
-    eager = golden[golden.index("At the peak of eager") : golden.index("At the peak of compile")]
-    assert block.group(1).strip() == eager.strip()
+    assert golden.startswith(shown)
+    assert "At the peak of eager" in shown and "more entries" in shown.splitlines()[-1]
 
 
-def estimate_examples() -> list[tuple[str, str]]:
-    """(command, expected output) pairs of README's `memprof estimate` section."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Will it fit? `memprof estimate`") : text.index("## Distributed jobs")]
-    found = []
-    for block in re.findall(r"```\n(\$ memprof estimate .*?)```", section, re.S):
-        command, _, output = block.partition("\n")
-        found.append((command[2:], output))
-    return found
+def test_readme_is_a_page_people_read() -> None:
+    assert len(README.splitlines()) <= 300
+    # For users: no measurement diary, no history, no goals not reached.
+    assert re.search(r"load average|no longer|is not met|next step", README, re.I) is None
 
 
-ESTIMATE_EXAMPLES = estimate_examples()
+def test_readme_installs_only_what_can_be_installed() -> None:
+    """memprof is installed from a clone (it is not on the package index); torch from the CPU
+    index or the default one."""
+    installs = re.findall(r"^pip install .*$", README, re.M)
+    assert installs, "README says how to install"
+    assert not [line for line in installs if "torch-memprof" in line or re.search(r"\bmemprof\b", line)]
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in README
+    assert "pip install -e ." in README
 
 
-def test_readme_has_estimate_examples() -> None:
-    assert len(ESTIMATE_EXAMPLES) == 3
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("command", "expected"), ESTIMATE_EXAMPLES, ids=[c for c, _ in ESTIMATE_EXAMPLES])
-def test_readme_estimate_example_prints_what_readme_shows(command, expected, monkeypatch) -> None:
-    monkeypatch.chdir(ROOT)
-    result = CliRunner().invoke(app, shlex.split(command)[1:])
-    assert result.exit_code == (1 if "does not fit" in expected else 0), result.output
-    assert result.stdout == expected
+def test_readme_links_point_at_files_of_the_repository() -> None:
+    links = re.findall(r"\]\(((?!https?://)[^)#]+)(?:#[^)]*)?\)", README)
+    assert links
+    assert [link for link in links if not (ROOT / link).exists()] == []

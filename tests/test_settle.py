@@ -88,4 +88,4 @@ def test_the_wait_happens_only_while_a_process_group_is_initialised(monkeypatch:
         assert settle.settle_other_threads()
     finally:
         dist.destroy_process_group()
-    assert waited == [settle.SETTLE_TIMEOUT] == [0.5]  # the most README says it waits
+    assert waited == [settle.SETTLE_TIMEOUT] == [0.5]  # the most docs/guides/distributed.md says it waits

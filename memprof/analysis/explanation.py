@@ -28,8 +28,8 @@ CATEGORIES = (
     "workspace",
     "other",
 )
-"""The categories of live bytes, in the order reports show them (README, "What is live at the
-peak", defines each)."""
+"""The categories of live bytes, in the order reports show them (docs/concepts/at-peak.md
+defines each)."""
 
 
 @dataclass(frozen=True)

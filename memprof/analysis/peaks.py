@@ -54,7 +54,7 @@ class _RangeMax:
 
 @dataclass(frozen=True)
 class RunNumbers:
-    """The numbers of one run (see README, "What the numbers mean")."""
+    """The numbers of one run (docs/concepts/numbers.md says what each means)."""
 
     peak_bytes: int
     allocated_bytes: int

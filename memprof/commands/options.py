@@ -59,10 +59,17 @@ class CompileMode(str, Enum):
 
 # ---------------------------------------------------------------------------- the options
 
+# The groups --help shows options in (typer's help panels), in this order.
+TARGET_PANEL = "Target and inputs"
+RUNS_PANEL = "Runs"
+REPORTS_PANEL = "Reports"
+GATES_PANEL = "Gates"
+DISTRIBUTED_PANEL = "Distributed"
 
-def _file(flag: str, help: str) -> Any:
+
+def _file(flag: str, help: str, panel: str = REPORTS_PANEL) -> Any:
     """An option naming a file (a folder there is a usage error)."""
-    return typer.Option(flag, help=help, parser=_file_path, metavar="<file>")
+    return typer.Option(flag, help=help, parser=_file_path, metavar="<file>", rich_help_panel=panel)
 
 
 def _file_path(text: str) -> Path:
@@ -74,7 +81,7 @@ def _file_path(text: str) -> Path:
 
 def _folder(flag: str, help: str) -> Any:
     """An option naming a folder."""
-    return typer.Option(flag, help=help, file_okay=False)
+    return typer.Option(flag, help=help, file_okay=False, rich_help_panel=REPORTS_PANEL)
 
 
 Target = Annotated[
@@ -90,19 +97,33 @@ Inputs = Annotated[
         "--inputs",
         help="Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
         "(**kwargs) or one argument. Default: <function>_inputs in the target's module.",
+        rich_help_panel=TARGET_PANEL,
     ),
 ]
 Device = Annotated[
-    str, typer.Option("--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available).")
+    str,
+    typer.Option(
+        "--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available).", rich_help_panel=RUNS_PANEL
+    ),
 ]
-CompileModeOption = Annotated[CompileMode, typer.Option("--compile-mode", help="torch.compile mode.")]
-Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.")]
+CompileModeOption = Annotated[
+    CompileMode, typer.Option("--compile-mode", help="torch.compile mode.", rich_help_panel=RUNS_PANEL)
+]
+Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.", rich_help_panel=RUNS_PANEL)]
 Warmup = Annotated[
-    int, typer.Option("--warmup", min=0, help="Unprofiled calls first (compiling happens there).")
+    int,
+    typer.Option(
+        "--warmup",
+        min=0,
+        help="Unprofiled calls first (compiling happens there).",
+        rich_help_panel=RUNS_PANEL,
+    ),
 ]
 Repeat = Annotated[
     int,
-    typer.Option("--repeat", min=1, help="Profiled calls; the peak is their maximum."),
+    typer.Option(
+        "--repeat", min=1, help="Profiled calls; the peak is their maximum.", rich_help_panel=RUNS_PANEL
+    ),
 ]
 TimeBudget = Annotated[
     float,
@@ -112,10 +133,16 @@ TimeBudget = Annotated[
         metavar="SECONDS",
         help="Time the call without the profiler for this long (at least 5 calls, at most 1,000 "
         "calls or 5x this, at least 1 s); wall time is their median. 0: time the profiled calls.",
+        rich_help_panel=RUNS_PANEL,
     ),
 ]
 FreshCompile = Annotated[
-    bool, typer.Option("--fresh-compile", help="Compile cold, bypassing Inductor's on-disk cache.")
+    bool,
+    typer.Option(
+        "--fresh-compile",
+        help="Compile cold, bypassing Inductor's on-disk cache.",
+        rich_help_panel=RUNS_PANEL,
+    ),
 ]
 Explain = Annotated[
     bool,
@@ -124,6 +151,7 @@ Explain = Annotated[
         help="Explain each peak: what is live at it by category, module and source line (one more, "
         "instrumented call in eager mode; Inductor's graph caches off in compile mode). --no-explain "
         "keeps the numbers and skips that.",
+        rich_help_panel=RUNS_PANEL,
     ),
 ]
 JsonPath = Annotated[Path | None, _file("--json", "Write the report as JSON (also a baseline).")]
@@ -141,15 +169,24 @@ OutDir = Annotated[
     _folder("--out", "Write every format into this folder (made if missing) with standard names."),
 ]
 TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
-SortOption = Annotated[Sort, typer.Option("--sort", help="Order ops by peak, self or allocated bytes.")]
-Top = Annotated[int, typer.Option("--top", min=1, help="How many ops to show in the terminal.")]
-Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="No status lines on stderr.")]
+SortOption = Annotated[
+    Sort,
+    typer.Option("--sort", help="Order ops by peak, self or allocated bytes.", rich_help_panel=REPORTS_PANEL),
+]
+Top = Annotated[
+    int,
+    typer.Option("--top", min=1, help="How many ops to show in the terminal.", rich_help_panel=REPORTS_PANEL),
+]
+Quiet = Annotated[
+    bool, typer.Option("-q", "--quiet", help="No status lines on stderr.", rich_help_panel=REPORTS_PANEL)
+]
 RankOption = Annotated[
     int | None,
     typer.Option(
         "--rank",
         min=0,
         help="A report of several ranks: whose op tables to show (default: the rank with the highest peak).",
+        rich_help_panel=REPORTS_PANEL,
     ),
 ]
 NprocPerNode = Annotated[
@@ -160,6 +197,7 @@ NprocPerNode = Annotated[
         metavar="N",
         help="Start N ranks on this machine through torch.distributed.run, as torchrun does, and profile "
         "every one: one report, its runs rank0, rank1, ...",
+        rich_help_panel=DISTRIBUTED_PANEL,
     ),
 ]
 RankTimeout = Annotated[
@@ -170,12 +208,16 @@ RankTimeout = Annotated[
         metavar="SECONDS",
         help="Distributed runs: how long a rank that has finished waits for the others; then the "
         "missing ranks are named and marked failed (exit 3).",
+        rich_help_panel=DISTRIBUTED_PANEL,
     ),
 ]
 Verbose = Annotated[
     bool,
     typer.Option(
-        "-v", "--verbose", help="Show torch's own warnings and log messages (hidden and counted by default)."
+        "-v",
+        "--verbose",
+        help="Show torch's own warnings and log messages (hidden and counted by default).",
+        rich_help_panel=REPORTS_PANEL,
     ),
 ]
 Budget = Annotated[
@@ -184,6 +226,7 @@ Budget = Annotated[
         "--budget",
         metavar="SIZE|LABEL=SIZE,...",
         help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
+        rich_help_panel=GATES_PANEL,
     ),
 ]
 Baseline = Annotated[
@@ -191,6 +234,7 @@ Baseline = Annotated[
     _file(
         "--baseline",
         "A report JSON (from --json or --save-baseline): fail when a run's peak grew beyond --tolerance.",
+        GATES_PANEL,
     ),
 ]
 Tolerance = Annotated[
@@ -198,14 +242,21 @@ Tolerance = Annotated[
     typer.Option(
         "--tolerance",
         help="Growth allowed over the baseline (and compiled over eager with --require-compile-saves).",
+        rich_help_panel=GATES_PANEL,
     ),
 ]
-PerOp = Annotated[bool, typer.Option("--per-op", help="Also compare each op's peak with the baseline.")]
+PerOp = Annotated[
+    bool,
+    typer.Option(
+        "--per-op", help="Also compare each op's peak with the baseline.", rich_help_panel=GATES_PANEL
+    ),
+]
 StrictEnv = Annotated[
     bool,
     typer.Option(
         "--strict-env",
         help="A baseline from another device or torch version is an error (exit 2), not a warning.",
+        rich_help_panel=GATES_PANEL,
     ),
 ]
 RequireCompileSaves = Annotated[
@@ -213,6 +264,7 @@ RequireCompileSaves = Annotated[
     typer.Option(
         "--require-compile-saves",
         help="Fail when the compiled peak is above the eager peak by more than --tolerance.",
+        rich_help_panel=GATES_PANEL,
     ),
 ]
 SaveBaseline = Annotated[
@@ -220,6 +272,7 @@ SaveBaseline = Annotated[
     _file(
         "--save-baseline",
         "Write the report JSON here, to gate later runs with --baseline (same file as --json).",
+        GATES_PANEL,
     ),
 ]
 
@@ -231,6 +284,7 @@ SetOption = Annotated[
         metavar="NAME=VALUE",
         help="Pass NAME=VALUE to the inputs factory by keyword (repeat for more): 8 is an int, 0.5 a "
         "float, true/false a bool, anything else (or anything in quotes) a string.",
+        rich_help_panel=TARGET_PANEL,
     ),
 ]
 

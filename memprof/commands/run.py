@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from memprof.commands.common import check_runs, profile_and_report
+from memprof.commands.options import RUNS_PANEL as RUNS
 from memprof.commands.options import (
     DistributedOptions,
     FactoryOptions,
@@ -25,10 +26,18 @@ def run(
     *,
     inputs: Inputs = None,
     mode: Annotated[
-        Mode, typer.Option("--mode", help="eager, or compile (torch.compile, compiled before profiling).")
+        Mode,
+        typer.Option(
+            "--mode",
+            help="eager, or compile (torch.compile, compiled before profiling).",
+            rich_help_panel=RUNS,
+        ),
     ] = Mode.eager,
     compare_compile: Annotated[
-        bool, typer.Option("--compare-compile", help="Profile eager and compiled, side by side.")
+        bool,
+        typer.Option(
+            "--compare-compile", help="Profile eager and compiled, side by side.", rich_help_panel=RUNS
+        ),
     ] = False,
     factory: FactoryOptions,
     profile: ProfileOptions,
@@ -52,6 +61,7 @@ def run(
     from memprof.api import Variant
     from memprof.commands.common import read_inputs
     from memprof.commands.distributed import refuse_rank, run_distributed, wanted
+    from memprof.sources.target_check import check_before_running
 
     files = output.files(save_baseline, read_inputs([target, inputs], gate.baseline))
     # --compare-compile is `memprof compare f torch.compile(f)`: the same target twice, in two modes.
@@ -59,6 +69,8 @@ def run(
     # The gate's options are checked before any torch work: a typo costs no profiling.
     config = gate.config()
     params = factory.params()
+    # So are mistakes in the target and its inputs that the source files settle, before torch loads.
+    check_before_running(target, inputs, params)
     variants = [Variant(target=target, inputs=inputs, mode=m, label=m, inputs_kwargs=params) for m in modes]
     if wanted(distributed):
         run_distributed(variants, files, config, profile, output, distributed)

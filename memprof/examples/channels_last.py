@@ -3,7 +3,7 @@
 Both variants compute the same thing; only the memory format of the input and the weights
 differs. On CPU the oneDNN convolution works in NHWC natively, so a contiguous input is
 reordered to a blocked layout and back inside each convolution, while channels_last skips
-those reorders. What that does to the peak is measured, not assumed: see the README.
+those reorders. What that does to the peak is measured, not assumed: see docs/guides/compare.md.
 
     memprof compare memprof.examples.channels_last:contiguous \\
         memprof.examples.channels_last:channels_last

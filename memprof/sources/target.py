@@ -15,7 +15,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -83,27 +83,21 @@ def split_spec(spec: str) -> tuple[str, str]:
     return where, attr_path
 
 
-def _is_path(where: str) -> bool:
+def is_path(where: str) -> bool:
     return where.endswith(".py") or "/" in where or os.sep in where
 
 
 def load_module(where: str, spec: str) -> ModuleType:
     """Import the module part of a target, from the working directory first (as ``python -m``)."""
-    if _is_path(where):
+    if is_path(where):
         return _load_file(Path(where), spec)
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        # A console script does not put the working directory on sys.path; python -m does.
-        sys.path.insert(0, cwd)
+    cwd = working_directory_on_path()
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as error:
         missing = error.name or ""
         if where == missing or where.startswith(missing + "."):
-            raise TargetNotFoundError(
-                f"module {missing!r} not found (searched the working directory {cwd} and "
-                f"PYTHONPATH); check the spelling of {spec!r} or run from the folder that holds it"
-            ) from None
+            raise module_not_found(missing, cwd, spec) from None
         raise UserCodeError(
             f"importing {where!r} failed: it imports {missing!r}, which is not installed",
             user_traceback=format_user_traceback(error),
@@ -118,25 +112,61 @@ def load_module(where: str, spec: str) -> ModuleType:
         ) from None
 
 
+def working_directory_on_path() -> str:
+    """The working directory, put first on ``sys.path`` unless it is there already: a console
+    script does not put it there; ``python -m`` does."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return cwd
+
+
+def module_not_found(missing: str, cwd: str, spec: str) -> TargetNotFoundError:
+    """The error for a module of a target that is nowhere to import from."""
+    return TargetNotFoundError(
+        f"module {missing!r} not found (searched the working directory {cwd} and "
+        f"PYTHONPATH); check the spelling of {spec!r} or run from the folder that holds it"
+    )
+
+
 def _load_file(path: Path, spec: str) -> ModuleType:
+    check_file(path, spec)
     try:
         return _load_existing_file(path, spec)
     except OSError as error:  # a name too long, a folder that cannot be searched, ...
-        reason = error.strerror or str(error)
-        raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} cannot be read: {reason}") from None
+        raise _unreadable(path, spec, error) from None
+
+
+def _unreadable(path: Path, spec: str, error: OSError) -> TargetNotFoundError:
+    reason = error.strerror or str(error)
+    return TargetNotFoundError(f"file {str(path)!r} of target {spec!r} cannot be read: {reason}")
+
+
+def check_file(path: Path, spec: str) -> None:
+    """A target's file that is not a Python file to import (a folder, a device, missing, or
+    unreadable) is exit 2; nothing is run to find out."""
+    try:
+        if path.is_dir():
+            raise TargetNotFoundError(f"{str(path)!r} in target {spec!r} is a folder; name a .py file")
+        if path.exists() and not path.is_file():
+            raise TargetNotFoundError(
+                f"{str(path)!r} in target {spec!r} is {special_file_kind(path)}; name a .py file"
+            )
+        if not path.is_file():
+            raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} does not exist")
+    except OSError as error:  # a name too long, a folder that cannot be searched, ...
+        raise _unreadable(path, spec, error) from None
+
+
+def module_name_of_file(path: Path) -> str:
+    """The name a target file is imported under: its stem, when that is a Python name."""
+    resolved = path.resolve()
+    return resolved.stem if resolved.stem.isidentifier() else "memprof_target"
 
 
 def _load_existing_file(path: Path, spec: str) -> ModuleType:
-    if path.is_dir():
-        raise TargetNotFoundError(f"{str(path)!r} in target {spec!r} is a folder; name a .py file")
-    if path.exists() and not path.is_file():
-        raise TargetNotFoundError(
-            f"{str(path)!r} in target {spec!r} is {special_file_kind(path)}; name a .py file"
-        )
-    if not path.is_file():
-        raise TargetNotFoundError(f"file {str(path)!r} of target {spec!r} does not exist")
     resolved = path.resolve()
-    name = resolved.stem if resolved.stem.isidentifier() else "memprof_target"
+    name = module_name_of_file(resolved)
     existing = sys.modules.get(name)
     if existing is not None and getattr(existing, "__file__", None) == str(resolved):
         return existing
@@ -177,15 +207,23 @@ def resolve(spec: str) -> Target:
         with user_code(getting.__add__):
             found = getattr(obj, part, missing)
         if found is missing:
-            names = [n for n in dir(obj) if not n.startswith("__")]
-            close = difflib.get_close_matches(part, names, n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise TargetNotFoundError(f"{owner!r} has no attribute {part!r}{hint}")
+            raise no_attribute(owner, part, close_names(part, dir(obj)))
         obj = found
         walked.append(part)
     if not callable(obj):
         raise UsageError(f"{spec!r} is a {type(obj).__name__}, not a function; name a callable")
     return Target(spec=spec, func=obj, module=module, attr_path=attr_path)
+
+
+def close_names(part: str, names: Iterable[str]) -> list[str]:
+    """The names (dunder names aside) that ``part`` may be a misspelling of, closest first."""
+    return difflib.get_close_matches(part, [n for n in names if not n.startswith("__")], n=3, cutoff=0.6)
+
+
+def no_attribute(owner: str, part: str, close: list[str]) -> TargetNotFoundError:
+    """``owner`` (a module or an object in it) has nothing named ``part``."""
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return TargetNotFoundError(f"{owner!r} has no attribute {part!r}{hint}")
 
 
 def required_parameters(func: Callable[..., Any]) -> list[str]:
@@ -255,8 +293,9 @@ def factory_parameters(make: Callable[..., Any]) -> tuple[list[str], bool]:
     return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
-def _check_params(make: Callable[..., Any], source: str, params: dict[str, Any]) -> None:
-    names, open_ended = factory_parameters(make)
+def check_params(names: list[str], open_ended: bool, source: str, params: dict[str, Any]) -> None:
+    """``params`` for a factory that takes ``names`` by keyword (and any name when
+    ``open_ended``): ``device`` or a name it does not take is exit 2."""
     if "device" in params:
         raise UsageError(
             f"the inputs factory's device is memprof's to set ({param('device')}); "
@@ -275,10 +314,7 @@ def build_inputs(
     else none. A factory that accepts ``device`` gets the chosen device; ``params`` are passed
     to it by keyword (a name it does not take is a :class:`UsageError` listing those it does)."""
     if params and not isinstance(factory, str) and factory is None and not required_parameters(target.func):
-        raise UsageError(
-            f"{target.spec!r} takes no arguments, so there is no inputs factory to give "
-            f"{', '.join(params)} to; name one with {param('inputs')}"
-        )
+        raise no_factory_for(target.spec, params)
     if isinstance(factory, str):
         source = factory
         make = resolve(factory).func
@@ -293,12 +329,24 @@ def build_inputs(
         found = getattr(target.module, factory_name, None)
         module_part = target.spec.rpartition(":")[0]
         if found is None or not callable(found):
-            raise UsageError(_missing_inputs_message(target, required, factory_name, module_part))
+            raise UsageError(
+                missing_inputs_message(
+                    target.spec, required, factory_name, module_part, candidate_factories(target.module)
+                )
+            )
         source = f"{module_part}:{factory_name}"
         make = found
     if params:
-        _check_params(make, source, params)
+        check_params(*factory_parameters(make), source, params)
     return _call_factory(make, source, device, params or {})
+
+
+def no_factory_for(spec: str, params: dict[str, Any]) -> UsageError:
+    """Factory parameters given for a target that takes no arguments."""
+    return UsageError(
+        f"{spec!r} takes no arguments, so there is no inputs factory to give "
+        f"{', '.join(params)} to; name one with {param('inputs')}"
+    )
 
 
 # Names that read like an inputs factory: make_*, *_inputs, *_batch, and inputs/batch/example
@@ -308,6 +356,11 @@ _FACTORY_NAME = re.compile(
 )
 
 
+def looks_like_factory(name: str) -> bool:
+    """Whether a function's name reads like an inputs factory's (``make_batch``, ``get_inputs``)."""
+    return _FACTORY_NAME.search(name) is not None
+
+
 def candidate_factories(module: ModuleType | None) -> list[str]:
     """The module's own functions whose names read like inputs factories, in name order."""
     if module is None:
@@ -315,7 +368,7 @@ def candidate_factories(module: ModuleType | None) -> list[str]:
     found = []
     for name, value in vars(module).items():
         if (
-            _FACTORY_NAME.search(name)
+            looks_like_factory(name)
             and inspect.isfunction(value)
             and getattr(value, "__module__", None) == module.__name__
         ):
@@ -323,11 +376,12 @@ def candidate_factories(module: ModuleType | None) -> list[str]:
     return sorted(found)
 
 
-def _missing_inputs_message(target: Target, required: list[str], factory_name: str, module_part: str) -> str:
+def missing_inputs_message(
+    spec: str, required: list[str], factory_name: str, module_part: str, found: list[str]
+) -> str:
     """A target needs arguments and has no ``<func>_inputs``: name the module's functions that
-    look like factories (or say how to write one)."""
-    needs = f"{target.spec!r} needs arguments ({', '.join(required)})"
-    found = candidate_factories(target.module)
+    look like factories (``found``, in name order), or say how to write one."""
+    needs = f"{spec!r} needs arguments ({', '.join(required)})"
     if found:
         options = " or ".join(param("inputs", f"{module_part}:{name}") for name in found[:3])
         return f"{needs}: give them with {options}, or define {factory_name}() in {module_part}"
@@ -416,7 +470,7 @@ def spec_file(spec: str) -> Path | None:
         where, _ = split_spec(spec)
     except UsageError:
         return None
-    if _is_path(where):
+    if is_path(where):
         return Path(where)
     loaded = sys.modules.get(where)
     if loaded is not None:
