@@ -19,13 +19,14 @@ __all__ = [
     "compare",
     "estimate",
     "profile",
+    "track",
     "read_table",
     "load_report",
     "__version__",
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, analyze, compare, estimate, profile
+    from memprof.api import Variant, analyze, compare, estimate, profile, track
     from memprof.model import Report, RunResult, load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -36,6 +37,7 @@ _LAZY = {
     "analyze": "memprof.api",
     "estimate": "memprof.api",
     "Variant": "memprof.api",
+    "track": "memprof.api",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "RunResult": "memprof.model",
