@@ -46,6 +46,13 @@ _LAZY = {
 }
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext memprof``: the ``%memprof`` and ``%%memprof`` magics (:mod:`memprof.ipython`)."""
+    import importlib
+
+    importlib.import_module("memprof.ipython").load_ipython_extension(ipython)
+
+
 def __getattr__(name: str) -> Any:
     # Lazy attributes keep `import memprof` (and so `memprof --help`) free of torch.
     module = _LAZY.get(name)
