@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memprof.integrations.steps import FOOTPRINT_KEY, PEAK_KEY, BudgetExceeded, StepProfiler, loop_roots
-
-if TYPE_CHECKING:
-    from memprof.model import Report
+from memprof.integrations.steps import FOOTPRINT_KEY, PEAK_KEY, BudgetExceeded, ProfiledSteps, loop_roots
 
 
 def _callback_class() -> type:
@@ -46,7 +43,7 @@ __all__ = ["FOOTPRINT_KEY", "PEAK_KEY", "BudgetExceeded", "MemprofCallback"]
 _DISPATCH = os.path.join("trainer", "call.py")  # Lightning's module that calls the hooks
 
 
-class MemprofCallback(Callback):  # type: ignore[misc]
+class MemprofCallback(ProfiledSteps, Callback):  # type: ignore[misc]
     """A Lightning ``Callback`` that profiles the chosen optimizer steps (``steps``, counted
     from 1, as ``trainer.global_step`` counts them once the step is done) and writes one
     explained report per step: ``out/step-2.json`` (``formats``: any of "json", "html",
@@ -61,31 +58,7 @@ class MemprofCallback(Callback):  # type: ignore[misc]
     maps each profiled step to its :class:`memprof.Report`.
     """
 
-    def __init__(
-        self,
-        steps: Any = (2,),
-        out: Any = "memprof",
-        explain: bool = True,
-        budget: int | str | None = None,
-        formats: Any = ("json",),
-        device: str | None = None,
-        verbose: bool = False,
-    ) -> None:
-        super().__init__()
-        self.profiler = StepProfiler(
-            framework="lightning.Trainer",
-            steps=steps,
-            out=out,
-            explain=explain,
-            budget=budget,
-            formats=formats,
-            device=device,
-            verbose=verbose,
-        )
-
-    @property
-    def reports(self) -> dict[int, Report]:
-        return self.profiler.reports
+    framework = "lightning.Trainer"
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self.profiler.abort()

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.blocks import check_formats, write_report
 from memprof.errors import GateFailed, UsageError, param
-from memprof.units import format_bytes, parse_size
+from memprof.gate import parse_budget
+from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import Report
@@ -69,18 +70,15 @@ def check_steps(steps: object) -> tuple[int, ...]:
 
 
 def budget_bytes(budget: object) -> int | None:
-    """``budget`` (bytes, or a size such as ``"2GB"``) in bytes; None for no budget."""
+    """``budget`` in bytes: a number of bytes, or a size written as ``memprof run --budget``
+    takes one (``"2GB"``); None for no budget."""
     if budget is None:
         return None
-    if isinstance(budget, bool) or not isinstance(budget, int | str):
-        raise UsageError(f"{param('budget')} must be a size in bytes or like '2GB', got {budget!r}")
-    try:
-        value = parse_size(budget) if isinstance(budget, str) else int(budget)
-    except UsageError as error:
-        raise UsageError(f"{param('budget')}: {error.message}") from None
-    if value <= 0:
-        raise UsageError(f"{param('budget')} must be more than 0 bytes, got {budget!r}")
-    return value
+    if isinstance(budget, str) and "=" not in budget:
+        budget = parse_budget(budget).default
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise UsageError(f"{param('budget')} must be a size like '2GB' or a number of bytes, got {budget!r}")
+    return budget
 
 
 class StepProfiler:
@@ -213,6 +211,52 @@ class StepProfiler:
                 f"{self._last_step} (steps count optimizer steps from 1)",
                 stacklevel=2,
             )
+
+
+class ProfiledSteps:
+    """The options every training callback takes, and its reports; mixed into each framework's
+    callback class (before the framework's base class).
+
+    ``steps``: the optimizer steps to profile, counted from 1 (default: step 2, the first
+    that runs as every later one does: step 1 also makes the optimizer's state). ``out``: the
+    folder of the reports (made when first written). ``formats``: any of "json", "html",
+    "markdown". ``budget``: a size (``"2GB"``) or bytes. ``explain``, ``device`` (default:
+    where the model's parameters are) and ``verbose`` as for :func:`memprof.track`."""
+
+    framework = ""
+    """The framework's name, as reports and messages give it."""
+
+    def __init__(
+        self,
+        steps: Any = (2,),
+        out: Any = "memprof",
+        explain: bool = True,
+        budget: int | str | None = None,
+        formats: Any = ("json",),
+        device: str | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__()
+        self.profiler = StepProfiler(
+            framework=self.framework,
+            steps=steps,
+            out=out,
+            explain=explain,
+            budget=budget,
+            formats=formats,
+            device=device,
+            verbose=verbose,
+        )
+
+    @property
+    def reports(self) -> dict[int, Report]:
+        """Each profiled step's report, by step number."""
+        return self.profiler.reports
+
+    def stop(self) -> None:
+        """Stop profiling a step that training left by an exception (the framework calls no
+        hook after it): the profiler and the op tracker are off again at once."""
+        self.profiler.abort()
 
 
 def loop_roots(dispatch: str) -> dict[str, Any]:

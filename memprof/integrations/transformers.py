@@ -14,21 +14,18 @@ optimizer step, the scheduler step and ``zero_grad``, as the Trainer runs them. 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformers import TrainerCallback
 
-from memprof.integrations.steps import FOOTPRINT_KEY, PEAK_KEY, BudgetExceeded, StepProfiler, loop_roots
-
-if TYPE_CHECKING:
-    from memprof.model import Report
+from memprof.integrations.steps import FOOTPRINT_KEY, PEAK_KEY, BudgetExceeded, ProfiledSteps, loop_roots
 
 __all__ = ["FOOTPRINT_KEY", "PEAK_KEY", "BudgetExceeded", "MemprofCallback"]
 
 _DISPATCH = "trainer_callback.py"  # transformers' module that calls the callbacks' hooks
 
 
-class MemprofCallback(TrainerCallback):  # type: ignore[misc]
+class MemprofCallback(ProfiledSteps, TrainerCallback):  # type: ignore[misc]
     """A ``TrainerCallback`` that profiles the chosen optimizer steps (``steps``, counted from
     1, as ``state.global_step`` counts them once the step is done) and writes one explained
     report per step: ``out/step-3.json`` (``formats``: any of "json", "html", "markdown").
@@ -42,30 +39,7 @@ class MemprofCallback(TrainerCallback):  # type: ignore[misc]
     the model's device). ``reports`` maps each profiled step to its :class:`memprof.Report`.
     """
 
-    def __init__(
-        self,
-        steps: Any = (2,),
-        out: Any = "memprof",
-        explain: bool = True,
-        budget: int | str | None = None,
-        formats: Any = ("json",),
-        device: str | None = None,
-        verbose: bool = False,
-    ) -> None:
-        self.profiler = StepProfiler(
-            framework="transformers.Trainer",
-            steps=steps,
-            out=out,
-            explain=explain,
-            budget=budget,
-            formats=formats,
-            device=device,
-            verbose=verbose,
-        )
-
-    @property
-    def reports(self) -> dict[int, Report]:
-        return self.profiler.reports
+    framework = "transformers.Trainer"
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.profiler.abort()
