@@ -108,11 +108,10 @@ class Tracking:
     def report(self) -> Report:
         """The profiled entry's report; a :class:`UsageError` before it ended."""
         if self._report is None:
-            needed = f"{self.skip + 1} entr{'y' if self.skip == 0 else 'ies'}"
             raise UsageError(
                 f"nothing was profiled yet: the block was entered {self.entries} time(s) and is "
                 f"profiled at its entry {self.skip + 1} ({param('skip', self.skip)} lets "
-                f"{self.skip} through); the report is there once {needed} have ended"
+                f"{self.skip} through); the report is there once that entry has ended"
             )
         return self._report
 
@@ -198,28 +197,32 @@ class Tracking:
     def end(self, error: BaseException | None = None) -> None:
         """The entry begun last ends (``error``: what it raised, which still propagates: the
         report then covers the block up to it)."""
-        from memprof.model import Report, Source
-        from memprof.sources.live import environment
-
         block = self._open.pop() if self._open else None
         if block is None:
             return
         try:
             run = block.stop(error)
-            device = self.options.device
-            self._report = Report(
-                target=self._target,
-                device=device,
-                runs={self.label: run},
-                environment=environment(device),
-                source=Source(kind="live"),
-            )
+            self._report = block_report(self._target, run, self.options.device)
             if self.files:
                 write_report(self._report, self.files)
         except MemprofError:
             if error is None:
                 raise
             # The block's own failure is what the caller sees; memprof's is left out.
+
+
+def block_report(target: str, run: RunResult, device: str) -> Report:
+    """The report of a profiled block: its one run, with the environment it ran in."""
+    from memprof.model import Report, Source
+    from memprof.sources.live import environment
+
+    return Report(
+        target=target,
+        device=device,
+        runs={run.label: run},
+        environment=environment(device),
+        source=Source(kind="live"),
+    )
 
 
 def caller_roots(frame: FrameType) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memprof.blocks import check_formats, write_report
+from memprof.blocks import block_report, check_formats, write_report
 from memprof.errors import GateFailed, UsageError, param
 from memprof.gate import parse_budget
 from memprof.units import format_bytes
@@ -115,6 +115,7 @@ class StepProfiler:
         self.files: dict[int, list[Path]] = {}
         self._block: Block | None = None
         self._step = 0
+        self._model_name = ""
         self._last_step = 0
 
     @property
@@ -145,23 +146,13 @@ class StepProfiler:
     def end(self, step: int) -> Report | None:
         """The hook after an optimizer step, ``step`` being its number: the report of the step
         when it was profiled (written to the files), else None."""
-        from memprof.model import Report, Source
-        from memprof.sources.live import environment
-
         self._last_step = max(self._last_step, step)
         block = self._block
         if block is None or step != self._step:
             return None
         self._block = None
         run = block.stop()
-        device = block.options.device
-        report = Report(
-            target=f"{self.framework} step {step} ({self._model_name})",
-            device=device,
-            runs={run.label: run},
-            environment=environment(device),
-            source=Source(kind="live"),
-        )
+        report = block_report(f"{self.framework} step {step} ({self._model_name})", run, block.options.device)
         self.reports[step] = report
         self.out.mkdir(parents=True, exist_ok=True)
         paths = {fmt: self.out / f"step-{step}{SUFFIXES[fmt]}" for fmt in self.formats}
