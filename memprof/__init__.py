@@ -19,13 +19,14 @@ __all__ = [
     "compare",
     "estimate",
     "profile",
+    "track",
     "read_table",
     "load_report",
     "__version__",
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, analyze, compare, estimate, profile
+    from memprof.api import Variant, analyze, compare, estimate, profile, track
     from memprof.model import Report, RunResult, load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -36,12 +37,20 @@ _LAZY = {
     "analyze": "memprof.api",
     "estimate": "memprof.api",
     "Variant": "memprof.api",
+    "track": "memprof.api",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "RunResult": "memprof.model",
     "load_report": "memprof.model",
     "read_table": "memprof.table",
 }
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext memprof``: the ``%memprof`` and ``%%memprof`` magics (:mod:`memprof.ipython`)."""
+    import importlib
+
+    importlib.import_module("memprof.ipython").load_ipython_extension(ipython)
 
 
 def __getattr__(name: str) -> Any:

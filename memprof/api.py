@@ -1,6 +1,7 @@
 """The Python API, the library's front door: profile a callable (:func:`profile`), compare
-several (:func:`compare`), or read traces and snapshots recorded elsewhere (:func:`analyze`),
-into a :class:`memprof.Report`. The command line calls the same functions."""
+several (:func:`compare`), profile a block of code where it runs (:func:`track`), or read
+traces and snapshots recorded elsewhere (:func:`analyze`), into a :class:`memprof.Report`. The
+command line calls the same functions."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from memprof.blocks import track as track  # the API's front door for blocks of code
 from memprof.errors import UsageError, UserCodeError, param
 from memprof.model import Report, RunResult, Source
 from memprof.sources.options import RunOptions

@@ -1,7 +1,8 @@
 """Commands that do not profile (``--help``, ``parse``, ``check``, rendering a saved report) never
 import torch: importing torch alone costs over a second. Rendering a saved report to a file or a
 pipe imports no rich either (only a terminal's colours need it), and the HTML report needs no
-plotting library at all."""
+plotting library at all. The integrations import their framework (transformers, lightning,
+IPython) only when imported themselves."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("torch", "matplotlib", "rich", "tabulate")
+FRAMEWORKS = ("transformers", "lightning", "pytorch_lightning", "IPython")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,7 +29,7 @@ def heavy_modules_after(code: str) -> list[str]:
     """Run ``code`` in a fresh interpreter; return the heavy modules it left in ``sys.modules``."""
     probe = (
         f"{code}\nimport sys, json\n"
-        f"print('\\n' + json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+        f"print('\\n' + json.dumps([m for m in {list(HEAVY + FRAMEWORKS)!r} if m in sys.modules]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, timeout=60, check=False
@@ -60,10 +62,26 @@ def heavy_modules_after_cli(*args: str) -> list[str]:
         "memprof.units",
         "memprof.analysis.diff",
         "memprof.report.terminal",
+        "memprof.report.notebook",
+        "memprof.blocks",
+        "memprof.integrations",
+        "memprof.integrations.steps",
     ],
 )
 def test_importing_the_light_modules_loads_no_torch(module: str) -> None:
     assert heavy_modules_after(f"import {module}") == []
+
+
+def test_memprof_track_exists_without_loading_torch() -> None:
+    # memprof.track is an attribute of the package; torch loads when a block is profiled.
+    assert heavy_modules_after("import memprof\nassert callable(memprof.track)") == []
+    assert heavy_modules_after("import memprof\nmemprof.load_ipython_extension") == []
+
+
+def test_the_notebook_magics_load_ipython_but_no_torch() -> None:
+    # %load_ext memprof is quick: torch loads when the magic profiles a cell.
+    pytest.importorskip("IPython", reason="IPython is not installed")
+    assert heavy_modules_after("import memprof.ipython") == ["IPython"]
 
 
 def test_help_loads_no_torch() -> None:

@@ -776,6 +776,26 @@ def _assemble(
     )
 
 
+def block_run(
+    raw: RawProfile,
+    explained: Attribution | None,
+    *,
+    label: str,
+    options: RunOptions,
+    inputs: Inputs,
+    walls: list[float],
+    counters: dict[str, int],
+    notes: list[str],
+    threads: list[str],
+    mapped: list[tuple[str, int]],
+    heard: Heard,
+) -> RunResult:
+    """The run of a block profiled in one pass where it runs (:mod:`memprof.sources.block`):
+    no warm-up, no timed calls; assembled as :func:`run_target`'s runs are."""
+    measured = _Measured(label, raw, walls, counters, notes, threads, None, mapped, explained)
+    return _assemble(measured, _Warm(fn=lambda: None), inputs, options, Timed(()), heard)
+
+
 _UNKNOWN_BLOCKS = "block(s) allocated before profiling were freed during it"
 
 

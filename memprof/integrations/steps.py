@@ -1,0 +1,278 @@
+"""What the training callbacks share: which steps to profile, one profiled block per step
+(:class:`memprof.sources.block.Block`), the report files, the numbers for the framework's logs,
+and the budget. No framework is imported here.
+
+A step is numbered as the frameworks number their optimizer steps: step ``N`` is the ``N``-th
+optimizer step of the run (1-based), from the hook that starts it (``global_step == N - 1``) to
+the hook after its optimizer step (``global_step == N``), every micro-batch of gradient
+accumulation included.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memprof.blocks import block_report, check_formats, write_report
+from memprof.errors import GateFailed, UsageError, param
+from memprof.gate import parse_budget
+from memprof.units import format_bytes
+
+if TYPE_CHECKING:
+    from memprof.model import Report
+    from memprof.sources.block import Block
+
+SUFFIXES = {"json": ".json", "html": ".html", "markdown": ".md"}
+
+PEAK_KEY = "memprof/peak_bytes"
+"""The key of a profiled step's peak (above the step's start) in the framework's logs."""
+FOOTPRINT_KEY = "memprof/footprint_bytes"
+"""The key of a profiled step's footprint (everything live at its peak) in the logs."""
+
+
+class BudgetExceeded(GateFailed):
+    """A profiled training step peaked above the callback's budget: raised from the hook that
+    ends the step, after its report was written. ``step``, ``peak_bytes``, ``budget_bytes`` and
+    ``report`` say which and by how much."""
+
+    shown = False
+
+    def __init__(
+        self, message: str, *, step: int, peak_bytes: int, budget_bytes: int, report: Report
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.peak_bytes = peak_bytes
+        self.budget_bytes = budget_bytes
+        self.report = report
+
+
+def check_steps(steps: object) -> tuple[int, ...]:
+    """``steps`` as sorted distinct step numbers (1 or more); a one-line error otherwise."""
+    chosen = (steps,) if isinstance(steps, int) else steps
+    if not isinstance(chosen, Iterable) or isinstance(chosen, str | bytes):
+        raise UsageError(
+            f"{param('steps')} must list optimizer steps (1 or more), e.g. {param('steps', [3])}"
+        )
+    numbers = list(chosen)
+    bad = [s for s in numbers if isinstance(s, bool) or not isinstance(s, int) or s < 1]
+    if bad or not numbers:
+        what = f"{bad[0]!r} is not a step number" if bad else "lists no step"
+        raise UsageError(
+            f"{param('steps')} {what}: steps are counted from 1 (the first optimizer step), e.g. "
+            f"{param('steps', [3])}"
+        )
+    return tuple(sorted(set(numbers)))
+
+
+def budget_bytes(budget: object) -> int | None:
+    """``budget`` in bytes: a number of bytes, or a size written as ``memprof run --budget``
+    takes one (``"2GB"``); None for no budget."""
+    if budget is None:
+        return None
+    if isinstance(budget, str) and "=" not in budget:
+        budget = parse_budget(budget).default
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise UsageError(f"{param('budget')} must be a size like '2GB' or a number of bytes, got {budget!r}")
+    return budget
+
+
+class StepProfiler:
+    """Profiles the chosen steps of a training run for a framework's callback: the callback
+    calls :meth:`begin` from the hook before a step and :meth:`end` from the hook after it
+    (both with the step's number), :meth:`abort` when training stops, :meth:`finish` at the
+    end. ``reports`` holds each profiled step's report."""
+
+    def __init__(
+        self,
+        *,
+        framework: str,
+        steps: object,
+        out: str | Any,
+        explain: bool,
+        budget: object,
+        formats: object,
+        device: str | None,
+        verbose: bool,
+    ) -> None:
+        from memprof.fileio import absolute
+
+        self.framework = framework
+        self.steps = check_steps(steps)
+        self.formats = check_formats(formats)
+        self.budget = budget_bytes(budget)
+        self.out = absolute(out)
+        if self.out.exists() and not self.out.is_dir():
+            raise UsageError(f"{param('out')} {str(out)!r} is a file; give a folder for the reports")
+        self.explain = explain
+        self.device = device
+        self.verbose = verbose
+        self.reports: dict[int, Report] = {}
+        self.files: dict[int, list[Path]] = {}
+        self._block: Block | None = None
+        self._step = 0
+        self._model_name = ""
+        self._last_step = 0
+
+    @property
+    def profiling(self) -> int | None:
+        """The step being profiled now, if any."""
+        return self._step if self._block is not None else None
+
+    def begin(self, step: int, roots: Mapping[str, Any], model: Any) -> None:
+        """Step ``step`` starts (again, for each micro-batch of gradient accumulation): it is
+        profiled when chosen, with ``roots`` (the model, the optimizers, the batch)."""
+        from memprof.sources.block import Block
+        from memprof.sources.options import RunOptions
+
+        self._last_step = max(self._last_step, step - 1)
+        if self._block is not None:
+            if self._step == step:
+                return
+            self.abort()  # a step that never ended: training left it by an exception
+        if step not in self.steps or step in self.reports:
+            return
+        device = self.device if self.device is not None else model_device(model)
+        options = RunOptions(device=device, explain=self.explain, verbose=self.verbose)
+        block = Block(options, label=f"step-{step}", roots=roots)
+        block.start()
+        self._block, self._step = block, step
+        self._model_name = type(model).__name__
+
+    def end(self, step: int) -> Report | None:
+        """The hook after an optimizer step, ``step`` being its number: the report of the step
+        when it was profiled (written to the files), else None."""
+        self._last_step = max(self._last_step, step)
+        block = self._block
+        if block is None or step != self._step:
+            return None
+        self._block = None
+        run = block.stop()
+        report = block_report(f"{self.framework} step {step} ({self._model_name})", run, block.options.device)
+        self.reports[step] = report
+        self.out.mkdir(parents=True, exist_ok=True)
+        paths = {fmt: self.out / f"step-{step}{SUFFIXES[fmt]}" for fmt in self.formats}
+        self.files[step] = write_report(report, paths)
+        return report
+
+    def log_values(self, report: Report) -> dict[str, int]:
+        """What a profiled step adds to the framework's logs."""
+        run = report.base
+        values = {PEAK_KEY: run.peak_bytes}
+        if run.footprint_bytes is not None:
+            values[FOOTPRINT_KEY] = run.footprint_bytes
+        return values
+
+    def check_budget(self, step: int, report: Report) -> None:
+        """Raise :class:`BudgetExceeded` when the step peaked above the budget (its peak above
+        the step's start, as ``memprof run --budget`` checks a run)."""
+        run = report.base
+        if self.budget is None or run.peak_bytes <= self.budget:
+            return
+        written = self.files.get(step)
+        where = f"; report: {written[0]}" if written else ""
+        raise BudgetExceeded(
+            f"memprof: {self.framework} step {step} peaked at {format_bytes(run.peak_bytes)} "
+            f"({run.peak_bytes:,} B above the step's start), over the budget of "
+            f"{format_bytes(self.budget)} ({self.budget:,} B){where}",
+            step=step,
+            peak_bytes=run.peak_bytes,
+            budget_bytes=self.budget,
+            report=report,
+        )
+
+    def abort(self) -> None:
+        """Stop profiling a step that will not end (training stopped inside it)."""
+        block, self._block = self._block, None
+        if block is not None:
+            block.abort()
+
+    def finish(self) -> None:
+        """Training ended: stop what is still running; warn about chosen steps never reached."""
+        self.abort()
+        missed = [step for step in self.steps if step not in self.reports]
+        if missed:
+            listed = ", ".join(map(str, missed))
+            warnings.warn(
+                f"memprof: step(s) {listed} were not profiled: training ended after step "
+                f"{self._last_step} (steps count optimizer steps from 1)",
+                stacklevel=2,
+            )
+
+
+class ProfiledSteps:
+    """The options every training callback takes, and its reports; mixed into each framework's
+    callback class (before the framework's base class).
+
+    ``steps``: the optimizer steps to profile, counted from 1 (default: step 2, the first
+    that runs as every later one does: step 1 also makes the optimizer's state). ``out``: the
+    folder of the reports (made when first written). ``formats``: any of "json", "html",
+    "markdown". ``budget``: a size (``"2GB"``) or bytes. ``explain``, ``device`` (default:
+    where the model's parameters are) and ``verbose`` as for :func:`memprof.track`."""
+
+    framework = ""
+    """The framework's name, as reports and messages give it."""
+
+    def __init__(
+        self,
+        steps: Any = (2,),
+        out: Any = "memprof",
+        explain: bool = True,
+        budget: int | str | None = None,
+        formats: Any = ("json",),
+        device: str | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__()
+        self.profiler = StepProfiler(
+            framework=self.framework,
+            steps=steps,
+            out=out,
+            explain=explain,
+            budget=budget,
+            formats=formats,
+            device=device,
+            verbose=verbose,
+        )
+
+    @property
+    def reports(self) -> dict[int, Report]:
+        """Each profiled step's report, by step number."""
+        return self.profiler.reports
+
+    def stop(self) -> None:
+        """Stop profiling a step that training left by an exception (the framework calls no
+        hook after it): the profiler and the op tracker are off again at once."""
+        self.profiler.abort()
+
+
+def loop_roots(dispatch: str) -> dict[str, Any]:
+    """The locals of the training loop that called the hook (the batch, the loss of the last
+    step, the trainer): the first frame up the stack outside memprof and outside the
+    framework's ``dispatch`` file (the module that calls the callbacks' hooks)."""
+    import memprof
+    from memprof.blocks import caller_roots
+
+    package = os.path.dirname(os.path.abspath(memprof.__file__)) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(package) and not filename.endswith(dispatch):
+            return caller_roots(frame)
+        frame = frame.f_back  # type: ignore[assignment]
+    return {}
+
+
+def model_device(model: Any) -> str:
+    """Where ``model``'s parameters live ("cpu", "cuda:0"), "auto" for a model without any."""
+    from memprof.sources.live import resolve_device
+
+    parameters = getattr(model, "parameters", None)
+    first = next(iter(parameters()), None) if callable(parameters) else None
+    if first is None:
+        return resolve_device("auto")
+    return resolve_device(str(first.device))

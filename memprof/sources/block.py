@@ -1,0 +1,303 @@
+"""A block of the user's code profiled where it runs: :func:`memprof.track`, the training
+callbacks (:mod:`memprof.integrations`) and the notebook magic start a :class:`Block` before
+the code and stop it after, from wherever the code's own hooks allow.
+
+A block runs once. A function profiled by :mod:`memprof.sources.live` is measured by calls
+that track program state only, then explained by one more call with ops tracked; a block has
+no second call, so it is measured and explained in the same pass, with the op tracker
+(:class:`memprof.sources.tracking.Tracker`, ``ops=True``) entered around it. What the tracker
+adds to the profiler's records is taken out before the analysis (:func:`untracked`), so the
+numbers and every op's calls and bytes are those of an untracked pass:
+
+- the allocations of rewrapped numbers (a Python number given for a Tensor argument becomes a
+  new 8-byte tensor when the dispatch mode calls the op again), as the attribution leaves them
+  out of the explanation;
+- the dispatch mode's ranges (``PythonDispatchMode``) and the outer copy of each op called
+  under it (the op is recorded twice: once as called, around the mode's range, and once as the
+  mode calls it).
+
+Backward runs without the dispatch mode (the tracker takes it off while autograd runs), so
+autograd allocates what it does untracked. ``tests/test_track.py`` checks the numbers, and
+every op's calls and bytes, against untracked profiles of the same code. Without ``explain``
+the tracker follows program state only, as live runs' measured calls do.
+
+The run is assembled by :func:`memprof.sources.live.block_run`, the way live runs are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - a live source, like sources/live.py
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: TID253
+
+from memprof.analysis.attribution import Attribution, _without_rewrapped, attribute
+from memprof.analysis.nesting import _parents
+from memprof.errors import UsageError
+from memprof.model import RunResult
+from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
+from memprof.sources.allocator_history import History, recorded
+from memprof.sources.kineto import raw_from_profiler
+from memprof.sources.live import (
+    _completion,
+    _cuda_counters_after,
+    _cuda_counters_before,
+    _first_line,
+    _quiet_profiler_stderr,
+    _sync,
+    _thread_starts,
+    block_run,
+)
+from memprof.sources.mapped import mapped_files
+from memprof.sources.noise import hidden_torch_messages
+from memprof.sources.options import RunOptions
+from memprof.sources.settle import settle_other_threads
+from memprof.sources.target import Inputs
+from memprof.sources.tracking import Tracker
+
+DISPATCH_RANGE = "PythonDispatchMode"
+"""The profiler's range around a ``TorchDispatchMode``'s handling of an op."""
+
+_active: list[Block] = []  # the block being profiled (one at a time: profilers do not nest)
+
+
+class Block:
+    """One pass of the user's code, profiled between :meth:`start` and :meth:`stop` (called on
+    the same thread, by any code: a ``with`` statement or two hooks of a training loop).
+
+    ``options``: the device (resolved: "cpu", "cuda:0"), ``explain`` and ``verbose`` of
+    :class:`RunOptions` (the rest is for functions). ``roots`` name what the code works on (the
+    model, the optimizer, the caller's locals): tensors reachable from them when the block
+    starts are its inputs and program state, and their frees during the block are counted.
+    ``func``/``args``/``module``: a function's call (a decorated function): its arguments, and
+    its module's globals, are roots too, named by its parameters.
+    """
+
+    def __init__(
+        self,
+        options: RunOptions,
+        *,
+        label: str,
+        roots: Mapping[str, Any] | None = None,
+        func: Any = None,
+        args: tuple[Any, ...] = (),
+        module: ModuleType | None = None,
+    ) -> None:
+        self.options = options
+        self.label = label
+        self.inputs = Inputs(args=tuple(args), kwargs=dict(roots or {}), source="python")
+        self._func = func
+        self._module = module
+        self._stack = contextlib.ExitStack()
+        self._marker: Any = None
+        self._tracker: Tracker | None = None
+        self._prof: Any = None
+        self._history = History()
+        self._notes: list[str] = []
+        self._threads: list[str] = []
+        self._mapped: list[tuple[str, int]] = []
+        self._counters: dict[str, int] = {}
+        self._heard: Any = None
+        self._started = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self._marker is not None
+
+    def start(self) -> None:
+        """Start profiling (and tracking, when the tracker can start; else a note says why)."""
+        if _active:
+            raise UsageError(
+                f"memprof is already profiling {_active[0].label!r}: blocks do not nest (torch's "
+                "profiler runs one session at a time); profile the outer block or the inner one"
+            )
+        options = self.options
+        cuda = options.device.startswith("cuda")
+        stack = self._stack
+        try:
+            self._heard = stack.enter_context(hidden_torch_messages(show=options.verbose))
+            # Garbage made before is collected now, not by a collection inside the block.
+            gc.collect()
+            self._counters = _cuda_counters_before(options.device) if cuda else {}
+            stack.enter_context(_quiet_profiler_stderr(self._notes))
+            self._threads = stack.enter_context(_thread_starts())
+            self._mapped = stack.enter_context(mapped_files())
+            self._tracker = self._enter_tracker()
+            if cuda and self._tracker is not None and options.explain:
+                self._history = stack.enter_context(recorded(options.device))
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            self._prof = stack.enter_context(profile(activities=activities, profile_memory=True))
+            marker = record_function(CALL_MARKER)
+            marker.__enter__()
+        except BaseException:
+            stack.close()
+            raise
+        self._marker = marker
+        _active.append(self)
+        self._started = time.perf_counter()
+
+    def _enter_tracker(self) -> Tracker | None:
+        options = self.options
+        tracker = Tracker(
+            self.inputs.args,
+            self.inputs.kwargs,
+            func=self._func,
+            module=self._module,
+            device=options.device,
+            ops=options.explain,
+        )
+        try:
+            self._stack.enter_context(tracker)
+        except Exception as error:
+            self._notes.append(f"program state could not be tracked ({_first_line(error)})")
+            return None
+        finally:
+            # The roots were looked through when the tracker started (which lets go of them);
+            # held longer, they would keep alive what the block's code frees (a local it deletes).
+            self.inputs = Inputs(source="python")
+        return tracker
+
+    def _finish(self) -> float:
+        """Stop the profiler and the tracker; the block's wall time (ms)."""
+        wall_ms = (time.perf_counter() - self._started) * 1e3
+        try:
+            with contextlib.suppress(RuntimeError):  # a failed CUDA call is the code's failure
+                _sync(self.options.device)
+            self._marker.__exit__(None, None, None)
+            settle_other_threads()
+        finally:
+            self._marker = None
+            if self in _active:
+                _active.remove(self)
+            self._stack.close()
+        return wall_ms
+
+    def abort(self) -> None:
+        """Stop profiling and keep nothing (the code left the block in a way that leaves no
+        run to report: training stopped between two hooks)."""
+        if self.running:
+            self._finish()
+
+    def stop(self, failure: BaseException | None = None) -> RunResult:
+        """Stop profiling and return the run: the numbers of the pass (peak above the block's
+        start, footprint, ...) and, with ``explain``, what is live at its peak. ``failure``:
+        what the block raised (the run then covers it up to the failure, and a note says so)."""
+        if not self.running:
+            raise UsageError(f"block {self.label!r} is not being profiled; start it first")
+        wall_ms = self._finish()
+        options = self.options
+        cuda = options.device.startswith("cuda")
+        if cuda:
+            self._counters.update(_cuda_counters_after(options.device))
+        raw = raw_from_profiler(
+            self._prof,
+            device_type="CUDA" if cuda else "CPU",
+            device_index=torch.device(options.device).index if cuda else None,
+        )
+        facts, explained = self._explained(raw)
+        if failure is not None:
+            self._notes.append(
+                f"the block raised {_first_line(failure)}: the numbers cover it up to the failure"
+            )
+        return block_run(
+            untracked(raw, facts),
+            explained,
+            label=self.label,
+            options=options,
+            inputs=self.inputs,
+            walls=[wall_ms] if failure is None else [],
+            counters=self._counters,
+            notes=self._notes,
+            threads=self._threads,
+            mapped=self._mapped,
+            heard=self._heard,
+        )
+
+    def _explained(self, raw: RawProfile) -> tuple[TrackedFacts | None, Attribution | None]:
+        """What the tracker saw, and the pass's numbers with (``explain``) what is live at its
+        peak; (None, None) with a note when that fails (the numbers are the records' then)."""
+        if self._tracker is None:
+            return None, None
+        cuda = self.options.device.startswith("cuda")
+        complete = _completion(self._prof, self.options.device, self._history) if cuda else None
+        try:
+            facts = self._tracker.facts(self._prof, complete=complete)
+            return facts, attribute(raw, facts, warm=False, explain=self.options.explain)
+        except Exception as error:
+            self._notes.append(
+                f"memprof could not explain the peak ({_first_line(error)}); the numbers are the "
+                "allocator records'"
+            )
+            return None, None
+
+
+def untracked(raw: RawProfile, facts: TrackedFacts | None) -> RawProfile:
+    """The profile of an op-tracked pass as an untracked pass would have recorded it: without
+    the dispatch mode's ranges, the outer copy of each op the mode handled, and (given the
+    tracker's ``facts``) the allocations of rewrapped numbers."""
+    keep_ops = _without_dispatch(raw)
+    keep_records = _without_records(raw, facts) if facts is not None else None
+    if keep_ops is None and keep_records is None:
+        return raw
+    ops = keep_ops if keep_ops is not None else np.ones(len(raw.op_name), dtype=bool)
+    records = keep_records if keep_records is not None else np.ones(len(raw.mem_time), dtype=bool)
+    return replace(
+        raw,
+        op_name=raw.op_name[ops],
+        op_start=raw.op_start[ops],
+        op_end=raw.op_end[ops],
+        op_thread=raw.op_thread[ops],
+        op_async=raw.op_async[ops],
+        mem_time=raw.mem_time[records],
+        mem_bytes=raw.mem_bytes[records],
+        mem_thread=raw.mem_thread[records] if raw.mem_thread is not None else None,
+        op_code=raw.op_code[ops] if raw.op_code is not None else None,
+    )
+
+
+def _without_dispatch(raw: RawProfile) -> np.ndarray | None:
+    """Which ops to keep: not the dispatch mode's ranges, nor the op around each that has the
+    name of the first op inside it (the op as called, re-dispatched by the mode). None: all."""
+    names = raw.op_name
+    dispatch = np.flatnonzero(names == DISPATCH_RANGE)
+    if not len(dispatch):
+        return None
+    parent, _ = _parents(raw)
+    keep = np.ones(len(names), dtype=bool)
+    keep[dispatch] = False
+    # The first op inside each range: the child with the smallest start.
+    children = np.flatnonzero(np.isin(parent, dispatch))
+    first: dict[int, int] = {}
+    for child in children[np.argsort(raw.op_start[children], kind="stable")].tolist():
+        first.setdefault(int(parent[child]), child)
+    for mode_range in dispatch.tolist():
+        outer, inner = int(parent[mode_range]), first.get(mode_range)
+        if outer >= 0 and inner is not None and names[outer] == names[inner]:
+            keep[outer] = False
+    return keep
+
+
+def _without_records(raw: RawProfile, facts: TrackedFacts) -> np.ndarray | None:
+    """Which allocator records to keep: not those the attribution leaves out as rewrapped
+    numbers (matched by time and size: the flat records and the tracker's are the same
+    records, with and without addresses). None: all."""
+    tracked = facts.allocations
+    kept = _without_rewrapped(facts)
+    if len(kept.time) == len(tracked.time):
+        return None
+    dropped = Counter(zip(tracked.time.tolist(), tracked.bytes.tolist(), strict=True))
+    dropped.subtract(zip(kept.time.tolist(), kept.bytes.tolist(), strict=True))
+    keep = np.ones(len(raw.mem_time), dtype=bool)
+    for index, record in enumerate(zip(raw.mem_time.tolist(), raw.mem_bytes.tolist(), strict=True)):
+        if dropped[record] > 0:
+            dropped[record] -= 1
+            keep[index] = False
+    return keep
