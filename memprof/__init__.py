@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from memprof.version import __version__
 
 __all__ = [
     "Inputs",
@@ -27,7 +27,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from memprof.api import Variant, analyze, compare, estimate, profile, track
-    from memprof.model import Report, RunResult, load_report
+    from memprof.model import Report, RunResult
+    from memprof.pipeline import load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
 
@@ -41,7 +42,7 @@ _LAZY = {
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "RunResult": "memprof.model",
-    "load_report": "memprof.model",
+    "load_report": "memprof.pipeline",
     "read_table": "memprof.table",
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 from memprof.blocks import track as track  # the API's front door for blocks of code
 from memprof.errors import UsageError, UserCodeError, param
 from memprof.model import Report, RunResult, Source
+from memprof.pipeline import build_report, failed_run
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs, InputsFactory, Target
 
@@ -276,9 +277,9 @@ def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: 
             if len(variants) == 1:
                 raise
             first_error = first_error or error
-            runs[variant.label] = RunResult.failed_run(variant.label, variant.mode, error.message)
+            runs[variant.label] = failed_run(variant.label, variant.mode, error.message)
     names = " vs ".join(dict.fromkeys(target.spec for target, _ in resolved))
-    report = Report(
+    report = build_report(
         target=names, device=device, runs=runs, environment=environment(device), source=Source(kind="live")
     )
     if first_error is not None:
@@ -395,7 +396,7 @@ def estimate(
         fits = None
     from memprof.sources.fake import estimate_environment
 
-    return Report(
+    return build_report(
         target=target.spec,
         device=modelled,
         runs=runs,
@@ -635,7 +636,8 @@ def _sweep_result(
     needed: str,
     capacity: int | None,
 ) -> Any:
-    from memprof.analysis.sweep import Sweep, SweepPoint, is_number, verdict
+    from memprof.analysis.sweep import is_number, verdict
+    from memprof.model.sweep import Sweep, SweepPoint
 
     points = tuple(
         SweepPoint(

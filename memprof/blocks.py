@@ -20,6 +20,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.errors import MemprofError, UsageError, param
+from memprof.pipeline import build_report
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
@@ -213,10 +214,10 @@ class Tracking:
 
 def block_report(target: str, run: RunResult, device: str) -> Report:
     """The report of a profiled block: its one run, with the environment it ran in."""
-    from memprof.model import Report, Source
+    from memprof.model import Source
     from memprof.sources.live import environment
 
-    return Report(
+    return build_report(
         target=target,
         device=device,
         runs={run.label: run},

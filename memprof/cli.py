@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import typer
 
-from memprof import __version__
 from memprof.commands.common import err, err_lines, hidden_line
 from memprof.commands.options import cli_spelling, with_option_groups
 from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
+from memprof.version import __version__
 
 app = typer.Typer(
     name="memprof",

@@ -231,7 +231,7 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
     budget, default_mode = _marker_options(item)
 
     def profile(fn: Callable[..., Any], *args: Any, mode: str | None = None, **kwargs: Any) -> Report:
-        import memprof
+        from memprof.api import profile
         from memprof.errors import UserCodeError, spelled_as, users_own
         from memprof.gate import Budgets, GateConfig, evaluate
         from memprof.text import visible
@@ -244,7 +244,7 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         time_budget = kwargs.pop("time_budget", 0)
         try:
             with spelled_as(_spelling):
-                report = memprof.profile(
+                report = profile(
                     fn, *args, mode=mode or default_mode, time_budget=time_budget, **kwargs
                 )
         except UserCodeError as failed:
@@ -281,7 +281,7 @@ def _baseline(config: pytest.Config, nodeid: str, index: int, report: Report) ->
     read or written fails the test with memprof's one-line message."""
     from memprof.errors import MemprofError, OutputError
     from memprof.fileio import atomic_write_text
-    from memprof.model import load_report
+    from memprof.pipeline import load_report
 
     option = config.getoption("--memprof-baseline-dir")
     if option is None:

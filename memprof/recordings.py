@@ -22,7 +22,6 @@ from memprof.analysis.allocator import AllocatorSettings
 from memprof.analysis.peaks import analyze
 from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_frames, site_of
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
-from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError, UsageError, param
 from memprof.fileio import special_file_kind
 from memprof.model import (
@@ -37,6 +36,8 @@ from memprof.model import (
     SourceFile,
     WhatIf,
 )
+from memprof.model.timeline import Timeline
+from memprof.pipeline import build_report, build_run
 from memprof.records import SNAPSHOT_ACTIONS, SnapshotRecords
 from memprof.sources.snapshot import read_snapshot, snapshot_files
 from memprof.sources.trace import Trace, TraceDevice, input_kind, iter_trace_folder, read_trace, trace_files
@@ -109,7 +110,7 @@ def analyze_recordings(
             for f in files
         ),
     )
-    return Report(
+    return build_report(
         target=" ".join(p.name or str(p) for p in given),
         device=", ".join(devices),
         environment=_environment(files, runs.values()),
@@ -250,7 +251,7 @@ def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
         notes.append("peak above the start of each memprof.call range, as memprof run measures it")
     live_at_start = device.live_at_start_bytes
     timeline = _timeline(device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, live_at_start)
-    return RunResult(
+    return build_run(
         label=device.device,
         mode=TRACE,
         rank=trace.rank,
@@ -323,7 +324,7 @@ def _snapshot_run(
         frames = records.stacks[stack_id] if stack_id >= 0 else ()
         peak_op = site_of(frames)
         stack = tuple(f"{f.filename}:{f.line} {f.name}" for f in reversed(python_frames(frames)))
-    return RunResult(
+    return build_run(
         label=device.device,
         mode=SNAPSHOT,
         rank=rank,

@@ -126,9 +126,9 @@ def _section(cls: type, where: str, found: list[type]) -> list[str]:
 
 def _top_level(found: list[type]) -> list[str]:
     """The document's own keys: those ``Report.to_dict`` adds around the report's fields."""
-    from memprof.analysis.diff import RunDiff
-    from memprof.analysis.ranks import RankSummary
     from memprof.model import SCHEMA_VERSION
+    from memprof.model.diff import RunDiff
+    from memprof.model.ranks import RankSummary
 
     found += [RunDiff, RankSummary]
     return [
@@ -154,9 +154,9 @@ def _top_level(found: list[type]) -> list[str]:
 
 def render() -> str:
     """The page, from the declarations as they are now."""
-    from memprof.analysis.diff import RunDiff
-    from memprof.analysis.ranks import RankSummary
     from memprof.model import Report
+    from memprof.model.diff import RunDiff
+    from memprof.model.ranks import RankSummary
 
     found: list[type] = [Report]
     lines = [HEADER, *_top_level(found)]

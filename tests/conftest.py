@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from memprof.analysis.explanation import AtPeak, AtPeakEntry, CallNumbers, ModuleStats
-from memprof.analysis.ops import OpStats
-from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.model import Report, RunResult
+from memprof.model.explanation import AtPeak, AtPeakEntry, CallNumbers, ModuleStats
+from memprof.model.ops import OpStats
+from memprof.model.timeline import CategoryTimeline, Timeline
+from memprof.pipeline import build_report
 
 _counter = itertools.count()
 
@@ -144,7 +145,7 @@ def make_compare_report() -> Report:
         ),
         notes=("1 block(s) allocated before profiling were freed during it",),
     )
-    return Report(
+    return build_report(
         target="tests.workload:sub_abs",
         device="cpu",
         runs={"eager": eager, "compile": compiled},
@@ -173,7 +174,7 @@ def make_single_report() -> Report:
         peak_op="aten::add",
         timeline=Timeline(t_ns=(0, 10, 20, 30), bytes=(0, 4 * MIB, 8 * MIB, 4 * MIB)),
     )
-    return Report(
+    return build_report(
         target="tests/workload.py:three",
         device="cpu",
         runs={"eager": run},
@@ -234,7 +235,7 @@ def make_explained_report() -> Report:
             by_category=CategoryTimeline(t_ns=t_ns, bytes=series),
         ),
     )
-    return Report(
+    return build_report(
         target="tests/model.py:step",
         device="cpu",
         runs={"eager": run},

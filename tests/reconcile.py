@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memprof.analysis.explanation import CATEGORIES
 from memprof.model import Report, RunResult
+from memprof.model.explanation import CATEGORIES
 
 
 def assert_explained(run: RunResult, *, reproduced: bool = True) -> None:

@@ -27,22 +27,15 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement, at module level or inside functions, except under TYPE_CHECKING."""
+    """Every import statement: at module level, inside functions, under ``TYPE_CHECKING`` too,
+    except inside a ``_repr_html_`` method (a Report shows itself in a notebook with the
+    notebook renderer: the one edge that runs up from the model, and only when asked)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                for orelse in child.orelse:
-                    visit(orelse)
+            if isinstance(child, ast.FunctionDef) and child.name == "_repr_html_":
                 continue
             if isinstance(child, ast.Import | ast.ImportFrom):
                 found.append(child)
@@ -100,11 +93,24 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_memprof_has_no_import_cycles() -> None:
+def _without_package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph less a package's edges to its own modules (running a package's ``__init__``
+    first is Python's order, not a dependency of the package's modules on each other)."""
+    return {
+        name: {t for t in imported if not t.startswith(name + ".")}
+        if MODULES[name].name == "__init__.py"
+        else imported
+        for name, imported in graph.items()
+    }
+
+
+def test_memprof_has_no_import_cycles_counting_every_import() -> None:
     graph = import_graph()
-    assert graph["memprof.model"] >= {"memprof.schema", "memprof.analysis.ops"}  # the graph sees imports
-    assert "memprof.report.notebook" in graph["memprof.model"]  # ... function-level ones too
-    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+    assert graph["memprof.model.run"] >= {"memprof.fields", "memprof.model.ops"}  # the graph sees imports
+    assert "memprof.analysis.peaks" in graph["memprof.pipeline"]  # ... under TYPE_CHECKING
+    assert "memprof.analysis.diff" in graph["memprof.pipeline"]  # ... and inside functions
+    cycle = find_cycle(_without_package_edges(graph))
+    assert cycle is None, " -> ".join(cycle or [])
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -112,21 +118,70 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_analysis_and_sources_never_import_the_later_stages() -> None:
-    graph = import_graph()
-    later = (
-        "memprof.report",
-        "memprof.commands",
-        "memprof.cli",
-        "memprof.gate",
-        "memprof.schema",
-        "memprof.api",
-    )
-    for name, imported in graph.items():
-        if name.startswith("memprof.analysis"):
-            assert not [m for m in imported if m.startswith((*later, "memprof.model"))], name
-        if name.startswith("memprof.sources") and name != "memprof.sources.live":
-            assert not [m for m in imported if m.startswith(later)], name
+# The layers, lowest first: a module imports from its own layer and the ones below, never
+# above. docs/contributing/architecture.md draws them.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "foundations",
+        (
+            "memprof.version",
+            "memprof.fields",
+            "memprof.schema",
+            "memprof.units",
+            "memprof.errors",
+            "memprof.text",
+            "memprof.names",
+            "memprof.gcpause",
+            "memprof.gpus",
+            "memprof.interpreter",
+            "memprof.fileio",
+        ),
+    ),
+    ("model", ("memprof.model",)),
+    ("records", ("memprof.records", "memprof.table")),
+    ("analysis", ("memprof.analysis",)),
+    ("pipeline", ("memprof.pipeline",)),
+    ("sources", ("memprof.sources", "memprof.recordings", "memprof.examples")),
+    ("outputs", ("memprof.report", "memprof.gate")),
+    (
+        "front doors",
+        (
+            "memprof.api",
+            "memprof.blocks",
+            "memprof.commands",
+            "memprof.cli",
+            "memprof.integrations",
+            "memprof.ipython",
+            "memprof.pytest_plugin",
+            "memprof.__main__",
+        ),
+    ),
+)
+
+
+def layer_of(module: str) -> int:
+    if module == "memprof":
+        return len(LAYERS)  # the package: its lazy attributes reach everything
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    up = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for name, imported in import_graph().items()
+        for target in sorted(imported)
+        if target != "memprof" and layer_of(target) > layer_of(name)
+    ]
+    assert up == []
+
+
+def test_nothing_imports_the_package_itself() -> None:
+    """``import memprof`` from inside memprof would make every module depend on the package's
+    lazy attributes (and them on it): modules import the modules they use."""
+    assert [name for name, imported in import_graph().items() if "memprof" in imported] == []
 
 
 def long_functions() -> list[str]:
@@ -219,7 +274,7 @@ _DIFF_PROBE = """
 import json, sys
 if sys.argv[2] == "torch":
     import torch  # noqa: F401
-from memprof.model import load_report
+from memprof.pipeline import load_report
 print(json.dumps(load_report(sys.argv[1]).to_dict()["diff"]))
 """
 

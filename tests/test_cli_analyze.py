@@ -18,7 +18,7 @@ from gpu_data import SNAPSHOTS, TRACES, gpu_file
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.model import load_report
+from memprof.pipeline import load_report
 from memprof.recordings import stem
 from memprof.report import STANDARD_NAMES
 

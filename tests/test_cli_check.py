@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.cli import app
+from memprof.pipeline import failed_run
 
 DATA = Path(__file__).parent / "data" / "gate"
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,12 +197,11 @@ def _report_with(tmp_path: Path, name: str, label: str, failed: str | None = Non
 
     from conftest import make_single_report
 
-    from memprof.model import RunResult
 
     report = make_single_report()
     run = replace(report.runs["eager"], label=label)
     if failed is not None:
-        run = RunResult.failed_run(label, "eager", failed)
+        run = failed_run(label, "eager", failed)
     path = tmp_path / name
     path.write_text(replace(report, runs={label: run}).to_json())
     return path

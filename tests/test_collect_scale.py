@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from memprof.analysis.nesting import _parents
-from memprof.analysis.ops import ops_frame
 from memprof.analysis.peaks import _timeline, analyze
+from memprof.model.ops import ops_frame
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
 
@@ -309,7 +309,8 @@ _MILLION_SCRIPT = textwrap.dedent(
     from memprof.analysis.peaks import analyze
     from memprof.records import CALL_MARKER
     from memprof.sources.kineto import raw_from_kineto
-    from memprof.model import Report, RunResult
+    from memprof.pipeline import build_report
+from memprof.model import Report, RunResult
     from memprof.report import renderer
 
     class Event:
@@ -348,8 +349,8 @@ _MILLION_SCRIPT = textwrap.dedent(
     raw = raw_from_kineto(shuffled)
     del shuffled
     analysis = analyze(raw)
-    run = RunResult.from_analysis(analysis, label="eager", inputs_bytes=0, wall_ms=1.0)
-    report = Report(target="synthetic:million", device="cpu", runs={"eager": run})
+    run = build_run(analysis, label="eager", inputs_bytes=0, wall_ms=1.0)
+    report = build_report(target="synthetic:million", device="cpu", runs={"eager": run})
     rendered_json = renderer("json")(report)
     rendered_csv = renderer("csv")(report)
     seconds = time.perf_counter() - started

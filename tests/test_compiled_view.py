@@ -10,8 +10,8 @@ from pathlib import Path
 from memprof.analysis.compiled import compiled_view
 from memprof.analysis.peaks import analyze
 from memprof.gate import GateConfig, evaluate
-from memprof.model import load_report
 from memprof.names import COMPILED_REGION
+from memprof.pipeline import load_report
 from memprof.records import RawProfile
 
 MiB = 1024 * 1024

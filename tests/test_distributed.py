@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from memprof.cli import app
 from memprof.model import Report, RunResult
+from memprof.pipeline import build_report
 from memprof.sources.distributed import for_rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,7 +245,7 @@ def _rank_env(tmp_path: Path, rank: int, world: int = 2) -> dict[str, str]:
 
 def _rank_1_report(peak: int) -> Report:
     run = RunResult(label="eager", peak_bytes=peak, allocated_bytes=peak, wall_ms=5.0, peak_op="aten::empty")
-    return for_rank(Report(target="m:f", device="cpu", runs={"eager": run}), 1)
+    return for_rank(build_report(target="m:f", device="cpu", runs={"eager": run}), 1)
 
 
 def _hand_in_rank_1(tmp_path: Path, peak: int) -> None:

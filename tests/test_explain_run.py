@@ -19,7 +19,8 @@ import memprof
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
 from memprof.cli import app
-from memprof.model import Report, RunResult, load_report
+from memprof.model import Report, RunResult
+from memprof.pipeline import load_report
 
 MiB = 1024 * 1024
 FLOAT = 4

@@ -14,7 +14,7 @@ import pytest
 
 from memprof.errors import InputError, UsageError, spelled_as
 from memprof.gate import Budgets, GateConfig, evaluate, grew_beyond, parse_budget
-from memprof.model import Report, load_report
+from memprof.pipeline import build_report, load_report
 
 DATA = Path(__file__).parent / "data" / "gate"
 MiB = 1024 * 1024
@@ -187,7 +187,7 @@ def test_compile_that_saves_passes() -> None:
 
 
 def test_require_compile_saves_without_both_runs_is_a_usage_error() -> None:
-    eager_only = Report(target="t", device="cpu", runs={"eager": load("base.json").runs["eager"]})
+    eager_only = build_report(target="t", device="cpu", runs={"eager": load("base.json").runs["eager"]})
     with pytest.raises(
         UsageError, match=r"needs an eager and a compiled run, the report has eager \(eager\)"
     ):

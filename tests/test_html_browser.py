@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.pipeline import load_report
 from memprof.report.html import render_html
 
 DATA = Path(__file__).parent / "data"

@@ -15,7 +15,7 @@ lightning = pytest.importorskip(
 )
 
 from memprof.integrations.lightning import BudgetExceeded, MemprofCallback  # noqa: E402
-from memprof.model import load_report  # noqa: E402
+from memprof.pipeline import load_report  # noqa: E402
 
 STEP = 2
 ACCUMULATE = 2  # batches per optimizer step

@@ -17,7 +17,8 @@ transformers = pytest.importorskip(
 pytest.importorskip("accelerate", reason="accelerate is not installed (pip install 'torch-memprof[hf]')")
 
 from memprof.integrations.transformers import BudgetExceeded, MemprofCallback  # noqa: E402
-from memprof.model import Report, load_report  # noqa: E402
+from memprof.model import Report  # noqa: E402
+from memprof.pipeline import load_report  # noqa: E402
 
 STEP = 3
 

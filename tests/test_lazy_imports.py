@@ -163,7 +163,7 @@ def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
     code = (
-        "from memprof.model import load_report\n"
+        "from memprof.pipeline import load_report\n"
         "from memprof.report import renderer\n"
         "from memprof.report.terminal import render_terminal\n"
         f"report = load_report({str(path)!r})\n"

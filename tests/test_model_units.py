@@ -11,7 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memprof.errors import InputError, MemprofError, UsageError
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.pipeline import load_report
 from memprof.units import (
     format_bytes,
     format_torch_memory,

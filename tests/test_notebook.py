@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.pipeline import load_report
 from memprof.report.html import THEME_CSS
 from memprof.report.notebook import notebook_css
 

@@ -210,7 +210,7 @@ def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
     # the plugin has no such option, so its warning ends at "comparing anyway".
     from memprof.errors import spelled_as
     from memprof.gate import GateConfig, evaluate
-    from memprof.model import load_report
+    from memprof.pipeline import load_report
     from memprof.pytest_plugin import _spelling
 
     data = Path(__file__).parent / "data" / "gate"

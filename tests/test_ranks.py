@@ -16,10 +16,11 @@ import pytest
 from conftest import MIB, SCRIPT_LABEL, op_stats
 
 from memprof.analysis.ranks import group_of, summarize
-from memprof.analysis.timeline import Timeline
 from memprof.errors import UsageError
 from memprof.gate import GateConfig, evaluate, parse_budget
-from memprof.model import Report, RunResult, load_report
+from memprof.model import Report, RunResult
+from memprof.model.timeline import Timeline
+from memprof.pipeline import build_report, compared, failed_run, load_report
 from memprof.report.html import RANKS_SECTION_ID, SECTION_IDS, render_html
 from memprof.report.markdown import render_markdown
 from memprof.report.ranks import rank_view
@@ -55,7 +56,7 @@ def ranked_run(label: str, rank: int, peak: int, mode: str = "eager", **extra: o
 def live_report(*peaks: int) -> Report:
     """A torchrun job profiled live: rank r's one run ``rank<r>`` peaks at ``peaks[r]``."""
     runs = {f"rank{r}": ranked_run(f"rank{r}", r, peak) for r, peak in enumerate(peaks)}
-    return Report(
+    return build_report(
         target="train:step", device="cpu", runs=runs, environment={"torch": "2.13.0+cpu", "world_size": "2"}
     )
 
@@ -71,7 +72,7 @@ def trace_report() -> Report:
             [(30 * MIB, 40 * MIB), (90 * MIB, 128 * MIB), (60 * MIB, 64 * MIB)]
         )
     }
-    return Report(
+    return build_report(
         target="traces/", device="cuda:0, cuda:1, cuda:2", runs=runs, environment={"torch": "2.4.0"}
     )
 
@@ -165,7 +166,7 @@ def test_eager_and_compiled_runs_each_get_their_imbalance() -> None:
         "rank1/eager": ranked_run("rank1/eager", 1, 4 * MIB),
         "rank1/compile": ranked_run("rank1/compile", 1, 3 * MIB, mode="compile"),
     }
-    summary = Report(target="m:f", runs=runs).ranks
+    summary = build_report(target="m:f", runs=runs).ranks
     assert summary is not None
     assert [(i.group, i.highest_rank, i.lowest_rank, i.ratio) for i in summary.imbalances] == [
         ("eager", 0, 1, 2.0),
@@ -175,9 +176,9 @@ def test_eager_and_compiled_runs_each_get_their_imbalance() -> None:
 
 
 def test_a_failed_rank_is_a_row_without_numbers_and_outside_the_imbalance() -> None:
-    failed = replace(RunResult.failed_run("rank2", "eager", "step raised RuntimeError: boom"), rank=2)
+    failed = replace(failed_run("rank2", "eager", "step raised RuntimeError: boom"), rank=2)
     report = live_report(3 * MIB, 5 * MIB)
-    report = replace(report, runs={**report.runs, "rank2": failed})
+    report = compared(replace(report, runs={**report.runs, "rank2": failed}))
     summary = report.ranks
     assert summary is not None
     row = summary.rows[2]
@@ -267,8 +268,8 @@ def test_the_terminal_shows_reserved_bytes_where_known_and_each_ranks_notes() ->
 
 
 def test_a_failed_rank_says_why_in_the_table() -> None:
-    failed = replace(RunResult.failed_run("rank1", "eager", "step raised RuntimeError: boom"), rank=1)
-    report = replace(live_report(MIB), runs={**live_report(MIB).runs, "rank1": failed})
+    failed = replace(failed_run("rank1", "eager", "step raised RuntimeError: boom"), rank=1)
+    report = compared(replace(live_report(MIB), runs={**live_report(MIB).runs, "rank1": failed}))
     lines = render_terminal(report).splitlines()
     assert lines[5].split() == ["1", "rank1", "failed"]
     assert lines[6] == "rank1 failed: step raised RuntimeError: boom"  # under the table, whole
@@ -287,7 +288,7 @@ def test_a_report_of_two_ranks_fits_80_columns() -> None:
         )
         for r in range(2)
     }
-    text = render_terminal(Report(target="train:step", runs=runs), width=80)
+    text = render_terminal(build_report(target="train:step", runs=runs), width=80)
     lines = text.splitlines()
     assert max(map(len, lines)) <= 80, max(lines, key=len)
     header = next(line for line in lines if line.startswith("rank "))
@@ -342,7 +343,7 @@ def test_html_adds_the_ranks_section_with_a_bar_per_rank_and_a_timeline_per_rank
 
 def test_html_escapes_rank_labels() -> None:
     run = ranked_run(SCRIPT_LABEL, 0, MIB)
-    report = Report(target="m:f", runs={SCRIPT_LABEL: run, "rank1": ranked_run("rank1", 1, MIB)})
+    report = build_report(target="m:f", runs={SCRIPT_LABEL: run, "rank1": ranked_run("rank1", 1, MIB)})
     page = render_html(report)
     assert "<script>alert(1)</script>" not in page.replace("<script>(function", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(page, RANKS_SECTION_ID)
@@ -353,7 +354,7 @@ def test_the_view_details_the_highest_ranks_runs() -> None:
     assert view is not None
     assert (view.rank, list(view.report.runs)) == (1, ["rank1/cuda:1"])
     # One rank has nothing to set beside it: shown as it is, unless that rank is asked for.
-    single = Report(target="m:f", runs={"eager": ranked_run("eager", 0, 1)})
+    single = build_report(target="m:f", runs={"eager": ranked_run("eager", 0, 1)})
     assert rank_view(single, None) is None
     assert rank_view(single, 0) is not None
 
@@ -388,7 +389,7 @@ def test_compile_must_save_memory_on_every_rank() -> None:
         "rank1/eager": ranked_run("rank1/eager", 1, 4 * MIB),
         "rank1/compile": ranked_run("rank1/compile", 1, 5 * MIB, mode="compile"),
     }
-    result = evaluate(Report(target="m:f", runs=runs), GateConfig(require_compile_saves=True))
+    result = evaluate(build_report(target="m:f", runs=runs), GateConfig(require_compile_saves=True))
     assert result.checks == 2
     assert [v.subject for v in result.violations] == ["rank1/compile"]
     assert result.violations[0].line.startswith("rank1/compile peak 5.0 MiB exceeds rank1/eager peak 4.0 MiB")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 
-from memprof.analysis.timeline import MAX_POINTS, Timeline
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.model.timeline import MAX_POINTS, Timeline
+from memprof.pipeline import load_report
 from memprof.report.chart import CHART_POINTS
 from memprof.report.html import SECTION_IDS, render_html
 

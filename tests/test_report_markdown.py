@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import PIPE_NAME, SCRIPT_LABEL, TICK_NAME
 
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.pipeline import compared, load_report
 from memprof.report.markdown import code, escape_text, render_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -68,7 +69,7 @@ def with_activity(report: Report, name: str) -> Report:
         )
         for label, run in report.runs.items()
     }
-    return replace(report, runs=runs)
+    return compared(replace(report, runs=runs))
 
 
 def test_names_cannot_break_the_table(compare_report: Report) -> None:

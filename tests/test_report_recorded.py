@@ -17,9 +17,10 @@ from gpu_data import gpu_file
 from test_terminal import check_golden
 
 import memprof
-from memprof.analysis.timeline import Timeline
 from memprof.errors import InputError
-from memprof.model import Report, RunResult, load_report
+from memprof.model import Report, RunResult
+from memprof.model.timeline import Timeline
+from memprof.pipeline import build_report, load_report
 from memprof.report.csv import render_csv
 from memprof.report.html import CHART_POINTS, RECORDED_SECTION_IDS, render_html
 from memprof.report.markdown import render_markdown
@@ -146,7 +147,9 @@ def cuda_report() -> Report:
         peak_op="aten::add",
         timeline=Timeline(t_ns=(0, 10), bytes=(0, 8 * MiB)),
     )
-    return Report(target="m:f", device="cuda:0", runs={"eager": run}, environment={"torch": "2.4.0+cu121"})
+    return build_report(
+        target="m:f", device="cuda:0", runs={"eager": run}, environment={"torch": "2.4.0+cu121"}
+    )
 
 
 def test_a_live_cuda_run_shows_footprint_live_at_start_reserved_and_its_share_of_the_device() -> None:
@@ -223,11 +226,11 @@ def test_the_new_fields_are_checked_when_read(tmp_path: Path) -> None:
 def test_runs_on_different_devices_or_ranks_are_not_compared() -> None:
     report = cuda_report()
     other = RunResult(label="cpu", peak_bytes=1, device="cpu")
-    assert Report(target="t", runs={**report.runs, "cpu": other}).diffs == ()
+    assert build_report(target="t", runs={**report.runs, "cpu": other}).diffs == ()
     ranked = {label: RunResult(label=label, peak_bytes=1, rank=rank) for rank, label in enumerate(("a", "b"))}
-    assert Report(target="t", runs=ranked).diffs == ()
+    assert build_report(target="t", runs=ranked).diffs == ()
     same = {label: RunResult(label=label, peak_bytes=1, device="cuda:0") for label in ("a", "b")}
-    assert len(Report(target="t", runs=same).diffs) == 1
+    assert len(build_report(target="t", runs=same).diffs) == 1
 
 
 def test_sites_are_shown_without_the_folder_they_share() -> None:

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from memprof import fileio
 from memprof.cli import app
 from memprof.errors import InputError
-from memprof.model import load_report
+from memprof.pipeline import load_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

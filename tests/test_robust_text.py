@@ -15,7 +15,8 @@ from conftest import make_single_report
 from typer.testing import CliRunner
 
 from memprof.cli import app
-from memprof.model import Report, load_report
+from memprof.model import Report
+from memprof.pipeline import load_report
 from memprof.report import renderer
 from memprof.report.terminal import render_terminal
 

@@ -70,7 +70,8 @@ def test_downsampling_keeps_every_series_at_the_same_points() -> None:
     # 10,000 points: bytes rise and fall, reserved is bytes + 1,000,000 + i (each point's own
     # value), the op index is i % 3. Each bucket keeps its highest bytes; reserved and the op
     # must be those of the same points.
-    from memprof.analysis.timeline import Timeline, downsample_timeline
+    from memprof.analysis.timeline import downsample_timeline
+    from memprof.model.timeline import Timeline
 
     n = 10_000
     values = [(i * 7919) % 10_007 for i in range(n)]
@@ -92,7 +93,7 @@ def test_downsampling_keeps_every_series_at_the_same_points() -> None:
 
 def test_an_op_index_past_the_names_is_no_op() -> None:
     # A hand-edited report may point past op_names: no op is named there, nothing raises.
-    from memprof.analysis.timeline import Timeline
+    from memprof.model.timeline import Timeline
 
     timeline = Timeline(t_ns=(0, 1, 2), bytes=(0, 1, 0), op_names=("aten::mm",), op_at=(0, 5, -1))
     assert [timeline.op(i) for i in range(3)] == ["aten::mm", None, None]

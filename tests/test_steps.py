@@ -11,7 +11,7 @@ import torch
 
 from memprof.errors import UsageError
 from memprof.integrations.steps import BudgetExceeded, ProfiledSteps, StepProfiler, budget_bytes, check_steps
-from memprof.model import load_report
+from memprof.pipeline import load_report
 from memprof.sources import block
 
 MiB = 1024 * 1024

@@ -77,7 +77,7 @@ def test_run_table_round_trip_through_the_cli(make_module, tmp_path):
         app, ["run", f"{module}:work", "-q", "--device", "cpu", "--table", str(table), "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    from memprof.model import load_report
+    from memprof.pipeline import load_report
 
     run = replace(load_report(out).runs["eager"], torch_table=table.read_text())
     assert assert_table_matches(run) >= 4

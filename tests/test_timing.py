@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from memprof.analysis.diff import diff_runs
-from memprof.analysis.timing import Spread, format_spread, format_wall, iqr, within_noise
 from memprof.model import RunResult
+from memprof.model.timing import Spread, format_spread, format_wall, iqr, within_noise
+from memprof.pipeline import build_report
 from memprof.sources.timing import MAX_CALLS, MIN_CALLS, time_calls
 
 
@@ -106,9 +107,8 @@ def test_summary_says_within_noise_when_the_spreads_overlap() -> None:
 
 
 def test_a_report_keeps_each_timed_call_and_the_diff_their_middle_halves() -> None:
-    from memprof.model import Report
 
-    report = Report(target="m:f", runs={"a": run("a", [10.0, 11.0, 12.0]), "b": run("b", [20.0, 21.0])})
+    report = build_report(target="m:f", runs={"a": run("a", [10.0, 11.0, 12.0]), "b": run("b", [20.0, 21.0])})
     document = report.to_dict()
     assert document["runs"]["a"]["wall_ms_all"] == [10.0, 11.0, 12.0]
     assert document["runs"]["a"]["wall_timing"] == "timed"

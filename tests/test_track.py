@@ -15,7 +15,7 @@ from reconcile import assert_reconciled
 
 import memprof
 from memprof.errors import UsageError
-from memprof.model import load_report
+from memprof.pipeline import load_report
 from memprof.records import RawProfile
 from memprof.sources.block import DISPATCH_RANGE, untracked
 

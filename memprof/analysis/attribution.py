@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memprof.analysis.explanation import (
+from memprof.analysis.timeline import downsample, highest_per_bucket
+from memprof.model.explanation import (
     CATEGORIES,
     AtPeak,
     AtPeakEntry,
@@ -39,7 +40,6 @@ from memprof.analysis.explanation import (
     ModuleStats,
     Unattributed,
 )
-from memprof.analysis.timeline import downsample, highest_per_bucket
 from memprof.records import (
     BACKWARD,
     FORWARD,

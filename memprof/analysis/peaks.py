@@ -18,9 +18,10 @@ import pandas as pd
 
 from memprof.analysis.compiled import compiled_view
 from memprof.analysis.nesting import _parents
-from memprof.analysis.ops import OpStats
 from memprof.analysis.running import ops_at
-from memprof.analysis.timeline import MAX_POINTS, Timeline, downsample
+from memprof.analysis.timeline import downsample
+from memprof.model.ops import OpStats
+from memprof.model.timeline import MAX_POINTS, Timeline
 from memprof.names import MEMORY_ROW, normalize_name
 from memprof.records import RawProfile
 from memprof.units import format_bytes

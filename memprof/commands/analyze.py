@@ -59,7 +59,7 @@ def analyze(
 
     Example: memprof analyze oom.pickle --expandable-segments
     """
-    import memprof
+    from memprof.api import analyze
     from memprof.commands.common import report_gate, status_printer, write_outputs
     from memprof.report.terminal import print_terminal
 
@@ -67,7 +67,7 @@ def analyze(
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
     files = output.files(save_baseline, _recordings(paths, gate.baseline))
     config = gate.config()
-    report = memprof.analyze(
+    report = analyze(
         *paths,
         expandable_segments=expandable_segments,
         max_split_size_mb=max_split_size_mb,

@@ -32,7 +32,7 @@ def check(
     from memprof.commands.common import report_gate
     from memprof.errors import UsageError
     from memprof.gate import evaluate
-    from memprof.model import load_report
+    from memprof.pipeline import load_report
 
     config = gate.config()
     if not config.active:

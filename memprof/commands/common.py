@@ -135,13 +135,13 @@ def profile_and_report(
     """Profile (:func:`memprof.compare`), print the terminal summary, write the files, then
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
-    import memprof
+    from memprof.api import compare
     from memprof.interpreter import kept_from_user_code
     from memprof.report.terminal import print_terminal
 
     try:
         with kept_from_user_code():  # then the report is printed and written as if it had not run
-            report = memprof.compare(
+            report = compare(
                 *variants,
                 labels=labels,
                 # torch's key_averages() table costs more than memprof's whole analysis: made only

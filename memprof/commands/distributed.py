@@ -197,8 +197,8 @@ def profile_rank(
     fails, the failed runs (and what did run) with the failure. Wall times come from the
     profiled calls: calls timed to a time budget would end after a different number of calls on
     each rank, and a rank calling a collective once more than the others would wait forever."""
-    import memprof
-    from memprof.model import Report, RunResult
+    from memprof.api import compare
+    from memprof.pipeline import build_report, failed_run
     from memprof.sources.distributed import for_rank, rank_device
 
     device = rank_device(profile.device, env)
@@ -207,7 +207,7 @@ def profile_rank(
 
     try:
         with kept_from_user_code():
-            report = memprof.compare(
+            report = compare(
                 *variants, keep_table=keep_table, status=status, verbose=verbose, **arguments
             )
         return for_rank(report, env.rank), None
@@ -217,11 +217,11 @@ def profile_rank(
             from memprof.sources.live import environment
 
             runs = {
-                v.label or "": RunResult.failed_run(v.label or "", v.mode or "eager", error.message)
+                v.label or "": failed_run(v.label or "", v.mode or "eager", error.message)
                 for v in variants
             }
             target = " vs ".join(dict.fromkeys(str(v.target) for v in variants))
-            report = Report(target=target, device=device, runs=runs, environment=environment(device))
+            report = build_report(target=target, device=device, runs=runs, environment=environment(device))
         return for_rank(report, env.rank), error
 
 

@@ -131,7 +131,7 @@ def estimate(
 
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
-    import memprof
+    from memprof.api import estimate
     from memprof.commands.common import read_inputs, status_printer, write_outputs
     from memprof.commands.distributed import refuse_rank
     from memprof.gpus import gpu_table
@@ -153,7 +153,7 @@ def estimate(
         raise UsageError("--require-compile-saves compares compiled with eager; an estimate is eager only")
     if swept is None:
         config.budgets.check_labels(["estimate"])
-    report = memprof.estimate(
+    report = estimate(
         target,
         device=device.value,
         capacity=capacity,

@@ -446,7 +446,7 @@ class GateOptions(OptionGroup):
             raise UsageError("--per-op compares each op with a baseline; give --baseline BASE.json too")
         baseline_report = None
         if self.baseline is not None:
-            from memprof.model import load_report
+            from memprof.pipeline import load_report
 
             baseline_report = load_report(self.baseline)
         try:

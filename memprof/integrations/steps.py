@@ -254,10 +254,10 @@ def loop_roots(dispatch: str) -> dict[str, Any]:
     """The locals of the training loop that called the hook (the batch, the loss of the last
     step, the trainer): the first frame up the stack outside memprof and outside the
     framework's ``dispatch`` file (the module that calls the callbacks' hooks)."""
-    import memprof
+    import memprof.api
     from memprof.blocks import caller_roots
 
-    package = os.path.dirname(os.path.abspath(memprof.__file__)) + os.sep
+    package = os.path.dirname(os.path.abspath(memprof.api.__file__)) + os.sep
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)

@@ -29,7 +29,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memprof.analysis.timeline import Timeline, downsample_timeline
+from memprof.analysis.timeline import downsample_timeline
+from memprof.model.timeline import Timeline
 from memprof.report.layout import shorten
 from memprof.text import html_text as _e
 from memprof.text import visible

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memprof.model.run import amount
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
-    from memprof.analysis.sweep import Sweep
     from memprof.model import Fits, Report, RunResult
+    from memprof.model.sweep import Sweep
 
 
 def is_estimate(report: Report) -> bool:
@@ -91,20 +92,6 @@ def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
     if said:
         return ((said,),)
     return (("no estimate succeeded",),) if not report.ok_runs() else ()
-
-
-def amount(run: RunResult) -> str:
-    """``estimated peak 52.2 MiB allocated, 76.0 MiB reserved`` (CUDA) or ``estimated peak
-    795.4 MiB (795.4 MiB above the 1000.0 KiB live at the start)`` (CPU)."""
-    footprint = run.footprint_bytes if run.footprint_bytes is not None else run.peak_bytes
-    if run.reserved_peak_bytes is not None:
-        reserved = format_bytes(run.reserved_peak_bytes)
-        return f"estimated peak {format_bytes(footprint)} allocated, {reserved} reserved"
-    start = run.live_at_start_bytes or 0
-    return (
-        f"estimated peak {format_bytes(footprint)} ({format_bytes(run.peak_bytes)} above the "
-        f"{format_bytes(start)} live at the start)"
-    )
 
 
 RUN_HEADERS = (

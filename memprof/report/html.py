@@ -26,7 +26,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.analysis.timing import format_spread, format_wall
+from memprof.model.run import peak_during
+from memprof.model.timing import format_spread, format_wall
 from memprof.report import estimate, recorded
 from memprof.report.chart import CHART_CSS, CHART_JS, Bar, Series, bar_chart, peak_time_ms, timeline_chart
 from memprof.report.layout import shorten
@@ -40,8 +41,8 @@ from memprof.text import html_text as _e
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.analysis.diff import OpDiff, RunDiff
     from memprof.model import Report, RunResult
+    from memprof.model.diff import OpDiff, RunDiff
 
 # Section ids: stable anchors, also what the sample-report test compares. A report has only the
 # sections it has something for (no empty "Notes"); these are all there can be, in order.
@@ -739,7 +740,7 @@ def _recorded_series(run: RunResult) -> Series:
         run.label,
         run.timeline,
         run.peak_bytes,
-        recorded.peak_during(run) if run.peak_op else None,
+        peak_during(run) if run.peak_op else None,
         start_bytes=start,
         peak_suffix=" above start",
         details=", ".join(details),

@@ -21,8 +21,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from memprof.analysis.diff import op_note
-from memprof.analysis.explanation import AtPeakEntry
-from memprof.analysis.timing import format_wall
+from memprof.model.explanation import AtPeakEntry
+from memprof.model.run import peak_during
+from memprof.model.timing import format_wall
 from memprof.report import estimate, recorded
 from memprof.report.layout import NUMBER_UNIT
 from memprof.report.ranks import RankView, rank_view, size_columns
@@ -381,7 +382,7 @@ def _recorded_runs_table(report: Report) -> list[str]:
         [
             escape_text(label),
             *(_size(getattr(run, attr)) for _, attr in columns),
-            code(recorded.peak_during(run)) if run.peak_op else "-",
+            code(peak_during(run)) if run.peak_op else "-",
         ]
         for label, run in report.runs.items()
     ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from memprof.analysis.explanation import CATEGORIES, nonzero_categories
+from memprof.model.explanation import CATEGORIES, nonzero_categories
 from memprof.report.chart import Layer, stacked_chart
 from memprof.report.rows import (
     AtPeakView,
@@ -29,8 +29,8 @@ from memprof.text import html_text as _e
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
-    from memprof.analysis.timeline import CategoryTimeline
     from memprof.model import Report, RunResult
+    from memprof.model.timeline import CategoryTimeline
 
 SECTION_ID = "at-peak"
 

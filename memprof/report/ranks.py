@@ -8,10 +8,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from memprof.errors import UsageError, param
+from memprof.pipeline import compared
 
 if TYPE_CHECKING:
-    from memprof.analysis.ranks import RankSummary
     from memprof.model import Report
+    from memprof.model.ranks import RankSummary
 
 
 # The sizes a rank's row shows where some run knows them: (RankRow field, column heading).
@@ -59,4 +60,5 @@ def rank_view(report: Report, rank: int | None = None) -> RankView | None:
         raise UsageError(f"{param('rank', rank)}: the report's ranks are {listed}")
     shown = summary.highest_rank if rank is None else rank
     runs = {label: run for label, run in report.runs.items() if run.rank == shown}
-    return RankView(summary=summary, rank=shown, chosen=rank is not None, report=replace(report, runs=runs))
+    view = compared(replace(report, runs=runs))
+    return RankView(summary=summary, rank=shown, chosen=rank is not None, report=view)

@@ -8,11 +8,11 @@ Nothing here renders a format; each function returns plain text or plain rows.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memprof.model.run import SEPARATORS, SITE, peak_line, short_site
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -74,25 +74,6 @@ def source_line(report: Report) -> str:
     if versions:
         details.append("torch " + ", ".join(versions))
     return f"{report.target}: {what}" + (f" ({', '.join(details)})" if details else "")
-
-
-def _start_word(run: RunResult) -> str:
-    return "the call's start" if run.mode not in ("trace", "snapshot") else "the recording's start"
-
-
-def peak_line(run: RunResult) -> str:
-    """``cuda:0: peak 9.5 MiB above the recording's start (footprint 96.6 MiB, 87.1 MiB live at
-    start) during aten::linear``."""
-    parts = []
-    if run.footprint_bytes is not None:
-        parts.append(f"footprint {format_bytes(run.footprint_bytes)}")
-    if run.live_at_start_bytes is not None:
-        parts.append(f"{format_bytes(run.live_at_start_bytes)} live at start")
-    context = f" ({', '.join(parts)})" if parts else ""
-    where = ""
-    if run.peak_op:
-        where = f" at {peak_during(run)}" if run.mode == "snapshot" else f" during {run.peak_op}"
-    return f"{run.label}: peak {format_bytes(run.peak_bytes)} above {_start_word(run)}{context}{where}"
 
 
 def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
@@ -211,31 +192,17 @@ def oom_line(oom: OomEvent) -> str:
     )
 
 
-_SEPARATORS = re.compile(r"[/\\]")
-_SITE = re.compile(r"^(?P<path>.+):(?P<rest>\d+ .*)$")
-
-
 def site_prefix(sites: Iterable[str]) -> str:
     """The folder every path among ``sites`` (``file:line function``) shares, with its trailing
     separator (``D:\\work\\proj\\``), or "" when they share none: shown once, cut from each."""
     paths = [
-        match["path"] for site in sites if (match := _SITE.match(site)) and _SEPARATORS.search(match["path"])
+        match["path"] for site in sites if (match := SITE.match(site)) and SEPARATORS.search(match["path"])
     ]
     if len(paths) < 2:
         return ""
     prefix = os.path.commonprefix(paths)
     cut = max(prefix.rfind("/"), prefix.rfind("\\"))
     return prefix[: cut + 1] if cut > 0 else ""
-
-
-def short_site(site: str, prefix: str = "") -> str:
-    """A site without ``prefix``; with no prefix, its file name only (``model.py:12 forward``)."""
-    if prefix and site.startswith(prefix):
-        return site[len(prefix) :]
-    match = _SITE.match(site)
-    if match is None:
-        return site
-    return f"{_SEPARATORS.split(match['path'])[-1]}:{match['rest']}"
 
 
 @dataclass(frozen=True)
@@ -274,13 +241,6 @@ def sites_title(run: RunResult, top: int = TOP_SITES) -> str:
         f"Top {len(shown)} of {len(snap.sites_at_peak)} allocation sites live at the peak of {run.label} "
         f"({format_bytes(snap.peak_requested_bytes)} requested{under})"
     )
-
-
-def peak_during(run: RunResult) -> str:
-    """The op at the peak, for a runs table; a snapshot's allocation site by its file name."""
-    if not run.peak_op:
-        return "-"
-    return short_site(run.peak_op) if run.mode == "snapshot" else run.peak_op
 
 
 WHAT_IF_HEADERS = (

@@ -33,14 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memprof.analysis.explanation import nonzero_categories
-from memprof.analysis.ops import SORT_FIELDS, OpStats, sort_ops
+from memprof.model.explanation import nonzero_categories
+from memprof.model.ops import SORT_FIELDS, OpStats, sort_ops
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
-    from memprof.analysis.diff import OpDiff, RunDiff
-    from memprof.analysis.explanation import AtPeakEntry, KernelStats, ModuleStats, Unattributed
     from memprof.model import Report, RunResult
+    from memprof.model.diff import OpDiff, RunDiff
+    from memprof.model.explanation import AtPeakEntry, KernelStats, ModuleStats, Unattributed
 
 SUMMARY_KERNELS = 5
 """The summaries (terminal, Markdown) list at most this many fused kernels (the most memory

@@ -16,7 +16,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from memprof.analysis.diff import op_note
-from memprof.analysis.timing import format_wall
+from memprof.model.run import peak_during
+from memprof.model.timing import format_wall
 from memprof.report import estimate, recorded
 from memprof.report.layout import (
     DEFAULT_WIDTH,
@@ -52,8 +53,8 @@ from memprof.report.rows import (
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
-    from memprof.analysis.ops import OpStats
     from memprof.model import Report, RunResult
+    from memprof.model.ops import OpStats
 
 # The device-wide columns of a runs table, when some run knows them (a live CUDA run): the
 # first to go when the terminal is narrow is live at start, the last the footprint (the device
@@ -486,7 +487,7 @@ def recorded_runs_table(report: Report, width: int) -> list[Line]:
     table = Table(columns)
     for label, run in report.runs.items():
         sizes = [format_bytes(getattr(run, attr)) for _, attr in recorded.RECORDED_COLUMNS]
-        table.add(label, (sizes[0], "bold"), *sizes[1:], recorded.peak_during(run))
+        table.add(label, (sizes[0], "bold"), *sizes[1:], peak_during(run))
     return table.lines(width)
 
 

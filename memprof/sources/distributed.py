@@ -36,6 +36,7 @@ from typing import Any
 
 from memprof.errors import InputError, UsageError, param
 from memprof.model import Report, RunResult
+from memprof.pipeline import compared, failed_run, report_from_dict
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 __all__ = ["DEFAULT_RANK_TIMEOUT", "Exchange", "RankEnv", "rank_env"]
@@ -133,7 +134,7 @@ def for_rank(report: Report, rank: int) -> Report:
     runs = {
         new: replace(run, label=new, rank=rank) for new, run in zip(labels, report.runs.values(), strict=True)
     }
-    return replace(report, runs=runs)
+    return compared(replace(report, runs=runs))
 
 
 def failed_rank(rank: int, runs: Mapping[str, RunResult], message: str) -> dict[str, RunResult]:
@@ -142,7 +143,7 @@ def failed_rank(rank: int, runs: Mapping[str, RunResult], message: str) -> dict[
     modes = [run.mode for run in runs.values()]
     labels = rank_labels(rank, [label.partition("/")[2] or label for label in runs])
     return {
-        label: replace(RunResult.failed_run(label, mode, message), rank=rank)
+        label: replace(failed_run(label, mode, message), rank=rank)
         for label, mode in zip(labels, modes, strict=True)
     }
 
@@ -158,7 +159,7 @@ def merge(
     devices = list(dict.fromkeys(report.device for report in ordered if report.device))
     environment = {**base.environment, **(extra_env or {}), "world_size": str(world_size)}
     runs = {label: run for report in ordered for label, run in report.runs.items()}
-    return replace(base, device=", ".join(devices), environment=environment, runs=runs)
+    return compared(replace(base, device=", ".join(devices), environment=environment, runs=runs))
 
 
 def decode_report(text: str, rank: int) -> Report:
@@ -168,7 +169,7 @@ def decode_report(text: str, rank: int) -> Report:
         data = json.loads(text)
     except ValueError as error:
         raise InputError(f"{where} is not JSON: {error}") from None
-    return Report.from_dict(data, where=where)
+    return report_from_dict(data, where=where)
 
 
 # ------------------------------------------------------------------------------- the exchange

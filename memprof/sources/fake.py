@@ -53,6 +53,7 @@ from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.peaks import analyze
 from memprof.errors import UserCodeError, format_user_traceback, user_code
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
+from memprof.pipeline import build_run
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.guesses import Guesses
 from memprof.sources.options import EstimateOptions
@@ -511,7 +512,7 @@ def _run(
     )
     numbers = explained.calls[0]
     cuda = options.device == "cuda"
-    return RunResult.from_analysis(
+    return build_run(
         analysis,
         label=label,
         mode="eager",

@@ -37,10 +37,11 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from memprof.analysis.attribution import Attribution, attribute, combine, with_device_counters
 from memprof.analysis.peaks import analyze, responsible_op, stack_at
 from memprof.analysis.running import ops_at
-from memprof.analysis.timeline import CategoryTimeline, Timeline
 from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
 from memprof.model import RunResult
+from memprof.model.timeline import CategoryTimeline, Timeline
 from memprof.names import aten_names, fused_kernels
+from memprof.pipeline import build_run
 from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
 from memprof.sources.allocator_history import History, recorded, with_addresses
 from memprof.sources.failures import out_of_memory_message, traced_error, traced_user_error
@@ -757,7 +758,7 @@ def _assemble(
         )
         if note:
             notes.append(note)
-    return RunResult.from_analysis(
+    return build_run(
         analysis,
         label=measured.label,
         mode=options.mode,

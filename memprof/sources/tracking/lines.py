@@ -33,7 +33,6 @@ from collections.abc import Iterable
 
 import torch  # noqa: TID253 - the torch side of tracking
 
-import memprof
 from memprof.records import Site
 
 USER, LIBRARY, STDLIB, TORCH, MEMPROF = "user", "library", "stdlib", "torch", "memprof"
@@ -49,7 +48,8 @@ def _folder(path: str) -> str:
 
 
 _TORCH_DIR = _directory(torch.__file__)
-_MEMPROF_DIR = _directory(memprof.__file__)
+# This file is memprof/sources/tracking/lines.py: memprof is three folders up.
+_MEMPROF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
 _EXAMPLES_DIR = os.path.join(_MEMPROF_DIR, "examples", "")
 
 
