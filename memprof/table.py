@@ -620,43 +620,22 @@ def read_table(text: str, *, table_index: int | None = None, lenient: bool = Fal
 
     ``text`` may be a whole log: lines before and after the table are ignored, and a constant
     prefix on every table line (indentation, ``[rank0]:``) is removed. With several tables,
-    ``table_index`` picks one (0-based; negative counts from the end); with one table it may
-    be left out. Any torch release's table works: memory in ``B KB MB GB TB`` or the older
-    ``b Kb Mb Gb``, times in ``us ms s``, device columns for CUDA, XPU or any other device.
+    ``table_index`` picks one (0-based; negative counts from the end). Any torch release's
+    table works (``B KB MB GB`` or the older ``b Kb Mb Gb``, ``us ms s``, any device).
 
-    One row per table row, in the table's order. Columns, in the table's order (only those the
-    table has):
+    One row per table row, in order; the table's columns in snake case with their unit:
+    ``name`` (cut names kept without torch's ``...``, ``name_truncated`` says so),
+    ``self_cpu_us``, ``cpu_total_us``, ``self_cpu_mem_bytes``, ``cpu_mem_bytes``, ``calls``,
+    the device's (``self_cuda_us``, ``cuda_mem_bytes``, ...), ``input_shapes``,
+    ``source_location``, ``total_mflops``, ...: times float microseconds, memory int64 bytes
+    (net, may be negative), percentages float. docs/guides/parse.md lists every column.
 
-    - ``name`` (str): the op or label, as shown. torch cuts names longer than its name column
-      to ``name[:52] + "..."``; such names are kept without the three dots.
-    - ``name_truncated`` (bool): the name was cut by torch.
-    - ``overload_name`` (str): as shown (a cut one keeps its ``...``).
-    - ``self_cpu_pct``, ``cpu_total_pct``, ``self_<dev>_pct`` (float, percent; NaN when torch
-      printed ``NaN`` because the total time was zero).
-    - ``self_cpu_us``, ``cpu_total_us``, ``cpu_time_avg_us``, ``self_<dev>_us``,
-      ``<dev>_total_us``, ``<dev>_time_avg_us`` (float, microseconds).
-    - ``cpu_mem_bytes``, ``self_cpu_mem_bytes``, ``<dev>_mem_bytes``, ``self_<dev>_mem_bytes``
-      (int64 bytes; net allocations minus frees, may be negative; exact below 1 KiB, else
-      within the two printed decimals).
-    - ``calls`` (int64): "# of Calls".
-    - ``node_id`` (int64): "Node ID".
-    - ``input_shapes`` (str): as shown; torch cuts long ones at the column width without a mark.
-    - ``source_location`` (str): the stack lines of the row joined with ``"\\n"``.
-    - ``total_flops``, ``total_kflops``, ``total_mflops``, ... (float; NaN where torch printed
-      ``--``): the FLOPs column in the unit of its header.
-    - any other column: its header in snake case, as text.
-
-    ``<dev>`` is the device's name in lower case (``cuda``, ``xpu``, ``mtia``, ...).
-
-    ``frame.attrs`` holds ``self_cpu_time_total_us`` and ``self_<dev>_time_total_us`` (float,
-    from the footer, when printed), ``top_level_only`` (bool: the table was printed with
-    ``top_level_events_only=True``), ``title`` (the ``header=`` text or None), ``table_index``,
-    ``header_line`` (1-based line of the header in ``text``) and ``skipped_rows``: a list of
-    ``{"line": int, "reason": str}`` for rows skipped by ``lenient=True`` (empty otherwise).
+    ``frame.attrs`` holds the footer's totals (``self_cpu_time_total_us``, ...),
+    ``top_level_only``, ``title``, ``table_index``, ``header_line`` (1-based) and
+    ``skipped_rows`` (``{"line", "reason"}`` of rows ``lenient=True`` skipped).
 
     Raises :class:`memprof.errors.InputError` when there is no table, ``table_index`` is needed
-    or out of range, or a row does not fit the columns (its line number and what was expected;
-    with ``lenient=True`` such rows are skipped and listed in ``attrs["skipped_rows"]``).
+    or out of range, or a row does not fit the columns (unless ``lenient``).
     """
     with gc_paused():  # millions of small objects, alive until the frame is built
         return _read_table(text, table_index, lenient).frame()

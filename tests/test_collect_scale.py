@@ -309,8 +309,7 @@ _MILLION_SCRIPT = textwrap.dedent(
     from memprof.analysis.peaks import analyze
     from memprof.records import CALL_MARKER
     from memprof.sources.kineto import raw_from_kineto
-    from memprof.pipeline import build_report
-from memprof.model import Report, RunResult
+    from memprof.pipeline import build_report, build_run
     from memprof.report import renderer
 
     class Event:
