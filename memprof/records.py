@@ -11,6 +11,10 @@ import numpy as np
 CALL_MARKER = "memprof.call"
 """Name of the ``record_function`` range that memprof puts around each measured call."""
 
+MAPPED_RANGE = "[memory-mapped file]"
+"""Name of the range memprof puts around a memory-mapped load (``torch.load(mmap=True)``):
+the profiler counts a mapping as an allocation of the file's size."""
+
 AUTOGRAD_NODE = "autograd::engine::evaluate_function"
 """Prefix of the range autograd's engine puts around each backward node it runs. The threads
 that run them work for the call: on CUDA, autograd runs backward on a thread of its own per

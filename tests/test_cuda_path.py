@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from memprof.analysis.attribution import counters_differ
 from memprof.analysis.peaks import analyze
-from memprof.records import CALL_MARKER
+from memprof.pipeline import Recording, run_of
+from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.kineto import raw_from_kineto
-from memprof.sources.live import counted_memory, cuda_crosscheck
 
 MiB = 1024 * 1024
 
@@ -98,12 +99,20 @@ def test_cpu_run_ignores_device_records():
     assert analysis.numbers.peak_bytes == 64
 
 
+def _numbers_only(counters: dict[str, int], peak: int) -> Recording:
+    """A CUDA recording whose records rise ``peak`` bytes above the start, with ``counters``."""
+    raw = RawProfile.from_lists([("aten::empty", 0, 10, 1)], [(5, peak)], calls=[(0, 20)])
+    return Recording(label="eager", mode="eager", raw=raw, device="cuda:0", counters=dict(counters))
+
+
 def test_allocator_crosscheck_agrees_or_says_why():
     counters = {"memory_allocated_start_bytes": 100 * MiB, "max_memory_allocated_bytes": 600 * MiB}
-    assert cuda_crosscheck(counters, 500 * MiB) is None
-    assert counters["allocator_peak_above_start_bytes"] == 500 * MiB
-    note = cuda_crosscheck(dict(counters), 300 * MiB)
-    assert note is not None and "500.0 MiB" in note and "300.0 MiB" in note
+    run = run_of(_numbers_only(counters, 500 * MiB))
+    assert run.device_counters["allocator_peak_above_start_bytes"] == 500 * MiB
+    assert not any("max_memory_allocated" in note for note in run.notes)
+    run = run_of(_numbers_only(counters, 300 * MiB))
+    (note,) = [note for note in run.notes if "max_memory_allocated" in note]
+    assert "500.0 MiB" in note and "300.0 MiB" in note
 
 
 def test_a_cuda_run_knows_its_footprint_live_at_start_and_reserve_from_the_counters():
@@ -114,15 +123,15 @@ def test_a_cuda_run_knows_its_footprint_live_at_start_and_reserve_from_the_count
         "max_memory_allocated_bytes": 600 * MiB,
         "max_memory_reserved_bytes": 640 * MiB,
     }
-    assert counted_memory(counters) == {
-        "footprint_bytes": 600 * MiB,
-        "live_at_start_bytes": 100 * MiB,
-        "reserved_peak_bytes": 640 * MiB,
-    }
-    # On the CPU there are no such counters: unknown, not zero.
-    assert counted_memory({}) == dict.fromkeys(
-        ("footprint_bytes", "live_at_start_bytes", "reserved_peak_bytes")
+    run = run_of(_numbers_only(counters, 500 * MiB))
+    assert (run.footprint_bytes, run.live_at_start_bytes, run.reserved_peak_bytes) == (
+        600 * MiB,
+        100 * MiB,
+        640 * MiB,
     )
+    # On the CPU there are no such counters: unknown, not zero.
+    cpu = run_of(Recording(label="eager", mode="eager", raw=_numbers_only({}, 64).raw, device="cpu"))
+    assert (cpu.footprint_bytes, cpu.live_at_start_bytes, cpu.reserved_peak_bytes) == (None, None, None)
 
 
 def test_a_live_cpu_run_says_its_device_and_knows_its_footprint_but_no_device_totals():
@@ -144,7 +153,7 @@ def test_a_live_cpu_run_says_its_device_and_knows_its_footprint_but_no_device_to
     assert report.to_dict()["source"] == {"kind": "live", "paths": [], "files": []}
 
 
-def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counters(monkeypatch):
+def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counters():
     """A CUDA run's explanation meets the caching allocator's own counters: what
     ``torch.cuda.memory_allocated()`` counted at the start that memprof did not find is an
     unattributed line live through the call, and the footprint is cross-checked with
@@ -153,12 +162,6 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     from test_attribution import make_facts, raw_of, storage
 
     from memprof.analysis.attribution import DEVICE_BEFORE, attribute
-    from memprof.sources import live
-    from memprof.sources.live import _assemble, _Measured, _Warm
-    from memprof.sources.noise import Heard
-    from memprof.sources.options import RunOptions
-    from memprof.sources.target import Inputs
-    from memprof.sources.timing import Timed
 
     # A 1024 B parameter found live at the start; a 512 B tensor made during the call.
     facts = make_facts(
@@ -176,11 +179,21 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
         "max_memory_allocated_bytes": 4608,
         "max_memory_reserved_bytes": 2 * MiB,
     }
-    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained=explained)
-    monkeypatch.setattr(
-        live, "cuda_device", lambda device: {"device_name": "GPU", "device_total_bytes": 8 * MiB}
-    )
-    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"), Timed(()), Heard())
+    device = {"device_name": "GPU", "device_total_bytes": 8 * MiB}
+
+    def recording(counters: dict[str, int]) -> Recording:
+        return Recording(
+            label="eager",
+            mode="eager",
+            raw=raw,
+            device="cuda:0",
+            explained=explained,
+            counters=dict(counters),
+            device_facts=device,
+            walls_ms=(1.0,),
+        )
+
+    run = run_of(recording(counters))
     assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (512, 4608, 4096)
     assert (run.reserved_peak_bytes, run.device_total_bytes) == (2 * MiB, 8 * MiB)
     assert run.inputs_bytes == 1024  # what memprof found live at the start
@@ -193,8 +206,7 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     assert not any("max_memory_allocated" in note for note in run.notes)
     # A high-water mark far above the footprint: allocated where the profiler does not record.
     counters["max_memory_allocated_bytes"] = 8 * MiB
-    measured = _Measured("eager", raw, [1.0], dict(counters), [], [], None, explained=explained)
-    run = _assemble(measured, _Warm(fn=print), Inputs(), RunOptions(device="cuda:0"), Timed(()), Heard())
+    run = run_of(recording(counters))
     assert run.footprint_bytes == 4608
     assert any(
         "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes
@@ -202,12 +214,10 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
 
 
 def test_records_and_counters_differ_past_one_percent_and_one_mib():
-    from memprof.sources.live import _differ
-
     # The explaining call on an H100 whose event tree lacked its frees: 33,554,432 B by the
     # records, 4,194,304 B by max_memory_allocated().
-    assert _differ(4_194_304, 33_554_432)
-    assert not _differ(4_194_304, 4_194_304)
-    assert not _differ(4_194_304, 4_194_304 + (1 << 20))  # within 1 MiB
-    assert not _differ(900 * MiB, 905 * MiB)  # within 1%
-    assert _differ(900 * MiB, 920 * MiB)
+    assert counters_differ(4_194_304, 33_554_432)
+    assert not counters_differ(4_194_304, 4_194_304)
+    assert not counters_differ(4_194_304, 4_194_304 + (1 << 20))  # within 1 MiB
+    assert not counters_differ(900 * MiB, 905 * MiB)  # within 1%
+    assert counters_differ(900 * MiB, 920 * MiB)

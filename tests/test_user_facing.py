@@ -167,13 +167,13 @@ def test_a_shape_error_under_compile_names_the_users_line(make_module) -> None:
 
 
 def test_a_long_first_compile_says_what_to_expect(monkeypatch) -> None:
-    from memprof.sources import live
+    from memprof.sources import live, profiling
 
     said: list[str] = []
     monkeypatch.setattr(
-        live.threading.Event, "wait", lambda self, timeout=None: self.is_set() or len(said) > 3
+        profiling.threading.Event, "wait", lambda self, timeout=None: self.is_set() or len(said) > 3
     )
-    with live._ticker(said.append, "compiling f", live.FIRST_COMPILE_HINT):
+    with profiling.ticker(said.append, "compiling f", live.FIRST_COMPILE_HINT):
         while len(said) < 3:
             pass
     assert said[0] == "compiling f ..."

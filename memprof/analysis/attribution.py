@@ -1072,6 +1072,12 @@ def combine(measured: Attribution, explained: Attribution) -> Attribution:
     )
 
 
+def counters_differ(counted: int, recorded: int) -> bool:
+    """More than 1% (and 1 MiB) apart: the records missed what the device's own counters saw
+    (another thread allocated, the records lack some), or the reverse."""
+    return abs(counted - recorded) > max(0.01 * max(counted, recorded), 1 << 20)
+
+
 DEVICE_BEFORE = (
     "live on the device before the call (torch.cuda.memory_allocated) and not reachable from its "
     "arguments, model or optimizer, or the allocator's rounding of blocks made before profiling"
@@ -1117,7 +1123,7 @@ def with_device_counters(
             "counted (tensors on another device?)"
         )
     footprint = explained.footprint_bytes + max(unknown, 0)
-    if abs(max_memory_allocated_bytes - footprint) > max(0.01 * footprint, 1 << 20):
+    if counters_differ(max_memory_allocated_bytes, footprint):
         notes.append(
             f"torch.cuda.max_memory_allocated() is {max_memory_allocated_bytes:,} B, the footprint "
             f"{footprint:,} B: memory was allocated where the profiler does not record (another "

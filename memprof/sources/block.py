@@ -45,20 +45,20 @@ from memprof.errors import UsageError
 from memprof.model import RunResult
 from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
 from memprof.sources.allocator_history import History, recorded
+from memprof.sources.explaining import completion
+from memprof.sources.failures import first_line
 from memprof.sources.kineto import raw_from_profiler
-from memprof.sources.live import (
-    _completion,
-    _cuda_counters_after,
-    _cuda_counters_before,
-    _first_line,
-    _quiet_profiler_stderr,
-    _sync,
-    _thread_starts,
-    block_run,
-)
+from memprof.sources.live import block_run
 from memprof.sources.mapped import mapped_files
 from memprof.sources.noise import hidden_torch_messages
 from memprof.sources.options import RunOptions
+from memprof.sources.profiling import (
+    cuda_counters_after,
+    cuda_counters_before,
+    quiet_profiler_stderr,
+    sync,
+    thread_starts,
+)
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import Tracker
@@ -126,9 +126,9 @@ class Block:
             self._heard = stack.enter_context(hidden_torch_messages(show=options.verbose))
             # Garbage made before is collected now, not by a collection inside the block.
             gc.collect()
-            self._counters = _cuda_counters_before(options.device) if cuda else {}
-            stack.enter_context(_quiet_profiler_stderr(self._notes))
-            self._threads = stack.enter_context(_thread_starts())
+            self._counters = cuda_counters_before(options.device) if cuda else {}
+            stack.enter_context(quiet_profiler_stderr(self._notes))
+            self._threads = stack.enter_context(thread_starts())
             self._mapped = stack.enter_context(mapped_files())
             self._tracker = self._enter_tracker()
             if cuda and self._tracker is not None and options.explain:
@@ -157,7 +157,7 @@ class Block:
         try:
             self._stack.enter_context(tracker)
         except Exception as error:
-            self._notes.append(f"program state could not be tracked ({_first_line(error)})")
+            self._notes.append(f"program state could not be tracked ({first_line(error)})")
             return None
         finally:
             # The roots were looked through when the tracker started (which lets go of them);
@@ -170,7 +170,7 @@ class Block:
         wall_ms = (time.perf_counter() - self._started) * 1e3
         try:
             with contextlib.suppress(RuntimeError):  # a failed CUDA call is the code's failure
-                _sync(self.options.device)
+                sync(self.options.device)
             self._marker.__exit__(None, None, None)
             settle_other_threads()
         finally:
@@ -196,7 +196,7 @@ class Block:
         options = self.options
         cuda = options.device.startswith("cuda")
         if cuda:
-            self._counters.update(_cuda_counters_after(options.device))
+            self._counters.update(cuda_counters_after(options.device))
         raw = raw_from_profiler(
             self._prof,
             device_type="CUDA" if cuda else "CPU",
@@ -205,7 +205,7 @@ class Block:
         facts, explained = self._explained(raw)
         if failure is not None:
             self._notes.append(
-                f"the block raised {_first_line(failure)}: the numbers cover it up to the failure"
+                f"the block raised {first_line(failure)}: the numbers cover it up to the failure"
             )
         return block_run(
             untracked(raw, facts),
@@ -227,13 +227,13 @@ class Block:
         if self._tracker is None:
             return None, None
         cuda = self.options.device.startswith("cuda")
-        complete = _completion(self._prof, self.options.device, self._history) if cuda else None
+        complete = completion(self._prof, self.options.device, self._history) if cuda else None
         try:
             facts = self._tracker.facts(self._prof, complete=complete)
             return facts, attribute(raw, facts, warm=False, explain=self.options.explain)
         except Exception as error:
             self._notes.append(
-                f"memprof could not explain the peak ({_first_line(error)}); the numbers are the "
+                f"memprof could not explain the peak ({first_line(error)}); the numbers are the "
                 "allocator records'"
             )
             return None, None

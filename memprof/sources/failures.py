@@ -12,18 +12,23 @@ error is at the root of the exception chain, and the line that raised it is in t
 **Out of memory.** The user needs the allocation that failed (the allocator's message says
 its size), what was live above the call's start when it failed, and the most reached.
 
-Only exception objects and messages are inspected: torch is not imported here.
+Then what a failed call is reported as (:func:`failure_error`, :func:`warm_up_error`). Only
+exception objects and messages are inspected: torch is not imported here.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from memprof.errors import UserCodeError, param
+from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
+from memprof.sources.options import RunOptions
+from memprof.sources.target import unrun_result
 from memprof.units import format_bytes, parse_size
 
 # torch's wrappers of an error raised while tracing the user's code with fake tensors.
@@ -140,3 +145,86 @@ def out_of_memory_message(name: str, first_line: str, peak: int, peak_op: str | 
             f"(the most it reached: {format_bytes(peak)}{during})"
         )
     return f"{name} ran out of memory{asked}{reached}: {first_line}"
+
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is running out of memory: torch's (CUDA), Python's, or the CPU
+    allocator's (a RuntimeError from c10's DefaultCPUAllocator)."""
+    torch = sys.modules.get("torch")
+    out_of_memory = getattr(torch, "OutOfMemoryError", MemoryError) if torch is not None else MemoryError
+    return isinstance(error, out_of_memory | MemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
+
+
+def is_compile_error(error: BaseException) -> bool:
+    """Whether ``error`` is torch.compile's own failure (Dynamo's, Inductor's, the compiler's)."""
+    module = type(error).__module__ or ""
+    return module.startswith(("torch._dynamo", "torch._inductor")) or type(error).__name__ in {
+        "BackendCompilerFailed",
+        "InductorError",
+        "InvalidCxxCompiler",
+    }
+
+
+def first_line(error: BaseException) -> str:
+    """``TypeName: the first line of its message``."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def warm_up_error(error: BaseException, name: str) -> UserCodeError:
+    """A failed first compiled call: the user's code failing while torch.compile traced it,
+    the compiler's failure, or the user's code raising."""
+    traced = traced_user_error(error)
+    if traced is not None:
+        return traced_error(traced, name)
+    if is_compile_error(error):
+        return UserCodeError(
+            f"torch.compile of {name} failed: {first_line(error)}; try {param('mode', 'eager')}"
+        )
+    return UserCodeError(
+        f"{name} {what_it_did(error)} (first compiled call)",
+        user_traceback=format_user_traceback(error),
+        raised=error,
+    )
+
+
+def failure_error(
+    error: BaseException, name: str, peak: int, peak_op: str | None, options: RunOptions, live: int = 0
+) -> MemprofError:
+    """The error a profiled call's failure is reported as: out of memory (with the peak
+    reached), the user's error met while torch.compile traced it, torch.compile's own failure,
+    or the user's code raising (with the peak before the failure and the op then running)."""
+    where = f" while {peak_op} ran" if peak_op else ""
+    if isinstance(error, MemprofError):
+        return error
+    if is_out_of_memory(error):
+        return UserCodeError(
+            out_of_memory_message(name, first_line(error), peak, peak_op, live),
+            user_traceback=format_user_traceback(error),
+            raised=error,
+        )
+    traced = traced_user_error(error) if options.mode == "compile" else None
+    if traced is not None:
+        return traced_error(traced, name)
+    if options.mode == "compile" and is_compile_error(error):
+        return UserCodeError(
+            f"torch.compile of {name} failed: {first_line(error)}; try {param('mode', 'eager')}"
+        )
+    return UserCodeError(
+        f"{name} {what_it_did(error)} (peak before the failure: {format_bytes(peak)}{where})",
+        user_traceback=format_user_traceback(error),
+        raised=error,
+    )
+
+
+def check_ran(result: Any, name: str) -> None:
+    """A call that returned a generator or coroutine ran none of its body: nothing to measure."""
+    kind = unrun_result(result)
+    if kind is not None:
+        raise UsageError(
+            f"{name} returned a {kind}, so its body never ran and nothing was measured; profile a "
+            f"function that consumes it (list(...) for a generator, asyncio.run(...) for a coroutine)"
+        )

@@ -50,10 +50,9 @@ from torch.utils._pytree import tree_leaves  # noqa: TID253
 
 from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
 from memprof.analysis.attribution import Attribution, attribute
-from memprof.analysis.peaks import analyze
 from memprof.errors import UserCodeError, format_user_traceback, user_code
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
-from memprof.pipeline import build_run
+from memprof.pipeline import Recording, run_of
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.guesses import Guesses
 from memprof.sources.options import EstimateOptions
@@ -496,38 +495,33 @@ def _run(
     notes: list[str],
     options: EstimateOptions,
 ) -> RunResult:
-    """The run's numbers: per-op numbers and the op at the peak from the records (as a profile's
-    analysis gives them; times are fake execution's, so left unknown), the exact peak,
-    footprint and live bytes at the start from the attribution."""
+    """The run, as the pipeline builds a profiled one (:func:`memprof.pipeline.run_of`): the
+    records fake execution made, per-op numbers from them (times unknown: nothing ran for
+    real), the exact peak, footprint and live bytes at the start from the attribution, what is
+    live at the peak; and what the estimate adds (the allocator's replay, the capacity)."""
     ops = facts.ops
     raw = RawProfile.from_lists(
         [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)],
         list(zip(facts.allocations.time.tolist(), facts.allocations.bytes.tolist(), strict=True)),
         [(call.start_ns, call.end_ns)],
     )
-    analysis = analyze(raw)
-    analysis = replace(
-        analysis,
-        ops=tuple(replace(op, self_us=float("nan"), total_us=float("nan")) for op in analysis.ops),
-    )
-    numbers = explained.calls[0]
     cuda = options.device == "cuda"
-    return build_run(
-        analysis,
-        label=label,
-        mode="eager",
-        device="cuda" if cuda else "cpu",
-        device_total_bytes=options.capacity_bytes,
-        inputs_bytes=numbers.live_at_start_bytes,
-        net_bytes=numbers.live_at_end_bytes - numbers.live_at_start_bytes,
-        peak_bytes=explained.peak_bytes,
-        footprint_bytes=explained.footprint_bytes,
-        live_at_start_bytes=explained.live_at_start_bytes,
-        reserved_peak_bytes=estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
-        wall_ms=float("nan"),
-        estimate=estimate,
-        # The attribution's words are a profile's; an estimate has none.
-        notes=[*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)],
+    return run_of(
+        Recording(
+            label=label,
+            mode="eager",
+            raw=raw,
+            device="cuda" if cuda else "cpu",
+            explained=explained,
+            timed_ops=False,
+            # The attribution's words are a profile's; an estimate has none.
+            notes=(*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)),
+            fields={
+                "device_total_bytes": options.capacity_bytes,
+                "reserved_peak_bytes": estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
+                "estimate": estimate,
+            },
+        )
     )
 
 

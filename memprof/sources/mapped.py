@@ -6,7 +6,7 @@ allocation of the file's whole size, although the pages are read from disk only 
 and almost nothing may be resident. While the profiled calls run, :func:`mapped_files` wraps
 those functions in a ``record_function`` range named :data:`MAPPED_RANGE`, so the mapping's
 allocation is an op row of its own (not anonymous ``[memory]``), and keeps the files' names
-and sizes for the run's note (:func:`mapped_note`).
+and sizes for the run's note (made by :func:`memprof.pipeline.run_of`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from memprof.units import format_bytes
-
-MAPPED_RANGE = "[memory-mapped file]"
+from memprof.records import MAPPED_RANGE
 
 
 def _wrap(original: Callable[..., Any], seen: list[tuple[str, int]]) -> Callable[..., Any]:
@@ -61,15 +59,3 @@ def mapped_files() -> Iterator[list[tuple[str, int]]]:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)
-
-
-def mapped_note(files: list[tuple[str, int]], mapped_bytes: int) -> str | None:
-    """The run's note when its records hold mappings (``mapped_bytes`` > 0)."""
-    if mapped_bytes <= 0:
-        return None
-    names = ", ".join(sorted({name for name, _ in files if name})) or "a file"
-    return (
-        f"{format_bytes(mapped_bytes)} of the allocations are memory-mapped files ({names}; the "
-        f"'{MAPPED_RANGE}' row): the profiler counts a mapping as an allocation of the file's size, "
-        "although pages are read from disk only when touched, so far less may be resident"
-    )

@@ -39,7 +39,7 @@ from torch.autograd.profiler import profile, record_function  # noqa: TID253
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten  # noqa: TID253
 
 from memprof.records import CALL_MARKER
-from memprof.sources.live import _quiet_profiler_stderr
+from memprof.sources.profiling import quiet_profiler_stderr
 from memprof.sources.tracking import read_calls
 
 SURVEY_ELEMENTS = 1 << 16
@@ -315,7 +315,7 @@ def _measure(
     # The autograd profiler, not torch.profiler's: the same records, and its first start does not
     # import torch._dynamo (seconds).
     notes: list[str] = []
-    quiet = _quiet_profiler_stderr(notes)
+    quiet = quiet_profiler_stderr(notes)
     with quiet, torch.no_grad(), profile(profile_memory=True, use_kineto=True) as prof:
         for key, case in pending:
             for cap in caps(case):
