@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import fields
 from memprof.analysis.ops import OP_COLUMNS, OpStats
+from memprof.analysis.peak_diff import diff_at_peak
+from memprof.analysis.peak_diff_values import AtPeakDiff
 from memprof.analysis.timing import iqr, within_noise
 from memprof.names import aten_names
 from memprof.names import fused_kernels as kernels_from_names
@@ -62,7 +64,8 @@ class OpDiff:
 class RunDiff:
     """``other`` compared with ``base``: their peaks and wall times, and one :class:`OpDiff` per
     op name in ``op_diffs`` (largest peak in either run first). ``verdict``, ``summary`` and the
-    ratios are derived from those numbers."""
+    ratios are derived from those numbers. ``at_peak``: what is live at each peak, compared
+    (:mod:`memprof.analysis.peak_diff`), when both runs were explained."""
 
     base: str = fields.text(required=True)
     other: str = fields.text(required=True)
@@ -80,6 +83,7 @@ class RunDiff:
     wall_ratio: float | None = fields.ratio(init=False)
     summary: str = fields.text(init=False, default="")
     op_diffs: tuple[OpDiff, ...] = fields.items(OpDiff, key="ops")
+    at_peak: AtPeakDiff | None = fields.optional(AtPeakDiff)
 
     def __post_init__(self) -> None:
         derived = {
@@ -242,4 +246,5 @@ def diff_runs(base: RunResult, other: RunResult) -> RunDiff:
         base_wall_iqr_ms=iqr(base.wall_ms_all),
         other_wall_iqr_ms=iqr(other.wall_ms_all),
         op_diffs=tuple(rows),
+        at_peak=diff_at_peak(base, other),
     )
