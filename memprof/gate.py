@@ -43,6 +43,8 @@ BUDGET_EXAMPLE = "'800MB' (every run) or 'eager=1GB,compile=100MB'"
 # The kinds of violation, in the order the summary lists them.
 KINDS = ("budget", "baseline", "compile", "failed")
 
+_LINE_LIMIT = 1000  # an explanation's heading quotes names (a summary of modules and lines)
+
 
 @dataclass(frozen=True)
 class Budgets:
@@ -154,7 +156,8 @@ class Explanation:
             ).rstrip()
             for row in cells
         ]
-        return [f"  {line}" for line in (self.heading, *rows, *([self.more] if self.more else []))]
+        said = [one_line(self.heading, _LINE_LIMIT), *rows, *([self.more] if self.more else [])]
+        return [f"  {line}" for line in said]
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ concentrated, and stays at the level where it spreads.
 of it, at most three groups), largest first: consecutive indices of one container, in one
 phase, that change the same way (all new, all gone, or all held by both) are one group
 (``blocks.0–2``); each with its change, the category that makes most of it, and "none of it at
-X's peak" when one run holds none of it. Without modules (a recording), lines, then ops, then
-categories take their place.
+X's peak" when one run holds none of it; then the line that changed most, when it holds 40% of
+the change. Without modules (a recording), lines, then ops, then categories take their place.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ EXPLAINED = 0.8
 """The summary names groups until they hold this share of the change (at most
 :data:`SUMMARY_GROUPS`)."""
 SUMMARY_GROUPS = 3
+LINE_SHARE = 0.4
+"""After the modules, the summary names the line that changed most when it holds this share."""
 MOSTLY = 0.6
 """The summary names a group's category when it makes this share of the group's change."""
 
@@ -505,10 +507,15 @@ def summarize(
         head = f"no change at the peak ({span})"
     else:
         head = f"{format_bytes(total, signed=True)} at the peak ({span})"
-    parts = _module_parts(modules) or _line_parts(items)
+    by_modules = _module_parts(modules)
+    parts = by_modules or _line_parts(items)
     if not parts:
         return head if total else f"nothing changed at the peak ({format_bytes(footprints[0])} in both)"
-    return f"{head}: {'; '.join(part.text(labels) for part in _picked(parts, total))}"
+    said = [part.text(labels) for part in _picked(parts, total)]
+    lines = _line_parts(items, _NAMINGS[:1]) if by_modules else []
+    if lines and total and abs(lines[0].delta_bytes) >= LINE_SHARE * abs(total):
+        said.append(f"by line, {lines[0].subject} {format_bytes(lines[0].delta_bytes, signed=True)}")
+    return f"{head}: {'; '.join(said)}"
 
 
 def _module_parts(modules: dict[RowKey, tuple[ModuleDelta, list[_Item]]]) -> list[_Part]:
@@ -524,13 +531,27 @@ def _module_parts(modules: dict[RowKey, tuple[ModuleDelta, list[_Item]]]) -> lis
     ]
 
 
-def _line_parts(items: Sequence[_Item]) -> list[_Part]:
+def _line_subject(item: _Item) -> str:
+    """``gpt.py:109 (loss = F.cross_entropy(logits.v…)``."""
+    text = item.source_text if len(item.source_text) <= 32 else item.source_text[:31] + "…"
+    return f"{item.source} ({text})" if text else item.source
+
+
+Naming = tuple[Callable[[_Item], str], Callable[[_Item], str]]
+"""How items are grouped (their line, op or category) and a group named."""
+
+_NAMINGS: tuple[Naming, ...] = (
+    (lambda i: i.source, _line_subject),
+    (lambda i: i.op, lambda i: i.op),
+    (lambda i: i.category, lambda i: _PLURAL.get(i.category, i.category)),
+)
+"""How the summary groups and names items without modules: by line, by op, by category."""
+
+
+def _line_parts(
+    items: Sequence[_Item], namings: Sequence[tuple[Callable, Callable]] = _NAMINGS
+) -> list[_Part]:
     """Without modules: the lines, else the ops, else the categories that changed most."""
-    namings: list[tuple[Callable[[_Item], str], Callable[[_Item], str]]] = [
-        (lambda i: i.source, lambda i: f"{i.source} ({i.source_text[:40]})" if i.source_text else i.source),
-        (lambda i: i.op, lambda i: i.op),
-        (lambda i: i.category, lambda i: _PLURAL.get(i.category, i.category)),
-    ]
     for key, name in namings:
         groups = _grouped(items, key)
         if not any(k and _delta(members) for k, members in groups.items()):

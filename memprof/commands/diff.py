@@ -231,7 +231,7 @@ def paired(
         warning = f"warning: the runs ran on different devices ({shown}); compared anyway"
     # No rank, and one device, on both sides: a diff always compares the two runs it was given.
     runs = {
-        label: dataclasses.replace(run, label=label, rank=None, device=None if warning else run.device)
+        label: dataclasses.replace(run, label=label, rank=None, device=None if warning else devices[0])
         for label, run in zip(labels, (base, other), strict=True)
     }
     targets = dict.fromkeys((base_report.target, other_report.target))
