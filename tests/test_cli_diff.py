@@ -37,6 +37,20 @@ def test_two_reports_print_their_ops_side_by_side_and_what_changed_at_the_peak(u
     assert result.stderr == ""
 
 
+def test_the_checkpointed_compile_regression_at_the_terminal(update_golden: bool) -> None:
+    """Eager and compiled runs of one report (tests/data/checkpoint-twice.json, see
+    tests/test_peak_diff.py): the recompute of blocks.1–3 in backward is what the compiled
+    peak holds more."""
+    saved = str(DATA / "checkpoint-twice.json")
+    result = diff(saved, saved, "--base-run", "eager", "--other-run", "compile")
+    assert result.exit_code == 0, result.output
+    golden = GOLDEN / "diff_checkpoint_twice.txt"
+    block = result.stdout[result.stdout.index("torch.compile raises peak memory") :]
+    if update_golden:
+        golden.write_text(block)
+    assert block == golden.read_text()
+
+
 def test_the_diff_adds_up_and_names_the_cross_entropy_line(tmp_path: Path) -> None:
     out = tmp_path / "diff.json"
     result = diff(SMALL, LARGE, "--json", str(out))

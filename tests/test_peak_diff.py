@@ -356,17 +356,18 @@ def checkpoint_twice() -> Report:
     return memprof.compare(str(DATA / "checkpoint_twice.py") + ":step", mode="both", time_budget=0)
 
 
-@pytest.mark.slow
-def test_the_checkpointed_compile_regression_is_the_earlier_blocks_backward(checkpoint_twice: Report) -> None:
-    eager, compiled = checkpoint_twice.runs["eager"], checkpoint_twice.runs["compile"]
+def assert_the_blocks_backward_explains_it(report: Report) -> None:
+    """The checkpointed compile regression, explained: the diff adds up to the byte, and its
+    largest module rows and its summary are blocks' backward (recomputed), none of which eager's
+    peak holds."""
+    eager, compiled = report.runs["eager"], report.runs["compile"]
     assert compiled.peak_bytes > 1.5 * eager.peak_bytes  # the regression reproduces
-    diff = checkpoint_twice.diff
+    diff = report.diff
     assert diff is not None and diff.at_peak is not None
     change = diff.at_peak
     assert_adds_up(change)
     assert eager.footprint_bytes is not None and compiled.footprint_bytes is not None
     assert change.footprint_delta_bytes == compiled.footprint_bytes - eager.footprint_bytes
-    # The largest rows: blocks that eager's peak holds nothing of, in backward (recomputed).
     largest = change.by_module[:3]
     assert all(r.module.startswith("blocks.") and r.phase in ("backward", "recompute") for r in largest)
     assert all(r.base_bytes == 0 for r in largest)
@@ -380,10 +381,33 @@ def test_the_checkpointed_compile_regression_is_the_earlier_blocks_backward(chec
     # The op table shows the ops that hold the bytes, not the compiled region's wrapper.
     from memprof.report.terminal import render_terminal
 
-    text = render_terminal(checkpoint_twice)
+    text = render_terminal(report)
     table = text.split("Top 15 ops by peak bytes, eager vs compile:")[1].split("ops not shown:")[0]
     rows = [line for line in table.splitlines()[3:] if line and not line.startswith((" ", "("))]
     names = [line.split("  ")[0] for line in rows if not line.strip().isdigit()]
     assert len(names) == 15 and "[compiled region]" not in names
     assert not any(name.startswith(("autograd::", "aten::linear")) for name in names), names
     assert "What changed at the peak, compile vs eager:" in text
+
+
+def test_the_saved_checkpointed_compile_regression_is_the_blocks_backward() -> None:
+    """tests/data/checkpoint-twice.json: ``memprof.compare("tests/data/checkpoint_twice.py:step",
+    mode="both", time_budget=0)`` from the repository's root, its timelines cut to 50 points."""
+    report = load_report(DATA / "checkpoint-twice.json")
+    assert_the_blocks_backward_explains_it(report)
+    change = report.diff.at_peak  # type: ignore[union-attr]
+    assert change is not None
+    assert [(r.module, r.phase, r.delta_bytes) for r in change.by_module[:3]] == [
+        ("blocks.3", "recompute", 26_244_100),
+        ("blocks.1", "recompute", 14_688_256),
+        ("blocks.2", "recompute", 10_502_144),
+    ]
+    assert change.summary.startswith(
+        "+47.5 MiB at the peak (57.2 MiB -> 104.7 MiB): the recompute of blocks.1–3 in backward +49.1 MiB "
+        "of temporaries, none of it at eager's peak"
+    )
+
+
+@pytest.mark.slow
+def test_the_checkpointed_compile_regression_is_the_blocks_backward(checkpoint_twice: Report) -> None:
+    assert_the_blocks_backward_explains_it(checkpoint_twice)

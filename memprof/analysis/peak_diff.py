@@ -366,7 +366,10 @@ def provenance_notes(base: RunResult, other: RunResult) -> list[str]:
                 f"autograd's recompute tags; {format_bytes(untraced)} made during the call have no graph "
                 "node and are explained by kernel only"
             )
-    if modes == {"eager", "compile"}:
+    held = [e for run in (base, other) if run.at_peak is not None for e in run.at_peak.entries]
+    if modes == {"eager", "compile"} and any(
+        e.category == "activation" or e.phase == "recompute" for e in held
+    ):
         notes.append(
             "eager counts as activations the tensors autograd saves; compiled code, the buffers a forward "
             "kernel makes and a backward kernel frees (a buffer recomputed in backward is a temporary): "

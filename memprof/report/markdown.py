@@ -455,7 +455,7 @@ def peak_change_section(diff: RunDiff) -> list[str]:
         for r in change.by_module
         if r.delta_bytes
     ][:PEAK_CHANGE_ROWS]
-    if modules:
+    if any(r.module for r in change.by_module):  # a run without modules has one row, "-"
         lines += [*_table(["module", a, b, "delta"], modules, "lrrr"), ""]
     sources = [
         [

@@ -37,7 +37,7 @@ def source_cell(row: SourceDelta) -> str:
     """``gpt.py:109  loss = F.cross_entropy(…``, then the user's line that called it."""
     if not row.source:
         return "no line (state from before the call, or not attributed)"
-    statement = row.source_text if len(row.source_text) <= 36 else row.source_text[:35] + "…"
+    statement = row.source_text if len(row.source_text) <= 32 else row.source_text[:31] + "…"
     text = f"{row.source}  {statement}".rstrip()
     if row.user_source:
         text += f", called from {row.user_source}"
@@ -53,7 +53,7 @@ def peak_change_lines(diff: RunDiff, width: int) -> list[Line]:
     lines: list[Line] = [[], *paragraph(f"What changed at the peak, {b} vs {a}:", width, "bold")]
     lines += paragraph(change.summary, width)
     modules = [row for row in change.by_module if row.delta_bytes][:MODULE_ROWS]
-    if modules:
+    if any(row.module for row in modules):  # a run without modules has one row, "-"
         table = _table("module", a, b, shrink=True)
         for row in modules:
             table.add(
