@@ -411,3 +411,32 @@ def test_the_saved_checkpointed_compile_regression_is_the_blocks_backward() -> N
 @pytest.mark.slow
 def test_the_checkpointed_compile_regression_is_the_blocks_backward(checkpoint_twice: Report) -> None:
     assert_the_blocks_backward_explains_it(checkpoint_twice)
+
+
+def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cross_entropy_lines() -> None:
+    """The built-in GPT step at batch 4 against a baseline at batch 2: what grew is the logits
+    (lm_head's mm) and the cross-entropy's three tensors of their size, 2 MiB each: (2 x 64)
+    more tokens x 4096 float32 logits."""
+    from test_explain import line_of
+
+    import memprof
+    import memprof.examples.gpt as gpt
+    from memprof.gate import GateConfig, evaluate
+
+    small = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=2), time_budget=0)
+    large = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=4), time_budget=0)
+    (violation,) = evaluate(large, GateConfig(baseline=small)).violations
+    assert violation.explanation is not None
+    grown = [(r.bytes, r.source, r.op) for r in violation.explanation.rows[:4]]
+    logits, cross_entropy = line_of(gpt, "logits = self.lm_head(x)"), line_of(gpt, "loss = F.cross_entropy(")
+    assert sorted(grown) == sorted(
+        [
+            (2 * MiB, cross_entropy, "aten::_log_softmax"),
+            (2 * MiB, cross_entropy, "aten::_log_softmax_backward_data"),
+            (2 * MiB, cross_entropy, "aten::nll_loss_backward"),
+            (2 * MiB, logits, "aten::mm"),
+        ]
+    )
+    change = diff_at_peak(small.runs["eager"], large.runs["eager"])
+    assert change is not None and change.by_source[0].source == cross_entropy
+    assert f"by line, {cross_entropy}" in change.summary
