@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from memprof import fields
 
 
-def _set_delta(row: object) -> None:
-    object.__setattr__(row, "delta_bytes", row.other_bytes - row.base_bytes)  # type: ignore[attr-defined]
+class _Change:
+    """A row of both runs' bytes: ``delta_bytes`` is set from them (other - base)."""
+
+    base_bytes: int
+    other_bytes: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "delta_bytes", self.other_bytes - self.base_bytes)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModuleDelta:
+class ModuleDelta(_Change):
     """Bytes live at each peak that a module made in one ``phase`` (``forward``, ``backward``,
     ``recompute``, ``optimizer``; empty for state made before the call). ``submodules``: whether
     the row counts bytes its submodules made (false for the row of a module's own bytes when
@@ -30,12 +36,9 @@ class ModuleDelta:
     other_bytes: int = fields.size()
     delta_bytes: int = fields.signed_size(init=False)
 
-    def __post_init__(self) -> None:
-        _set_delta(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class SourceDelta:
+class SourceDelta(_Change):
     """Bytes live at each peak made by one statement (``source``, ``file.py:LINE``, empty for
     bytes without a line: state made before the call, what memprof could not attribute), with
     its text, and the user's own line that led there when the statement is a library's (that of
@@ -49,12 +52,9 @@ class SourceDelta:
     other_bytes: int = fields.size()
     delta_bytes: int = fields.signed_size(init=False)
 
-    def __post_init__(self) -> None:
-        _set_delta(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class OpDelta:
+class OpDelta(_Change):
     """Bytes live at each peak made by one op (an aten op or a compiled kernel; empty for none)."""
 
     op: str = fields.text(default="")
@@ -62,12 +62,9 @@ class OpDelta:
     other_bytes: int = fields.size()
     delta_bytes: int = fields.signed_size(init=False)
 
-    def __post_init__(self) -> None:
-        _set_delta(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class EntryDelta:
+class EntryDelta(_Change):
     """The finest rows: bytes live at each peak that share category, module, phase, line and op
     (what a failing gate lists as the contributors to the growth)."""
 
@@ -81,12 +78,9 @@ class EntryDelta:
     other_bytes: int = fields.size()
     delta_bytes: int = fields.signed_size(init=False)
 
-    def __post_init__(self) -> None:
-        _set_delta(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class ActivationDelta:
+class ActivationDelta(_Change):
     """Tensors kept for backward (category ``activation``) live at each peak, by module, phase,
     line, shape and dtype: a row with 0 on one side is kept by one run and not the other."""
 
@@ -98,9 +92,6 @@ class ActivationDelta:
     base_bytes: int = fields.size()
     other_bytes: int = fields.size()
     delta_bytes: int = fields.signed_size(init=False)
-
-    def __post_init__(self) -> None:
-        _set_delta(self)
 
 
 @dataclass(frozen=True, kw_only=True)

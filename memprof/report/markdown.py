@@ -428,6 +428,11 @@ def _explanation(explanation: Explanation) -> list[str]:
 PEAK_CHANGE_ROWS = 8
 
 
+def _change_cells(base: int, other: int) -> list[str]:
+    """Both runs' bytes and the change."""
+    return [_size(base), _size(other), _size(other - base, signed=True)]
+
+
 def peak_change_section(diff: RunDiff) -> list[str]:
     """What changed at the peak: the summary, the categories, the largest module and line
     rows (both runs and the change); nothing unless both runs were explained."""
@@ -446,12 +451,7 @@ def peak_change_section(diff: RunDiff) -> list[str]:
         *([escape_text(unbreakable(f"by category: {categories}")), ""] if categories else []),
     ]
     modules = [
-        [
-            _module_cell(r.module, r.phase),
-            _size(r.base_bytes),
-            _size(r.other_bytes),
-            _size(r.delta_bytes, signed=True),
-        ]
+        [_module_cell(r.module, r.phase), *_change_cells(r.base_bytes, r.other_bytes)]
         for r in change.by_module
         if r.delta_bytes
     ][:PEAK_CHANGE_ROWS]
@@ -460,9 +460,7 @@ def peak_change_section(diff: RunDiff) -> list[str]:
     sources = [
         [
             f"{code(r.source)} {code(r.source_text)}" if r.source else escape_text("no line"),
-            _size(r.base_bytes),
-            _size(r.other_bytes),
-            _size(r.delta_bytes, signed=True),
+            *_change_cells(r.base_bytes, r.other_bytes),
         ]
         for r in change.by_source
         if r.delta_bytes
