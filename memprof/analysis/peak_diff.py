@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.analysis.explanation import CATEGORIES
@@ -84,11 +85,12 @@ class _Item:
     shape: str = ""
     dtype: str = ""
 
-    @property
+    @cached_property  # read at every step of the module rows' descent
     def units(self) -> tuple[str, ...]:
         return module_units(self.module)
 
 
+@lru_cache(maxsize=1 << 14)  # entries share few module paths
 def module_units(module: str) -> tuple[str, ...]:
     """A module path in units, each index joined to its container: ``blocks.0.attn`` ->
     ``("blocks.0", "attn")``; ``""`` -> ``()``."""
