@@ -510,12 +510,12 @@ def growth(
     if base.at_peak is None:
         again = "save a new baseline" if whose != "run" else "profile it again"
         return Explanation(
-            f"{whose} {_quoted(base.label)} has no at-peak entries (profiled with --no-explain, or saved by "
+            f"{whose} {_quoted(base.label)} has no at-peak entries (profiled without explaining, or saved by "
             f"an older memprof): gated on the numbers only; {again} to see what grew"
         )
     if run.at_peak is None:
         return Explanation(
-            f"run {_quoted(run.label)} was not explained (--no-explain): gated on the numbers only"
+            f"run {_quoted(run.label)} was not explained: gated on the numbers only"
         )
     diff = diff_at_peak(base, run, labels)
     assert diff is not None and base.at_peak is not None and run.at_peak is not None

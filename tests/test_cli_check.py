@@ -42,7 +42,7 @@ def test_growth_over_baseline_per_run_exits_1() -> None:
     assert result.exit_code == 1
     # The baseline was saved without at-peak entries: each violation says so.
     unexplained = (
-        "  the baseline's run '{}' has no at-peak entries (profiled with --no-explain, or saved by an older "
+        "  the baseline's run '{}' has no at-peak entries (profiled without explaining, or saved by an older "
         "memprof): gated on the numbers only; save a new baseline to see what grew"
     )
     assert result.stdout.splitlines() == [

@@ -275,8 +275,8 @@ def test_a_baseline_without_at_peak_entries_is_gated_on_the_numbers_and_says_so(
     result = evaluate(load("grown.json"), GateConfig(baseline=load("base.json"), tolerance=0.02))
     assert [v.explanation.lines() for v in result.violations if v.explanation] == [
         [
-            f"  the baseline's run '{label}' has no at-peak entries (profiled with --no-explain, or saved by "
-            "an older memprof): gated on the numbers only; save a new baseline to see what grew"
+            f"  the baseline's run '{label}' has no at-peak entries (profiled without explaining, or saved "
+            "by an older memprof): gated on the numbers only; save a new baseline to see what grew"
         ]
         for label in ("eager", "compile")
     ]
@@ -286,7 +286,7 @@ def test_a_baseline_without_at_peak_entries_is_gated_on_the_numbers_and_says_so(
     (violation,) = evaluate(bare, GateConfig(baseline=load("gpt-batch2.json"))).violations
     assert violation.explanation is not None
     assert violation.explanation.heading == (
-        "run 'eager' was not explained (--no-explain): gated on the numbers only"
+        "run 'eager' was not explained: gated on the numbers only"
     )
 
 
