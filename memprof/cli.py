@@ -118,11 +118,12 @@ def _register() -> None:
     from memprof.commands.analyze import analyze
     from memprof.commands.check import check
     from memprof.commands.compare import compare
+    from memprof.commands.diff import diff
     from memprof.commands.estimate import estimate
     from memprof.commands.parse import parse
     from memprof.commands.run import run
 
-    for command in (run, compare, estimate, analyze, check, parse):
+    for command in (run, compare, estimate, analyze, check, diff, parse):
         app.command()(handle_errors(reflowed(with_option_groups(command))))
 
 

@@ -13,11 +13,19 @@ cannot print a line of its own (a forged ``memprof gate: passed``).
 
 Verdicts depend only on the integer byte counts in the report, so the same numbers always
 give the same answer (``memprof check`` on a saved report agrees with ``memprof run``).
+
+A violation explains itself where the runs were explained (:class:`Explanation`): growth over
+a baseline, or of the compiled peak over the eager one, lists what grew at the peak (the
+at-peak diff's summary and its largest contributors by category, module, phase, line and op,
+from the baseline's own at-peak entries); a budget lists the largest entries at the peak. A
+baseline saved without them says so, and the gate stands on the numbers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from memprof.errors import InputError, UsageError, brief, param, param_if_any
@@ -34,6 +42,8 @@ BUDGET_EXAMPLE = "'800MB' (every run) or 'eager=1GB,compile=100MB'"
 
 # The kinds of violation, in the order the summary lists them.
 KINDS = ("budget", "baseline", "compile", "failed")
+
+_LINE_LIMIT = 1000  # an explanation's heading quotes names (a summary of modules and lines)
 
 
 @dataclass(frozen=True)
@@ -111,15 +121,57 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class Contributor:
+    """One row of an explanation: ``bytes`` (a change when ``signed``) of a category, made by a
+    module in a phase, on a line (with its text), by an op (each empty when unknown)."""
+
+    bytes: int
+    signed: bool
+    category: str
+    module: str = ""
+    phase: str = ""
+    source: str = ""
+    source_text: str = ""
+    op: str = ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a violation's run holds at its peak, or what grew there: a ``heading`` (what the
+    rows are, or why there are none), its largest ``rows``, and ``more`` (what is left out)."""
+
+    heading: str
+    rows: tuple[Contributor, ...] = ()
+    more: str = ""
+
+    def lines(self) -> list[str]:
+        """The heading, one line per row (columns aligned), and what is left out, each indented
+        two spaces."""
+        cells = [contributor_cells(row) for row in self.rows]
+        widths = [max((len(row[i]) for row in cells), default=0) for i in range(3)]
+        rows = [
+            "  ".join(
+                [row[0].rjust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2])]
+                + [cell for cell in row[3:] if cell]
+            ).rstrip()
+            for row in cells
+        ]
+        said = [one_line(self.heading, _LINE_LIMIT), *rows, *([self.more] if self.more else [])]
+        return [f"  {line}" for line in said]
+
+
+@dataclass(frozen=True)
 class Violation:
     """One failed check. ``kind`` is budget, baseline, compile or failed; ``subject`` the run
-    (``eager``) or op (``eager op aten::sum``); ``line`` the message."""
+    (``eager``) or op (``eager op aten::sum``); ``line`` the message; ``explanation`` what the
+    run holds at its peak or what grew there (None for ops and failed runs)."""
 
     kind: str
     subject: str
     peak_bytes: int
     limit_bytes: int
     line: str
+    explanation: Explanation | None = None
 
 
 @dataclass
@@ -145,11 +197,20 @@ class GateResult:
         detail = ", ".join(f"{kind} {n}" for kind, n in counts.items() if n)
         return f"memprof gate: FAILED, {_plural(len(self.violations), 'violation')} ({detail})"
 
+    def violation_lines(self) -> list[str]:
+        """Each violation's line, then its explanation's lines (indented)."""
+        return [
+            line
+            for v in self.violations
+            for line in (v.line, *(v.explanation.lines() if v.explanation is not None else ()))
+        ]
+
     def lines(self) -> list[str]:
-        """Everything to print, in order: warnings, violations, improvements, the summary."""
+        """Everything to print, in order: warnings, violations (each with its explanation),
+        improvements, the summary."""
         return [
             *(f"warning: {w}" for w in self.warnings),
-            *(v.line for v in self.violations),
+            *self.violation_lines(),
             *(f"improved: {i}" for i in self.improvements),
             self.summary(),
         ]
@@ -244,7 +305,9 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
         if run.peak_bytes > limit:
             peak, limit_text = _sizes(run.peak_bytes, limit)
             line = f"{one_line(label)} peak {peak} exceeds budget {limit_text}{_by(run.peak_bytes, limit)}"
-            result.violations.append(Violation("budget", label, run.peak_bytes, limit, line))
+            result.violations.append(
+                Violation("budget", label, run.peak_bytes, limit, line, largest_at_peak(run))
+            )
 
     if config.baseline is not None:
         _check_baseline(report, ok, config, result)
@@ -261,8 +324,9 @@ def evaluate(report: Report, config: GateConfig) -> GateResult:
                 f"{eager_text}{by}"
                 f" (tolerance {format_tolerance(config.tolerance)}): torch.compile does not save memory"
             )
+            explanation = growth(eager, compiled, (eager.label, compiled.label), whose="run")
             result.violations.append(
-                Violation("compile", compiled.label, compiled.peak_bytes, eager.peak_bytes, line)
+                Violation("compile", compiled.label, compiled.peak_bytes, eager.peak_bytes, line, explanation)
             )
     return result
 
@@ -310,7 +374,14 @@ def _check_baseline(report: Report, ok: dict[str, RunResult], config: GateConfig
             result.warnings.append(f"run {_quoted(label)} has no baseline; not compared")
             continue
         shown = one_line(label)
-        _compare(result, f"{shown} peak", run.peak_bytes, base.peak_bytes, tolerance)
+        _compare(
+            result,
+            f"{shown} peak",
+            run.peak_bytes,
+            base.peak_bytes,
+            tolerance,
+            partial(growth, base, run, ("the baseline", label)),
+        )
         if config.per_op:
             base_ops = _op_peaks(base)
             if _kernels_uncounted(base) != _kernels_uncounted(run):
@@ -361,7 +432,14 @@ def grew_beyond(peak: int, base: int, tolerance: float, *, relative_to: int | No
     return (peak - base) * _PARTS > round(tolerance * _PARTS) * reference
 
 
-def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: float) -> None:
+def _compare(
+    result: GateResult,
+    what: str,
+    peak: int,
+    base: int,
+    tolerance: float,
+    explain: Callable[[], Explanation | None] | None = None,
+) -> None:
     result.checks += 1
     tol = format_tolerance(tolerance)
     if grew_beyond(peak, base, tolerance):
@@ -371,7 +449,10 @@ def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: flo
             by = f" by {format_bytes(peak)}"
         peak_text, base_text = _sizes(peak, base)
         line = f"{what} {peak_text} exceeds baseline {base_text}{by} (tolerance {tol})"
-        result.violations.append(Violation("baseline", what.removesuffix(" peak"), peak, base, line))
+        explanation = explain() if explain is not None else None
+        result.violations.append(
+            Violation("baseline", what.removesuffix(" peak"), peak, base, line, explanation)
+        )
     elif grew_beyond(base, peak, tolerance, relative_to=base):
         drop = (base - peak) / base * 100
         peak_text, base_text = _sizes(peak, base)
@@ -379,3 +460,72 @@ def _compare(result: GateResult, what: str, peak: int, base: int, tolerance: flo
             f"{what} {peak_text} is {drop:.1f}% below baseline {base_text}; "
             "save a new baseline to keep the gain"
         )
+
+
+# ---- explanations -------------------------------------------------------------------------------
+
+EXPLAINED_ROWS = 5
+"""How many contributors (or entries at the peak) a violation lists."""
+
+
+def contributor_cells(row: Contributor) -> tuple[str, str, str, str, str]:
+    """``+8.0 MiB``, ``temporary``, ``GPT (backward)``, ``gpt.py:109 loss = F.cross_entropy(…``,
+    ``aten::mm``: each one short line, whatever the names hold (empty where unknown)."""
+    from memprof.report.rows import module_text
+
+    line = f"{one_line(row.source, 80)} {one_line(row.source_text, 40)}".strip() if row.source else ""
+    return (
+        format_bytes(row.bytes, signed=row.signed),
+        one_line(row.category),
+        one_line(module_text(row.module, row.phase), 80),
+        line,
+        one_line(row.op, 80),
+    )
+
+
+def largest_at_peak(run: RunResult) -> Explanation | None:
+    """The largest entries live at ``run``'s peak (None when it was not explained)."""
+    at_peak = run.at_peak
+    if at_peak is None:
+        return None
+    rows = tuple(
+        Contributor(e.bytes, False, e.category, e.module, e.phase, e.source, e.source_text, e.op)
+        for e in at_peak.entries[:EXPLAINED_ROWS]
+    )
+    rest = len(at_peak.entries[EXPLAINED_ROWS:]) + len(at_peak.unattributed)
+    left = sum(e.bytes for e in at_peak.entries[EXPLAINED_ROWS:]) + sum(u.bytes for u in at_peak.unattributed)
+    entries = "entry" if rest == 1 else "entries"
+    more = f"... {rest} more {entries}, {format_bytes(left)} in all" if rest else ""
+    heading = f"largest at the peak (footprint {format_bytes(at_peak.footprint_bytes)}):"
+    return Explanation(heading, rows, more)
+
+
+def growth(
+    base: RunResult, run: RunResult, labels: tuple[str, str], *, whose: str = "the baseline's run"
+) -> Explanation:
+    """What grew between ``base``'s peak and ``run``'s: the at-peak diff's summary and its
+    largest contributors; where either was not explained, why the gate stands on the numbers."""
+    from memprof.analysis.peak_diff import contributors, diff_at_peak
+
+    if base.at_peak is None:
+        again = "save a new baseline" if whose != "run" else "profile it again"
+        return Explanation(
+            f"{whose} {_quoted(base.label)} has no at-peak entries (profiled without explaining, or saved by "
+            f"an older memprof): gated on the numbers only; {again} to see what grew"
+        )
+    if run.at_peak is None:
+        return Explanation(
+            f"run {_quoted(run.label)} was not explained: gated on the numbers only"
+        )
+    diff = diff_at_peak(base, run, labels)
+    assert diff is not None and base.at_peak is not None and run.at_peak is not None
+    grew = [row for row in contributors(base.at_peak, run.at_peak) if row.delta_bytes > 0]
+    rows = tuple(
+        Contributor(r.delta_bytes, True, r.category, r.module, r.phase, r.source, r.source_text, r.op)
+        for r in grew[:EXPLAINED_ROWS]
+    )
+    rest = grew[EXPLAINED_ROWS:]
+    grown = format_bytes(sum(r.delta_bytes for r in rest), signed=True)
+    rows_word = "row" if len(rest) == 1 else "rows"
+    more = f"... {len(rest)} more {rows_word} that grew, {grown} in all" if rest else ""
+    return Explanation(f"what grew: {diff.summary}", rows, more)

@@ -16,7 +16,9 @@ torch's own warnings and log records stay out of a failed test's output:
   second call in a test with ``<test id>-2.json``, ...) within ``--memprof-tolerance``
   (default 5%); ``--memprof-save-baseline`` writes those files instead of comparing.
 
-A failure shows the violation lines, the top ops of each run and the gate's summary line.
+A failure shows the violation lines, each with what explains it (what grew at the peak over the
+baseline, or the largest entries at the peak over a budget), the top ops of each run and the
+gate's summary line.
 """
 
 from __future__ import annotations
@@ -182,9 +184,6 @@ def _marker_options(node: pytest.Item) -> tuple[int | None, str]:
     pytest.fail(f"@pytest.mark.memprof: peak: {message}", pytrace=False)
 
 
-_TOP_AT_PEAK = 3
-
-
 def _top_ops(report: Report) -> list[str]:
     from memprof.report.rows import run_rows
     from memprof.units import format_bytes
@@ -197,15 +196,6 @@ def _top_ops(report: Report) -> list[str]:
             f"{op.name} {format_bytes(op.peak_bytes)}" for op in run_rows(run, "peak", _TOP_OPS)
         )
         lines.append(f"top ops of {label} by peak: {listed or '(none)'}")
-        if run.at_peak is not None:
-            # What the call made that is live at its peak, where: the first thing to look at.
-            made = [e for e in run.at_peak.entries if not e.before_call][:_TOP_AT_PEAK]
-            largest = ", ".join(
-                f"{format_bytes(e.bytes)} {e.category} at {e.source or 'no line'}"
-                + (f" ({e.op})" if e.op else "")
-                for e in made
-            )
-            lines.append(f"largest at the peak of {label}: {largest or '(nothing made by the call)'}")
     return lines
 
 
@@ -268,7 +258,7 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         for warning in result.warnings:
             warnings.warn(MemprofWarning(visible(warning)), stacklevel=2)
         if not result.passed:
-            lines = [v.line for v in result.violations] + _top_ops(report) + [result.summary()]
+            lines = [*result.violation_lines(), *_top_ops(report), result.summary()]
             pytest.fail(visible("\n".join(lines)), pytrace=False)
         return report
 

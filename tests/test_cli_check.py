@@ -41,11 +41,28 @@ def test_budget_exceeded_exits_1_with_the_line() -> None:
 def test_growth_over_baseline_per_run_exits_1() -> None:
     result = check(str(DATA / "grown.json"), "--baseline", str(DATA / "base.json"), "--tolerance", "2%")
     assert result.exit_code == 1
+    # The baseline was saved without at-peak entries: each violation says so.
+    unexplained = (
+        "  the baseline's run '{}' has no at-peak entries (profiled without explaining, or saved by an older "
+        "memprof): gated on the numbers only; save a new baseline to see what grew"
+    )
     assert result.stdout.splitlines() == [
         "eager peak 834.0 MiB exceeds baseline 795.4 MiB by 4.9% (tolerance 2%)",
+        unexplained.format("eager"),
         "compile peak 2.0 MiB exceeds baseline 1.9 MiB by 5.0% (tolerance 2%)",
+        unexplained.format("compile"),
         "memprof gate: FAILED, 2 violations (baseline 2)",
     ]
+
+
+def test_growth_over_an_explained_baseline_says_what_grew() -> None:
+    result = check(str(DATA / "gpt-batch4.json"), "--baseline", str(DATA / "gpt-batch2.json"))
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "eager peak 17.2 MiB exceeds baseline 6.8 MiB by 151.7% (tolerance 5%)"
+    assert lines[1].startswith("  what grew: +10.4 MiB at the peak (21.0 MiB -> 31.4 MiB): ")
+    assert "memprof/examples/gpt.py:109 loss = F.cross_entropy(" in lines[2]
+    assert lines[-1] == "memprof gate: FAILED, 1 violation (baseline 1)"
 
 
 def test_growth_over_baseline_per_op_exits_1() -> None:

@@ -14,6 +14,12 @@ from memprof.cli import app
 DATA = Path(__file__).parent / "data" / "gate"
 TARGET = f"{DATA / 'workload.py'}:alloc"
 PEAK = 25 * 2**20  # the workload's one float32 tensor: 26,214,400 bytes
+# What a budget's violation lists under its line: the one entry live at the peak, on its line.
+LARGEST = [
+    "  largest at the peak (footprint 25.0 MiB):",
+    f"  25.0 MiB  temporary  -  {(DATA / 'workload.py').relative_to(Path.cwd())}:9 "
+    "return torch.empty(NBYTES // 4, dtype=to…  aten::empty",
+]
 
 
 def invoke(*args: str):
@@ -35,6 +41,7 @@ def test_budget_exceeded_exits_1_after_writing_the_report(tmp_path: Path) -> Non
     assert result.exit_code == 1
     assert gate_lines(result.stdout) == [
         "eager peak 25.0 MiB exceeds budget 20.0 MiB by 25.0%",
+        *LARGEST,
         "memprof gate: FAILED, 1 violation (budget 1)",
     ]
     assert json.loads(report.read_text())["runs"]["eager"]["peak_bytes"] == PEAK
@@ -69,6 +76,8 @@ def test_baseline_growth_per_run_and_per_op_same_verdict_as_check(tmp_path: Path
     assert result.exit_code == 1
     expected = [
         "eager peak 25.0 MiB exceeds baseline 24.0 MiB by 4.2% (tolerance 2%)",
+        # The baseline's peak was edited, not its entries: at the peak, nothing changed.
+        "  what grew: nothing changed at the peak (25.0 MiB in both)",
         "eager op aten::empty peak 25.0 MiB exceeds baseline 24.0 MiB by 4.2% (tolerance 2%)",
         "memprof gate: FAILED, 2 violations (baseline 2)",
     ]
@@ -127,6 +136,7 @@ def test_the_same_gate_ten_times_gives_the_same_answer() -> None:
     assert outcomes == {
         (
             "eager peak 25.0 MiB exceeds budget 24.0 MiB by 4.2%",
+            *LARGEST,
             "memprof gate: FAILED, 1 violation (budget 1)",
         )
     }

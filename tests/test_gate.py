@@ -236,3 +236,105 @@ def test_same_inputs_same_verdict() -> None:
     config = GateConfig(baseline=load("base.json"), tolerance=0.02, per_op=True)
     lines = {tuple(evaluate(load("grown.json"), config).lines()) for _ in range(10)}
     assert len(lines) == 1
+
+
+# --- violations that explain themselves ------------------------------------------------------
+# gpt-batch2.json and gpt-batch4.json: the built-in GPT training step at batch 2 and 4, explained
+# (tests/test_cli_diff.py says how they were made): the logits and the cross-entropy's tensors
+# double with the batch, 2 MiB more each.
+
+
+def test_growth_over_a_baseline_lists_what_grew_at_the_peak() -> None:
+    result = evaluate(load("gpt-batch4.json"), GateConfig(baseline=load("gpt-batch2.json")))
+    (violation,) = result.violations
+    explanation = violation.explanation
+    assert explanation is not None
+    assert explanation.heading.startswith(
+        "what grew: +10.4 MiB at the peak (21.0 MiB -> 31.4 MiB): the backward of GPT +4.0 MiB of temporaries"
+    )
+    rows = [(r.bytes, r.category, r.module, r.phase, r.source, r.op) for r in explanation.rows[:4]]
+    cross_entropy, logits = "memprof/examples/gpt.py:109", "memprof/examples/gpt.py:108"
+    assert rows == [
+        (2 * MiB, "activation", "GPT", "forward", cross_entropy, "aten::_log_softmax"),
+        (2 * MiB, "temporary", "GPT", "backward", cross_entropy, "aten::_log_softmax_backward_data"),
+        (2 * MiB, "temporary", "GPT", "backward", cross_entropy, "aten::nll_loss_backward"),
+        (2 * MiB, "temporary", "lm_head", "forward", logits, "aten::mm"),
+    ]
+    lines = result.lines()
+    assert lines[0] == "eager peak 17.2 MiB exceeds baseline 6.8 MiB by 151.7% (tolerance 5%)"
+    assert lines[1] == f"  {explanation.heading}"
+    assert lines[5] == (
+        "    +2.0 MiB  temporary   lm_head         "
+        "memprof/examples/gpt.py:108 logits = self.lm_head(x)  aten::mm"
+    )
+    assert lines[7] == "  ... 20 more rows that grew, +2.1 MiB in all"
+    assert lines[-1] == "memprof gate: FAILED, 1 violation (baseline 1)"
+
+
+def test_a_baseline_without_at_peak_entries_is_gated_on_the_numbers_and_says_so() -> None:
+    result = evaluate(load("grown.json"), GateConfig(baseline=load("base.json"), tolerance=0.02))
+    assert [v.explanation.lines() for v in result.violations if v.explanation] == [
+        [
+            f"  the baseline's run '{label}' has no at-peak entries (profiled without explaining, or saved "
+            "by an older memprof): gated on the numbers only; save a new baseline to see what grew"
+        ]
+        for label in ("eager", "compile")
+    ]
+    # The same baseline when this run is the one not explained.
+    explained = load("gpt-batch4.json")
+    bare = replace(explained, runs={"eager": replace(explained.runs["eager"], at_peak=None)})
+    (violation,) = evaluate(bare, GateConfig(baseline=load("gpt-batch2.json"))).violations
+    assert violation.explanation is not None
+    assert violation.explanation.heading == (
+        "run 'eager' was not explained: gated on the numbers only"
+    )
+
+
+CROSS_ENTROPY = "memprof/examples/gpt.py:109 loss = F.cross_entropy(logits.view(-1, l…"
+
+
+def test_a_budget_lists_the_largest_entries_at_the_peak() -> None:
+    result = evaluate(load("gpt-batch4.json"), GateConfig(budgets=parse_budget("16MB")))
+    assert result.lines() == [
+        "eager peak 17.2 MiB exceeds budget 16.0 MiB by 7.6%",
+        "  largest at the peak (footprint 31.4 MiB):",
+        "  4.0 MiB  optimizer_state  tok_emb",
+        "  4.0 MiB  activation       GPT             "
+        f"{CROSS_ENTROPY}  aten::_log_softmax",
+        f"  4.0 MiB  temporary        GPT (backward)  {CROSS_ENTROPY}  aten::_log_softmax_backward_data",
+        f"  4.0 MiB  temporary        GPT (backward)  {CROSS_ENTROPY}  aten::nll_loss_backward",
+        "  4.0 MiB  temporary        lm_head         memprof/examples/gpt.py:108 logits = self.lm_head(x)"
+        "  aten::mm",
+        "  ... 99 more entries, 11.4 MiB in all",
+        "memprof gate: FAILED, 1 violation (budget 1)",
+    ]
+
+
+def test_explanation_lines_stay_one_line_whatever_the_names_hold() -> None:
+    report = load("gpt-batch4.json")
+    run = report.runs["eager"]
+    assert run.at_peak is not None
+    entries = tuple(
+        replace(e, module="evil\nmemprof gate: passed", source_text="x\r\ny") for e in run.at_peak.entries
+    )
+    hostile = replace(report, runs={"eager": replace(run, at_peak=replace(run.at_peak, entries=entries))})
+    result = evaluate(hostile, GateConfig(budgets=parse_budget("1MB"), baseline=load("gpt-batch2.json")))
+    for line in result.lines():
+        assert "\n" not in line and "\r" not in line
+    assert not any(line.startswith("memprof gate: passed") for line in result.lines())
+
+
+def test_the_markdown_summary_shows_the_gate_first_with_what_grew() -> None:
+    from memprof.report.markdown import render_markdown
+
+    report = load("gpt-batch4.json")
+    result = evaluate(report, GateConfig(baseline=load("gpt-batch2.json")))
+    text = render_markdown(report, gate=result)
+    assert text.index("### memprof gate: FAILED, 1 violation (baseline 1)") < text.index("| run |")
+    assert "**eager peak 17.2\u00a0MiB exceeds baseline 6.8\u00a0MiB by 151.7% (tolerance 5%)**" in text
+    assert (
+        "| +2.0\u00a0MiB | activation | `GPT` | `memprof/examples/gpt.py:109` "
+        "`loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))` | "
+        "`aten::_log_softmax` |"
+    ) in text
+    assert "<sub>... 20 more rows that grew, +2.1\u00a0MiB in all</sub>" in text

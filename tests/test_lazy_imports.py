@@ -138,11 +138,15 @@ def test_parse_and_check_load_no_pandas(tmp_path: Path) -> None:
     # Both work on plain data: `parse` on memprof.table.ParsedTable, `check` on the report model.
     table = str(ROOT / "tests" / "data" / "cpu_memory.txt")
     report = str(ROOT / "tests" / "data" / "similarity.json")
+    gpt = [str(ROOT / "tests" / "data" / "gate" / f"gpt-batch{b}.json") for b in (2, 4)]
     runs = [
         ["parse", table],
         ["parse", table, "--csv", str(tmp_path / "t.csv"), "--json", str(tmp_path / "t.json")],
         ["check", report, "--budget", "1GB"],
-    ]
+        # `diff` of two explained reports, gated (the peak shrank: exit 0), with every file it writes.
+        ["diff", gpt[1], gpt[0], "--tolerance", "5%", "--markdown", str(tmp_path / "d.md"),
+         "--html", str(tmp_path / "d.html"), "--json", str(tmp_path / "d.json")],
+    ]  # fmt: skip
     assert pandas_or_torch_after_cli(runs) == []
     assert (tmp_path / "t.csv").read_text(encoding="utf-8").startswith("name,")
     assert pandas_or_torch_after_cli(runs[:1], first="import pandas") == ["pandas"]  # the probe sees it

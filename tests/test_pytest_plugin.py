@@ -108,8 +108,9 @@ def test_bad_peak(memprof_profile):
     result.stdout.fnmatch_lines(
         [
             "eager peak 25.0 MiB exceeds budget 20.0 MiB by 25.0%",
+            "  largest at the peak (footprint 25.0 MiB):",
+            f"  25.0 MiB  temporary  -  test_mem.py:{line} return torch.empty(25 ? 2??20 // 4)  aten::empty",
             "top ops of eager by peak: aten::empty 25.0 MiB",
-            f"largest at the peak of eager: 25.0 MiB temporary at test_mem.py:{line} (aten::empty)",
             "memprof gate: FAILED, 1 violation (budget 1)",
         ]
     )

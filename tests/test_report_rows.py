@@ -10,7 +10,7 @@ import pytest
 from conftest import PIPE_NAME
 
 from memprof.model import Report
-from memprof.pipeline import compared, load_report
+from memprof.pipeline import build_report, compared, load_report
 from memprof.report.html import render_html
 from memprof.report.markdown import render_markdown
 from memprof.report.rows import fused_rows, op_tables
@@ -164,3 +164,115 @@ def test_fused_kernels_are_listed_most_memory_first_and_cut_to_top() -> None:
     # The largest: the log-softmax of the logits, 8 x 64 tokens x 1000 classes of float32.
     assert largest == sorted(largest, reverse=True) and largest[0] == 8 * 64 * 1000 * 4
     assert fused_rows(report, 3) == rows[:3]
+
+
+# ---- a comparison's wrappers, folded into the op inside them ---------------------------------
+
+
+def wrapping(name: str, peak: int, wraps: tuple[str, ...] = (), self_bytes: int = 0):
+    from memprof.model.ops import OpStats
+
+    return OpStats(name, 1, self_bytes, peak, peak, peak, self_us=1.0, total_us=2.0, wraps=wraps)
+
+
+def test_wrappers_fold_into_the_op_inside_them_and_ranges_are_left_out() -> None:
+    from memprof.report.rows import FOLDED, WRAPPER, wrapper_reasons
+
+    mib = 1 << 20
+    linear = wrapping("aten::linear", 8 * mib, ("aten::matmul", "aten::mm"))
+    matmul = wrapping("aten::matmul", 8 * mib, ("aten::mm",))
+    mm = wrapping("aten::mm", 8 * mib, self_bytes=8 * mib)
+    clone = wrapping("aten::clone", mib, ("aten::empty_like", "aten::empty"), self_bytes=0)
+    empty = wrapping("aten::empty", mib, self_bytes=mib)
+    node = wrapping("LogSoftmaxBackward0", 4 * mib, ("aten::_log_softmax_backward_data",))
+    evaluate = wrapping("autograd::engine::evaluate_function: MmBackward0", 2 * mib)  # no chain recorded
+    mm_node = wrapping("MmBackward0", 2 * mib)  # two mm calls: no single op holds its peak
+    inner = wrapping("aten::_log_softmax_backward_data", 4 * mib, self_bytes=4 * mib)
+    step = wrapping("ProfilerStep#7", 9 * mib)
+    region = wrapping("[compiled region]", 5 * mib)
+    optimizer = wrapping("Optimizer.step#AdamW.step", 4 * mib)
+    old_region = wrapping("Torch-Compiled Region", 5 * mib)  # an older report's: it holds the bytes
+    ops = [
+        linear,
+        matmul,
+        mm,
+        clone,
+        empty,
+        node,
+        evaluate,
+        mm_node,
+        inner,
+        step,
+        region,
+        optimizer,
+        old_region,
+    ]
+    # linear ran in eager only (compiled code calls mm): folded all the same.
+    reasons = wrapper_reasons([(op.name, (op, None) if op is linear else (op, op)) for op in ops])
+    assert reasons == {
+        "aten::linear": FOLDED + "aten::mm",
+        "aten::matmul": FOLDED + "aten::mm",
+        "LogSoftmaxBackward0": FOLDED + "aten::_log_softmax_backward_data",
+        # The chain skips allocators: clone is the op, empty_like and empty its allocation.
+        "autograd::engine::evaluate_function: MmBackward0": WRAPPER,
+        "MmBackward0": WRAPPER,
+        "ProfilerStep#7": WRAPPER,
+        "[compiled region]": WRAPPER,
+        "Optimizer.step#AdamW.step": WRAPPER,
+    }
+    # Folded only where every run agrees on the op inside.
+    other = wrapping("aten::matmul", 8 * mib, ("aten::bmm",))
+    bmm = wrapping("aten::bmm", 8 * mib, self_bytes=8 * mib)
+    split = [("aten::matmul", (matmul, other)), ("aten::mm", (mm, None)), ("aten::bmm", (None, bmm))]
+    assert wrapper_reasons(split) == {}
+
+
+def test_a_comparison_table_leaves_wrappers_out_and_shows_them_with_their_chain_on_demand() -> None:
+    report = load_report(Path(__file__).parent / "data" / "gate" / "gpt-batch4.json")
+    small = load_report(Path(__file__).parent / "data" / "gate" / "gpt-batch2.json")
+    from memprof.analysis.diff import diff_runs
+
+    pair = build_report(target="t", runs={"b2": replace_label(small.runs["eager"], "b2"),
+                                          "b4": replace_label(report.runs["eager"], "b4")})  # fmt: skip
+    assert pair.diff is not None
+    (table,) = op_tables(pair, "peak", 15)
+    names = [op.name for op in table.rows]
+    assert "aten::linear" not in names and "aten::mm" in names
+    assert not any(name.startswith(("autograd::", "Optimizer.")) for name in names)
+    assert ("aten::linear", "aten::mm") in table.left_out.folded
+    assert "aten::linear, aten::matmul (folded into aten::mm)" in table.left_out.sentence()
+    (shown,) = op_tables(pair, "peak", 40, chains=True)
+    assert shown.chains["aten::linear"] == "-> aten::matmul -> aten::mm"
+    assert shown.chains["Optimizer.step#AdamW.step"] == "wrapper range"
+    assert "aten::linear" in [op.name for op in shown.rows]
+    text = render_terminal(pair, top=40, chains=True)
+    assert "    -> aten::matmul -> aten::mm" in text.splitlines()
+    assert (
+        diff_runs(pair.runs["b2"], pair.runs["b4"]).op_diffs == pair.diff.op_diffs
+    )  # the JSON keeps every op
+
+
+def replace_label(run, label: str):
+    import dataclasses
+
+    return dataclasses.replace(run, label=label)
+
+
+def test_an_op_records_the_ops_its_peak_was_wholly_inside() -> None:
+    import torch
+
+    import memprof
+
+    def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, w)  # no bias: linear -> matmul -> mm
+
+    report = memprof.profile(
+        project, torch.randn(256, 128), torch.randn(512, 128), time_budget=0, explain=False
+    )
+    ops = {op.name: op for op in report.runs["eager"].op_stats}
+    assert ops["aten::linear"].wraps == ("aten::matmul", "aten::mm")
+    assert ops["aten::matmul"].wraps == ("aten::mm",)
+    assert ops["aten::mm"].wraps == () and ops["aten::mm"].peak_bytes == 256 * 512 * 4
+    assert "wraps" not in [
+        key for op in report.to_dict()["runs"]["eager"]["ops"] if not op.get("wraps") for key in op
+    ]

@@ -226,9 +226,11 @@ def _raise(error: BaseException):
 
 
 def test_ctrl_c_after_the_outputs_were_written_says_which(runner, tmp_path, monkeypatch):
-    import memprof.gate
+    import memprof.commands.common
 
-    monkeypatch.setattr(memprof.gate, "evaluate", _raise(KeyboardInterrupt()))
+    # The gate is evaluated first (the Markdown summary shows it), its verdict printed after the
+    # files are written: Ctrl-C there.
+    monkeypatch.setattr(memprof.commands.common, "report_gate", _raise(KeyboardInterrupt()))
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps({"traceEvents": [_memory_event(0, 100)]}))
     out = tmp_path / "r.json"

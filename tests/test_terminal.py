@@ -97,12 +97,13 @@ def test_narrow_terminals_get_fewer_columns_shortened_names_and_notes_under_thei
     op_header = "op                                            peak eager  peak compile     delta"
     assert "self eager" in wide and op_header in narrow.splitlines()
     assert "(left out at 80 columns: self eager, self compile)" in narrow
-    # A long op name keeps both ends.
+    # A long op name keeps both ends (autograd's ranges are shown with --op-chains).
     long_name = "autograd::engine::evaluate_function: LogSoftmaxBackward0"
-    assert long_name in render_terminal(report, width=200, top=40)
+    assert long_name in render_terminal(report, width=200, top=40, chains=True)
+    assert long_name not in render_terminal(report, width=200, top=40)
     shortened = next(
         line.split("  ")[0]
-        for line in render_terminal(report, width=80, top=40).splitlines()
+        for line in render_terminal(report, width=80, top=40, chains=True).splitlines()
         if line.startswith("autograd::engine:") and line.split("  ")[0].endswith("LogSoftmaxBackward0")
     )
     assert ELLIPSIS in shortened and len(shortened) < len(long_name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from memprof.analysis.peak_diff import diff_at_peak
 from memprof.model.diff import BASE_ONLY, BOTH, OTHER_ONLY, OpDiff, RunDiff
 from memprof.model.timing import iqr
 from memprof.names import aten_names
@@ -87,4 +88,5 @@ def diff_runs(base: RunResult, other: RunResult) -> RunDiff:
         base_wall_iqr_ms=iqr(base.wall_ms_all),
         other_wall_iqr_ms=iqr(other.wall_ms_all),
         op_diffs=tuple(rows),
+        at_peak=diff_at_peak(base, other),
     )

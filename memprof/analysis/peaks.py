@@ -192,6 +192,10 @@ def _op_frame(
         groups = len(names)
         peak = np.zeros(groups, dtype=np.int64)
         np.maximum.at(peak, group, rise)
+        start_live = np.concatenate(([0], np.cumsum(deltas, dtype=np.int64)))[
+            np.searchsorted(times, raw.op_start, side="left")
+        ]
+        wraps = _wraps(parent, rise, start_live, group, [str(name) for name in names])
         columns = zip(
             [str(name) for name in names],
             np.bincount(group, minlength=groups).tolist(),
@@ -201,6 +205,7 @@ def _op_frame(
             peak.tolist(),
             np.bincount(group, weights=duration - child_time, minlength=groups).tolist(),
             np.bincount(group, weights=duration, minlength=groups).tolist(),
+            wraps,
             strict=True,
         )
         ops = [OpStats(*row) for row in columns]
@@ -225,6 +230,36 @@ def _op_frame(
                 )
             )
     return tuple(ops)
+
+
+_CHAIN_LIMIT = 16
+
+
+def _wraps(
+    parent: np.ndarray, rise: np.ndarray, start_live: np.ndarray, group: np.ndarray, names: list[str]
+) -> list[tuple[str, ...]]:
+    """For each op name, the ops its call of highest peak only wraps: a child that started
+    with the same bytes live and rose as high holds all of that peak, and so on inward (at
+    most :data:`_CHAIN_LIMIT`). Empty when the peak is the op's own."""
+    count = len(parent)
+    inner = np.full(count, -1, dtype=np.int64)
+    kids = np.flatnonzero((parent >= 0) & (rise > 0))
+    if len(kids):
+        outer = parent[kids]
+        same = (rise[kids] == rise[outer]) & (start_live[kids] == start_live[outer])
+        inner[outer[same]] = kids[same]
+    # Each name's first call of highest peak: sorted by name, then highest peak, then order.
+    order = np.lexsort((np.arange(count), -rise, group))
+    firsts = order[np.concatenate(([True], group[order][1:] != group[order][:-1]))]
+    chains: list[tuple[str, ...]] = [() for _ in names]
+    for call in firsts[inner[firsts] >= 0].tolist():
+        chain: list[str] = []
+        at = call
+        while inner[at] >= 0 and len(chain) < _CHAIN_LIMIT:
+            at = int(inner[at])
+            chain.append(names[group[at]])
+        chains[group[call]] = tuple(chain)
+    return chains
 
 
 def _int_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:

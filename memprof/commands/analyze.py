@@ -60,7 +60,7 @@ def analyze(
     Example: memprof analyze oom.pickle --expandable-segments
     """
     from memprof.api import analyze
-    from memprof.commands.common import report_gate, status_printer, write_outputs
+    from memprof.commands.common import status_printer, write_and_gate
     from memprof.report.terminal import print_terminal
 
     if output.table_path is not None:
@@ -75,12 +75,8 @@ def analyze(
     )
     if config.active:
         config.budgets.check_labels(list(report.runs))
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
-    write_outputs(report, files, rank=output.rank)
-    if config.active:
-        from memprof.gate import evaluate
-
-        report_gate(evaluate(report, config))
+    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank, chains=output.op_chains)
+    write_and_gate(report, files, config, rank=output.rank)
 
 
 def _recordings(paths: list[Path], baseline: Path | None) -> list[tuple[str, Path | None]]:

@@ -91,18 +91,49 @@ def report_hidden(report: Report) -> None:
         err(f"memprof: {line}")
 
 
-def write_outputs(report: Report, files: dict[str, Path], *, rank: int | None = None) -> None:
+def write_outputs(
+    report: Report, files: dict[str, Path], *, rank: int | None = None, gate: GateResult | None = None
+) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
     behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
-    several ranks details (Markdown, HTML)."""
+    several ranks details (Markdown, HTML); ``gate``: the gate's result, which the Markdown
+    summary shows first."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
     rendered = {
-        path: renderer("json" if fmt == "baseline" else fmt, rank=rank)(report) for fmt, path in files.items()
+        path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate)(report)
+        for fmt, path in files.items()
     }
     atomic_write_texts(list(rendered.items()))
+
+
+def write_and_gate(
+    report: Report,
+    files: dict[str, Path],
+    config: GateConfig,
+    *,
+    rank: int | None = None,
+    gated: Report | None = None,
+) -> None:
+    """Apply the gate (when active) to ``gated`` (default: ``report``), write ``report``'s files
+    (the Markdown summary with the gate's verdict), then print the gate's lines and raise
+    :class:`GateFailed` when it failed. A gate that cannot be applied (exit 2) is raised after
+    the files are written."""
+    result, problem = None, None
+    if config.active:
+        from memprof.gate import evaluate
+
+        try:
+            result = evaluate(gated or report, config)
+        except MemprofError as error:
+            problem = error
+    write_outputs(report, files, rank=rank, gate=result)
+    if problem is not None:
+        raise problem
+    if result is not None:
+        report_gate(result)
 
 
 def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
@@ -158,17 +189,12 @@ def profile_and_report(
         report, failure = error.report, error
     if not output.quiet:
         report_hidden(report)
-    print_terminal(report, sort=output.sort.value, top=output.top)
+    print_terminal(report, sort=output.sort.value, top=output.top, chains=output.op_chains)
+    if failure is None:
+        write_and_gate(report, files, gate)
+        return report
     try:
         write_outputs(report, files)
     except MemprofError as error:
-        if failure is None:
-            raise
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
-    if failure is not None:
-        raise failure
-    if gate.active:
-        from memprof.gate import evaluate
-
-        report_gate(evaluate(report, gate))
-    return report
+    raise failure

@@ -168,7 +168,7 @@ def run_rank(
 
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
+    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank, chains=output.op_chains)
     write_outputs(report, merged, rank=output.rank)
     failed = [run for run in report.runs.values() if run.failed]
     if failed:

@@ -165,7 +165,7 @@ def estimate(
         warmup=warmup,
         status=status_printer(output.quiet),
     )
-    print_terminal(report, sort=output.sort.value, top=output.top)
+    print_terminal(report, sort=output.sort.value, top=output.top, chains=output.op_chains)
     write_outputs(report, files)
     _gate(report, config)
 

@@ -177,6 +177,15 @@ Top = Annotated[
     int,
     typer.Option("--top", min=1, help="How many ops to show in the terminal.", rich_help_panel=REPORTS_PANEL),
 ]
+OpChains = Annotated[
+    bool,
+    typer.Option(
+        "--op-chains",
+        help="In ops side by side, show the wrappers folded into the op inside them (aten::linear -> "
+        "aten::matmul -> aten::mm, autograd's and the compiled region's ranges), each with what it wraps.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
+]
 Quiet = Annotated[
     bool, typer.Option("-q", "--quiet", help="No status lines on stderr.", rich_help_panel=REPORTS_PANEL)
 ]
@@ -335,6 +344,7 @@ class OutputOptions(OptionGroup):
     table_path: TablePath = None
     sort: SortOption = Sort.peak
     top: Top = 15
+    op_chains: OpChains = False
     quiet: Quiet = False
     verbose: Verbose = False
     rank: RankOption = None

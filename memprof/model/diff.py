@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import fields
 from memprof.model.ops import OP_COLUMNS, OpStats
+from memprof.model.peak_diff import AtPeakDiff
 from memprof.model.timing import within_noise
 from memprof.units import format_bytes, format_ms, format_percent
 
@@ -59,7 +60,8 @@ class OpDiff:
 class RunDiff:
     """``other`` compared with ``base``: their peaks and wall times, and one :class:`OpDiff` per
     op name in ``op_diffs`` (largest peak in either run first). ``verdict``, ``summary`` and the
-    ratios are derived from those numbers."""
+    ratios are derived from those numbers. ``at_peak``: what is live at each peak, compared
+    (:mod:`memprof.analysis.peak_diff`), when both runs were explained."""
 
     base: str = fields.text(required=True)
     other: str = fields.text(required=True)
@@ -77,6 +79,7 @@ class RunDiff:
     wall_ratio: float | None = fields.ratio(init=False)
     summary: str = fields.text(init=False, default="")
     op_diffs: tuple[OpDiff, ...] = fields.items(OpDiff, key="ops")
+    at_peak: AtPeakDiff | None = fields.optional(AtPeakDiff)
 
     def __post_init__(self) -> None:
         derived = {

@@ -22,6 +22,10 @@ class OpStats:
     its calls, children included); ``allocated_bytes`` (all bytes allocated inside its calls);
     ``peak_bytes`` (the largest rise of live bytes during one call above live at its start);
     ``self_us``/``total_us`` (CPU time, microseconds, profiler on; NaN when unknown).
+    ``wraps``: the ops (outermost first) its peak is wholly inside, when its call of highest
+    peak only wrapped another that started where it did and rose as high (``aten::linear`` ->
+    ``aten::matmul``, ``aten::mm``); empty when its peak is its own (or in reports written
+    before memprof stored it).
     """
 
     name: str = fields.text(required=True)
@@ -32,6 +36,7 @@ class OpStats:
     peak_bytes: int = fields.size()
     self_us: float = fields.number()
     total_us: float = fields.number()
+    wraps: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda op: not op.wraps)
 
 
 OP_COLUMNS = (
@@ -75,7 +80,7 @@ def ops_frame(ops: Sequence[OpStats]) -> pd.DataFrame:
     """The ops as a DataFrame with :data:`OP_COLUMNS` (int64 calls and bytes, float times)."""
     import pandas as pd
 
-    frame = pd.DataFrame([astuple(op) for op in ops], columns=list(OP_COLUMNS))
+    frame = pd.DataFrame([astuple(op)[: len(OP_COLUMNS)] for op in ops], columns=list(OP_COLUMNS))
     for column in OP_COLUMNS:
         if column == "name":
             frame[column] = frame[column].astype(object)

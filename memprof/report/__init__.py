@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from memprof.gate import GateResult
     from memprof.model import Report
 
 # The file names of every format when a folder is given for all of them.
@@ -31,11 +32,11 @@ def render_torch_tables(report: Report) -> str:
     )
 
 
-def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
+def renderer(fmt: str, *, rank: int | None = None, gate: GateResult | None = None) -> Callable[[Report], str]:
     """The render function of a format: json, csv (per op), at_peak_csv (what is live at each
     peak), markdown, html, table (torch's tables).
     ``rank``: which rank of a report of several ranks Markdown and HTML detail (default: the
-    highest peak's)."""
+    highest peak's); ``gate``: the memory gate's result, which Markdown shows first."""
     if fmt == "json":
         return lambda report: report.to_json()
     if fmt == "table":
@@ -55,7 +56,7 @@ def renderer(fmt: str, *, rank: int | None = None) -> Callable[[Report], str]:
     if fmt == "markdown":
         from memprof.report.markdown import render_markdown
 
-        return lambda report: render_markdown(report, rank=rank)
+        return lambda report: render_markdown(report, rank=rank, gate=gate)
     if fmt == "html":
         from memprof.report.html import render_html
 

@@ -31,6 +31,7 @@ from memprof.model.timing import format_spread, format_wall
 from memprof.report import estimate, recorded
 from memprof.report.chart import CHART_CSS, CHART_JS, Bar, Series, bar_chart, peak_time_ms, timeline_chart
 from memprof.report.layout import shorten
+from memprof.report.peak_diff_html import peak_change_html
 from memprof.report.peak_html import CSS as PEAK_CSS
 from memprof.report.peak_html import JS as PEAK_JS
 from memprof.report.peak_html import at_peak_section
@@ -217,7 +218,8 @@ def _hidden_attrs(name: str, hidden: dict[str, str]) -> str:
 def _filter_controls(hidden: dict[str, str]) -> str:
     toggle = (
         f'<label><input type="checkbox" class="mp-show-quiet"> show {len(hidden)} more op'
-        f"{'s' if len(hidden) > 1 else ''} (no memory activity, or repeating an op they call)</label>"
+        f"{'s' if len(hidden) > 1 else ''} (no memory activity, repeating or wrapping an op they "
+        "call)</label>"
         if hidden
         else ""
     )
@@ -562,7 +564,8 @@ def render_html(
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
     Sections (ids), each only when it has something to show: summary, verdict, runs, timeline
-    (the interactive chart), at-peak (what is live at each explained run's peak: the timeline
+    (the interactive chart), peak-diff (what changed at the peak between the first two runs,
+    when both were explained), at-peak (what is live at each explained run's peak: the timeline
     stacked by category, an icicle, tables; a line saying so when no run was explained), ops
     (sortable, filterable tables: every op unless ``top`` is given; ops without memory activity
     or repeating an op they call behind a toggle), fused, notes, torch-table (torch's own table,
@@ -585,7 +588,7 @@ def render_html(
         + (
             _estimate_runs(report) + _estimate(report)
             if estimate.is_estimate(report)
-            else _runs(report) + _timeline(report) + at_peak_section(report)
+            else _runs(report) + _timeline(report) + peak_change_html(detail) + at_peak_section(report)
         )
         + _ops(detail, top)
         + _fused(detail)

@@ -50,7 +50,9 @@ from memprof.text import visible
 from memprof.units import format_bytes, format_ms, format_seconds
 
 if TYPE_CHECKING:
+    from memprof.gate import Explanation, GateResult
     from memprof.model import Report, RunResult
+    from memprof.model.diff import RunDiff
 
 TOP_OPS = 10
 
@@ -326,19 +328,23 @@ def _notes(report: Report) -> list[str]:
     return ["### Notes", "", *notes, ""] if notes else []
 
 
-def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = None) -> str:
+def render_markdown(
+    report: Report, top: int = TOP_OPS, *, rank: int | None = None, gate: GateResult | None = None
+) -> str:
     """The Markdown summary of ``report``: the ``top`` ops by peak (both runs when comparing).
     A report of several ranks starts with every rank's row and their imbalance, then details
-    one rank's runs (the highest peak's, or ``rank``); its notes cover every rank."""
+    one rank's runs (the highest peak's, or ``rank``); its notes cover every rank. ``gate``:
+    the memory gate's result, shown first (each violation with what explains it)."""
     if report.recorded:
-        return render_recorded_markdown(report, top, rank=rank)
+        return _with_gate(render_recorded_markdown(report, top, rank=rank), gate)
     if estimate.is_estimate(report):
-        return render_estimate_markdown(report, top)
+        return _with_gate(render_estimate_markdown(report, top), gate)
     torch_version = report.environment.get("torch", "?")
     lines = [
         f"## memprof: {code(report.target)} on {escape_text(report.device)} "
         f"(torch {escape_text(torch_version)})",
         "",
+        *gate_section(gate),
     ]
     everything, view = report, rank_view(report, rank)
     if view is not None:
@@ -348,6 +354,7 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
         *_conclusions(report),
         *_runs_table(report),
         "",
+        *(line for diff in report.diffs[:1] for line in peak_change_section(diff)),
         *_device_lines(report),
         *(line for view in at_peak_views(report, "markdown") for line in _at_peak(view)),
         *_op_section(report, top),
@@ -370,6 +377,99 @@ def render_markdown(report: Report, top: int = TOP_OPS, *, rank: int | None = No
         legend += f"; delta = {escape_text(ok[1].label)} - {escape_text(ok[0].label)}"
     lines.append(f"<sub>{legend}.</sub>")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The memory gate, and what changed at the peak
+
+
+def _with_gate(markdown: str, gate: GateResult | None) -> str:
+    """A summary with the gate's section after its heading."""
+    if gate is None:
+        return markdown
+    heading, _, rest = markdown.partition("\n\n")
+    return "\n".join([heading, "", *gate_section(gate), rest])
+
+
+def gate_section(gate: GateResult | None) -> list[str]:
+    """The gate's verdict, its warnings, each violation in bold with what explains it (a
+    table of what grew, or of the largest entries at the peak), and the improvements."""
+    if gate is None:
+        return []
+    lines = [f"### {escape_text(gate.summary())}", ""]
+    lines += [f"- warning: {escape_text(w)}" for w in gate.warnings]
+    lines += [""] if gate.warnings else []
+    for violation in gate.violations:
+        lines += [f"**{escape_text(unbreakable(violation.line))}**", ""]
+        if violation.explanation is not None:
+            lines += _explanation(violation.explanation)
+    lines += [f"- improved: {escape_text(i)}" for i in gate.improvements]
+    return [*lines, ""] if gate.improvements else lines
+
+
+def _explanation(explanation: Explanation) -> list[str]:
+    lines = [escape_text(unbreakable(explanation.heading.strip())), ""]
+    if explanation.rows:
+        rows = [
+            [
+                _size(row.bytes, signed=row.signed),
+                escape_text(row.category),
+                _module_cell(row.module, row.phase),
+                f"{code(row.source)} {code(row.source_text)}" if row.source else "-",
+                code(row.op) if row.op else "-",
+            ]
+            for row in explanation.rows
+        ]
+        lines += [*_table(["bytes", "category", "module", "line", "op"], rows, "rllll"), ""]
+    if explanation.more:
+        lines += [f"<sub>{escape_text(unbreakable(explanation.more))}</sub>", ""]
+    return lines
+
+
+PEAK_CHANGE_ROWS = 8
+
+
+def _change_cells(base: int, other: int) -> list[str]:
+    """Both runs' bytes and the change."""
+    return [_size(base), _size(other), _size(other - base, signed=True)]
+
+
+def peak_change_section(diff: RunDiff) -> list[str]:
+    """What changed at the peak: the summary, the categories, the largest module and line
+    rows (both runs and the change); nothing unless both runs were explained."""
+    change = diff.at_peak
+    if change is None:
+        return []
+    a, b = escape_text(diff.base), escape_text(diff.other)
+    categories = ", ".join(
+        f"{name} {format_bytes(delta, signed=True)}" for name, delta in change.by_category.items() if delta
+    )
+    lines = [
+        f"### What changed at the peak, {b} vs {a}",
+        "",
+        escape_text(unbreakable(change.summary)),
+        "",
+        *([escape_text(unbreakable(f"by category: {categories}")), ""] if categories else []),
+    ]
+    modules = [
+        [_module_cell(r.module, r.phase), *_change_cells(r.base_bytes, r.other_bytes)]
+        for r in change.by_module
+        if r.delta_bytes
+    ][:PEAK_CHANGE_ROWS]
+    if any(r.module for r in change.by_module):  # a run without modules has one row, "-"
+        lines += [*_table(["module", a, b, "delta"], modules, "lrrr"), ""]
+    sources = [
+        [
+            f"{code(r.source)} {code(r.source_text)}" if r.source else escape_text("no line"),
+            *_change_cells(r.base_bytes, r.other_bytes),
+        ]
+        for r in change.by_source
+        if r.delta_bytes
+    ][:PEAK_CHANGE_ROWS]
+    if sources:
+        lines += [*_table(["line", a, b, "delta"], sources, "lrrr"), ""]
+    lines += [f"- {escape_text(note)}" for note in change.notes]
+    return [*lines, ""] if change.notes else lines
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,15 @@ them out, saying how many; the HTML report keeps them, hidden behind a toggle
   aten op among them, the innermost (a fused kernel, a ``record_function`` range); in a table
   sorted by self bytes, the innermost, which holds them.
 
+A comparison's table also folds wrappers into the op inside them (:func:`wrapper_reasons`):
+an op whose peak was wholly another's in every run (``OpStats.wraps``: ``aten::linear`` ->
+``aten::matmul`` -> ``aten::mm``, ``autograd::engine::evaluate_function: X`` -> ``X`` -> its aten
+op) is left out for that innermost op (allocators such as ``aten::empty`` skipped), and ranges
+that only wrap other ops (autograd's nodes and their ``evaluate_function``, ``ProfilerStep#N``,
+``Optimizer.step#...``, the compiled region's wrappers) are left out as wrapper ranges: the
+rows left are the ops that hold the bytes, in eager and compiled runs alike. With ``chains``
+they are shown, each with the chain it wraps.
+
 Fused kernels, which explain where the eager ops went, have their own section
 (:func:`fused_rows`), the same in every format, most memory first. :func:`conclusions` gives
 the lines every format ends with: each comparison's verdict and its memory-and-time summary.
@@ -29,12 +38,14 @@ modules: 10 and 6 in the terminal, 5 in Markdown, all in HTML.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memprof.model.explanation import nonzero_categories
 from memprof.model.ops import SORT_FIELDS, OpStats, sort_ops
+from memprof.names import COMPILED_REGION, WRAPPER_RANGES
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -49,18 +60,46 @@ NO_ACTIVITY = "no memory activity"
 """Why a row is hidden: every byte figure is 0 in every run."""
 REPEATS = "same figures as "
 """Why a row is hidden: ``same figures as <op>``, the op of its chain that is shown."""
+FOLDED = "folded into "
+"""Why a comparison's row is hidden: ``folded into <op>``, the op its peak was wholly inside."""
+WRAPPER = "wrapper range"
+"""Why a comparison's row is hidden: a range that only wraps other ops (autograd's nodes, a
+profiler step, an optimizer step, the compiled region's wrappers)."""
+
+ALLOCATORS = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::zeros",
+        "aten::zeros_like",
+        "aten::new_zeros",
+        "aten::resize_",
+    }
+)
+"""Ops that only allocate for the op around them: a wrapper is folded into the op above them."""
+
+_WRAPPER_RANGE = re.compile(
+    r"^(?:autograd::engine::evaluate_function: .*|[A-Z]\w*Backward\d*|ProfilerStep#\d+"
+    r"|Optimizer\.\w+#.*|torch::autograd::AccumulateGrad)$"
+)
+_EVALUATE = "autograd::engine::evaluate_function: "
 
 
 @dataclass(frozen=True)
 class LeftOut:
-    """The ops a summary leaves out of a table: without memory activity, and those that only
-    repeat an op they call (as ``(op, the op it repeats)``)."""
+    """The ops a summary leaves out of a table: without memory activity, those that only
+    repeat an op they call (as ``(op, the op it repeats)``), and a comparison's wrappers (as
+    ``(op, the op it is folded into)``, the op empty for a wrapper range)."""
 
     no_activity: tuple[str, ...] = ()
     repeats: tuple[tuple[str, str], ...] = ()
+    folded: tuple[tuple[str, str], ...] = ()
 
     def __len__(self) -> int:
-        return len(self.no_activity) + len(self.repeats)
+        return len(self.no_activity) + len(self.repeats) + len(self.folded)
 
     def sentence(self, name: Callable[[str], str] = str, groups: int = 3) -> str:
         """``3 ops not shown: aten::_to_copy, aten::empty_strided (same figures as aten::to);
@@ -77,21 +116,42 @@ class LeftOut:
         if len(chains) > groups:
             rest = sum(len(ops) for ops in list(chains.values())[groups:])
             parts.append(f"{rest} more with the same figures as an op shown")
+        parts += self._folded_parts(name, groups)
         if self.no_activity:
             parts.append(f"{len(self.no_activity)} with no memory activity")
         total = len(self)
         return f"{total} op{'s' if total > 1 else ''} not shown: {'; '.join(parts)}."
 
+    def _folded_parts(self, name: Callable[[str], str], groups: int) -> list[str]:
+        """``aten::linear, aten::matmul (folded into aten::mm)``, then the wrapper ranges."""
+        into: dict[str, list[str]] = {}
+        for op, kept in self.folded:
+            into.setdefault(kept, []).append(op)
+        ranges = into.pop("", [])
+        parts = [
+            f"{', '.join(name(op) for op in ops)} (folded into {name(kept)})"
+            for kept, ops in list(into.items())[:groups]
+        ]
+        if len(into) > groups:
+            rest = sum(len(ops) for ops in list(into.values())[groups:])
+            parts.append(f"{rest} more wrappers folded into the op inside them")
+        if ranges:
+            parts.append(f"{len(ranges)} wrapper range{'s' if len(ranges) > 1 else ''}")
+        return parts
+
 
 @dataclass(frozen=True)
 class DiffTable:
     """The ops a comparison's table shows, and those left out (``hidden``: name -> why; the
-    rows include them when the table was asked for with every row)."""
+    rows include them when the table was asked for with every row). ``chains``: for the
+    wrappers a table asked for with ``chains`` shows, what each wraps (``-> aten::matmul ->
+    aten::mm``, or ``wrapper range``)."""
 
     diff: RunDiff
     rows: tuple[OpDiff, ...]
     left_out: LeftOut = LeftOut()
     hidden: dict[str, str] = field(default_factory=dict)
+    chains: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,18 +171,29 @@ def op_tables(
     *,
     every_comparison: bool = False,
     keep_hidden: bool = False,
+    chains: bool = False,
 ) -> tuple[DiffTable, ...] | tuple[RunTable, ...]:
     """The op tables of a report: the first comparison's (every comparison's with
     ``every_comparison``), or, with a single successful run, that run's. Rows without memory
-    activity or repeating an op they call are left out, unless ``keep_hidden`` (then they are
-    in the rows and ``hidden`` says why)."""
+    activity, repeating an op they call or (comparisons) wrapping another are left out, unless
+    ``keep_hidden`` (then they are in the rows and ``hidden`` says why); ``chains`` shows the
+    wrappers, each with what it wraps."""
     if report.diffs:
         diffs = report.diffs if every_comparison else report.diffs[:1]
         tables = []
         for diff in diffs:
-            hidden = hidden_reasons([(op.name, (op.base, op.other)) for op in diff.op_diffs], sort)
-            rows = diff_rows(diff, sort, None)
-            tables.append(DiffTable(diff, *_cut(rows, hidden, top, keep_hidden)))
+            ops = [(op.name, (op.base, op.other)) for op in diff.op_diffs]
+            hidden = hidden_reasons(ops, sort, fold=True)
+            shown_chains: dict[str, str] = {}
+            if chains:  # the wrappers shown, each with what it wraps
+                shown_chains = {
+                    name: chain_text(name, sides)
+                    for name, sides in ops
+                    if hidden.get(name, "").startswith((FOLDED, WRAPPER))
+                }
+                hidden = {name: why for name, why in hidden.items() if name not in shown_chains}
+            shown, left_out, kept = _cut(diff_rows(diff, sort, None), hidden, top, keep_hidden)
+            tables.append(DiffTable(diff, shown, left_out, kept, chains=shown_chains))
         return tuple(tables)
     run_tables = []
     for run in report.ok_runs():
@@ -146,7 +217,14 @@ def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) ->
             shown.append(row)
     left_out = LeftOut(
         no_activity=tuple(n for n, why in hidden.items() if why == NO_ACTIVITY),
-        repeats=tuple((n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why != NO_ACTIVITY),
+        repeats=tuple(
+            (n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why.startswith(REPEATS)
+        ),
+        folded=tuple(
+            (n, why.removeprefix(FOLDED) if why != WRAPPER else "")
+            for n, why in hidden.items()
+            if why.startswith(FOLDED) or why == WRAPPER
+        ),
     )
     return tuple(shown), left_out, (hidden if keep else {})
 
@@ -200,11 +278,16 @@ def _chain(members: list[tuple[str, Sequence[OpStats | None]]]) -> list[str] | N
     return [name for name, _ in order]
 
 
-def hidden_reasons(ops: Sequence[tuple[str, Sequence[OpStats | None]]], sort: str = "peak") -> dict[str, str]:
+def hidden_reasons(
+    ops: Sequence[tuple[str, Sequence[OpStats | None]]], sort: str = "peak", *, fold: bool = False
+) -> dict[str, str]:
     """For each op, given as (name, its numbers in each run or None), why a summary leaves it
-    out: :data:`NO_ACTIVITY`, or ``same figures as <op>`` (see the module's docstring; ``sort``
-    "self" keeps the innermost of a chain). Ops not in the result are shown."""
+    out: :data:`NO_ACTIVITY`, ``same figures as <op>`` (see the module's docstring; ``sort``
+    "self" keeps the innermost of a chain), and with ``fold`` (a comparison) ``folded into
+    <op>`` or :data:`WRAPPER` (:func:`wrapper_reasons`). Ops not in the result are shown."""
     hidden = {name: NO_ACTIVITY for name, sides in ops if _no_activity(sides)}
+    if fold:
+        hidden.update(wrapper_reasons([(name, sides) for name, sides in ops if name not in hidden]))
     groups: dict[tuple, list[tuple[str, Sequence[OpStats | None]]]] = {}
     for name, sides in ops:
         if name not in hidden:
@@ -217,6 +300,59 @@ def hidden_reasons(ops: Sequence[tuple[str, Sequence[OpStats | None]]], sort: st
         kept = aten[-1] if aten and sort != "self" else chain[0]
         hidden.update({name: REPEATS + kept for name in chain if name != kept})
     return hidden
+
+
+def _inner(name: str, stats: OpStats) -> str | None:
+    """The op ``name``'s peak was wholly inside (its innermost op but allocators), or, for an
+    autograd node's ``evaluate_function`` of a report without chains, the node."""
+    inner = [op for op in stats.wraps if op not in ALLOCATORS]
+    if inner:
+        return inner[-1]
+    if not stats.wraps and name.startswith(_EVALUATE):
+        return name.removeprefix(_EVALUATE)
+    return None
+
+
+def wrapper_reasons(ops: Sequence[tuple[str, Sequence[OpStats | None]]]) -> dict[str, str]:
+    """Which of a comparison's ops are wrappers: ``folded into <op>`` when in every run its peak
+    was wholly that (shown) op's, :data:`WRAPPER` for a range that only wraps other ops."""
+    sides_of = dict(ops)
+    targets: dict[str, str | None] = {}
+    for name, sides in ops:
+        inner = {_inner(name, s) for s in sides if s is not None}
+        target = inner.pop() if len(inner) == 1 else None
+        targets[name] = target if target != name and target in sides_of else None
+    reasons = {}
+    for name in sides_of:
+        target, seen = targets[name], {name}
+        while target is not None and targets.get(target) is not None and target not in seen:
+            seen.add(target)
+            target = targets[target]  # a wrapper folded into a wrapper: into the innermost
+        if target is not None and not _is_range(target):
+            reasons[name] = FOLDED + target
+        elif _is_range(name):
+            reasons[name] = WRAPPER
+    return reasons
+
+
+def _is_range(name: str) -> bool:
+    """A range that only wraps ops. Of torch.compile's, the one row that stands for them: in
+    reports saved before kernels owned their buffers, its ranges (``Torch-Compiled Region``,
+    ``inductor_wrapper_call``) are rows of their own that hold the compiled code's bytes."""
+    if name in WRAPPER_RANGES:  # CompiledFunctionBackward: an autograd node's name, and one of them
+        return False
+    return name == COMPILED_REGION or _WRAPPER_RANGE.match(name) is not None
+
+
+def chain_text(name: str, sides: Sequence[OpStats | None]) -> str:
+    """What a wrapper wraps, for a table with chains: ``-> aten::matmul -> aten::mm`` (its
+    chain in the first run that has one), else ``wrapper range``."""
+    for side in sides:
+        if side is not None and side.wraps:
+            return "-> " + " -> ".join(side.wraps)
+    if name.startswith(_EVALUATE):
+        return "-> " + name.removeprefix(_EVALUATE)
+    return WRAPPER
 
 
 def _total_us(sides: Sequence[OpStats | None]) -> float:

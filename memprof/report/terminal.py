@@ -31,6 +31,7 @@ from memprof.report.layout import (
     terminal_width,
     to_text,
 )
+from memprof.report.peak_diff_text import peak_change_lines
 from memprof.report.ranks import RankView, rank_view, size_columns
 from memprof.report.recorded import memory_columns
 from memprof.report.rows import (
@@ -178,6 +179,7 @@ def _diff_ops(table: DiffTable, width: int) -> list[Line]:
     ]
     layout = Table(columns)
     for op in table.rows:
+        chain = table.chains.get(op.name, "")
         layout.add(
             op.name,
             _size(op.base, "peak_bytes"),
@@ -185,7 +187,7 @@ def _diff_ops(table: DiffTable, width: int) -> list[Line]:
             _delta(op.peak_bytes_delta),
             _size(op.base, "self_bytes"),
             _size(op.other, "self_bytes"),
-            (op_note(diff, op), "dim"),
+            ("; ".join(part for part in (chain, op_note(diff, op)) if part), "dim"),
         )
     return layout.lines(width)
 
@@ -286,12 +288,15 @@ def _kernels_table(view: AtPeakView, width: int) -> list[Line]:
     return table.lines(width)
 
 
-def op_section(report: Report, sort: str, top: int, width: int, *, skip_empty: bool = False) -> list[Line]:
+def op_section(
+    report: Report, sort: str, top: int, width: int, *, skip_empty: bool = False, chains: bool = False
+) -> list[Line]:
     """The top ops by ``sort``: exactly ``top`` rows (fewer when there are fewer ops), and a
     line saying which ops were left out as carrying nothing (see :mod:`memprof.report.rows`).
-    ``skip_empty``: no table for a run without ops (a snapshot's)."""
+    ``skip_empty``: no table for a run without ops (a snapshot's); ``chains``: a comparison's
+    wrappers shown, each with what it wraps."""
     lines: list[Line] = []
-    for table in op_tables(report, sort, top):
+    for table in op_tables(report, sort, top, chains=chains):
         if isinstance(table, DiffTable):
             title = f"Top {top} ops by {sort} bytes, {table.diff.base} vs {table.diff.other}:"
             body = _diff_ops(table, width)
@@ -415,15 +420,21 @@ def rank_section(view: RankView, width: int) -> list[Line]:
 
 
 def terminal_lines(
-    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH, rank: int | None = None
+    report: Report,
+    *,
+    sort: str = "peak",
+    top: int = 15,
+    width: int = DEFAULT_WIDTH,
+    rank: int | None = None,
+    chains: bool = False,
 ) -> list[Line]:
     """The summary as styled lines, at most ``width`` characters each. A report of several
     ranks starts with every rank's row and their imbalance, then details one rank's runs (the
-    highest peak's, or ``rank``); its notes cover every rank."""
+    highest peak's, or ``rank``); its notes cover every rank. ``chains``: see :func:`op_section`."""
     if report.recorded:
-        return recorded_lines(report, sort=sort, top=top, width=width, rank=rank)
+        return recorded_lines(report, sort=sort, top=top, width=width, rank=rank, chains=chains)
     if estimate.is_estimate(report):
-        return estimate_lines(report, sort=sort, top=top, width=width)
+        return estimate_lines(report, sort=sort, top=top, width=width, chains=chains)
     everything, view = report, rank_view(report, rank)
     lines = heading(report, width)
     if view is not None:
@@ -435,28 +446,61 @@ def terminal_lines(
         *runs_table(report, width),
         *device_lines(report, width),
         *at_peak_section(report, width),
-        *op_section(report, sort, top, width),
+        *op_section(report, sort, top, width, chains=chains),
         *fused_section(report, top, width),
         *notes_section(everything, width),
         *conclusion_section(conclusions(report), width),
+        *(line for diff in report.diffs[:1] for line in peak_change_lines(diff, width)),
+    ]
+
+
+def diff_lines(
+    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH, chains: bool = False
+) -> list[Line]:
+    """What ``memprof diff`` prints for a report of two runs: the runs, their ops side by side,
+    the fused kernels, notes, the verdict and what changed at the peak (without each run's
+    own "At the peak" section: ``--json``, ``--markdown`` and ``--html`` keep those)."""
+    return [
+        *heading(report, width),
+        [],
+        *runs_table(report, width),
+        *device_lines(report, width),
+        *op_section(report, sort, top, width, chains=chains),
+        *fused_section(report, top, width),
+        *notes_section(report, width),
+        *conclusion_section(conclusions(report), width),
+        *(line for diff in report.diffs[:1] for line in peak_change_lines(diff, width)),
     ]
 
 
 def render_terminal(
-    report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None, width: int | None = None
+    report: Report,
+    *,
+    sort: str = "peak",
+    top: int = 15,
+    rank: int | None = None,
+    width: int | None = None,
+    chains: bool = False,
 ) -> str:
     """The summary printed by ``memprof run``, ``memprof compare`` and ``memprof analyze``, as
     plain text at most ``width`` characters wide (default
     :data:`memprof.report.layout.DEFAULT_WIDTH`); ``rank``: which rank of a report of several
-    ranks to detail."""
-    return plain(terminal_lines(report, sort=sort, top=top, width=width or DEFAULT_WIDTH, rank=rank))
+    ranks to detail; ``chains``: a comparison's wrappers shown, each with what it wraps."""
+    width = width or DEFAULT_WIDTH
+    return plain(terminal_lines(report, sort=sort, top=top, width=width, rank=rank, chains=chains))
 
 
-def print_terminal(report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None) -> None:
+def print_terminal(
+    report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None, chains: bool = False
+) -> None:
     """Print the summary to stdout at the terminal's width: in colour on a terminal (rich),
     plain text otherwise."""
+    print_lines(terminal_lines(report, sort=sort, top=top, width=terminal_width(), rank=rank, chains=chains))
+
+
+def print_lines(lines: list[Line]) -> None:
+    """Print styled lines to stdout: in colour on a terminal (rich), plain text otherwise."""
     width = terminal_width()
-    lines = terminal_lines(report, sort=sort, top=top, width=width, rank=rank)
     if sys.stdout.isatty():
         from rich.console import Console
 
@@ -530,7 +574,13 @@ def snapshot_sections(run: RunResult, width: int) -> list[Line]:
 
 
 def recorded_lines(
-    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH, rank: int | None = None
+    report: Report,
+    *,
+    sort: str = "peak",
+    top: int = 15,
+    width: int = DEFAULT_WIDTH,
+    rank: int | None = None,
+    chains: bool = False,
 ) -> list[Line]:
     """The summary of a report read from recordings: what was read, the runs, each run's share
     of its device, snapshot details, each run's top ops, notes, and last each run's peak (and
@@ -545,7 +595,7 @@ def recorded_lines(
     for run in report.ok_runs():
         if run.snapshot is not None:
             lines += snapshot_sections(run, width)
-    lines += op_section(report, sort, top, width, skip_empty=True)
+    lines += op_section(report, sort, top, width, skip_empty=True, chains=chains)
     lines += notes_section(report, width)
     return lines + conclusion_section(recorded.conclusions(report), width)
 
@@ -606,7 +656,7 @@ def sweep_section(report: Report, width: int) -> list[Line]:
 
 
 def estimate_lines(
-    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH
+    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH, chains: bool = False
 ) -> list[Line]:
     """The summary printed by ``memprof estimate``: the runs, the sweep's table or the top ops
     of a single estimate, what ops allocate inside, notes, and last the one-line answer (or the
@@ -616,7 +666,7 @@ def estimate_lines(
     if report.sweep is not None:
         lines += sweep_section(report, width)
     else:
-        lines += op_section(report, sort, top, width)
+        lines += op_section(report, sort, top, width, chains=chains)
         for run in report.ok_runs()[:1]:
             line = estimate.workspace_line(run)
             lines += [[], *paragraph(line, width)] if line else []
