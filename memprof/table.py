@@ -19,20 +19,27 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memprof.errors import InputError, brief, param
 from memprof.gcpause import gc_paused
+from memprof.table_cells import (
+    BYTES,
+    EXPECTED,
+    FLOAT,
+    INT,
+    NAME,
+    PCT,
+    SRC,
+    STR,
+    US,
+    convert,
+    convert_fast,
+    to_float,
+)
 from memprof.units import (
-    TIME_SCALE_US,
-    TORCH_MEMORY_UNITS,
-    TORCH_NUMBER,
-    TORCH_TIME_UNITS,
-    parse_torch_memory,
     parse_torch_time_us,
-    torch_unit_bytes,
 )
 
 if TYPE_CHECKING:
@@ -48,33 +55,11 @@ _HEADER_SPLIT_RE = re.compile(r" {2,}")
 _FOOTER_RE = re.compile(r"^\s*Self (?P<device>\S+) time total:\s*(?P<value>.*?)\s*$")
 _EQ_LINE_RE = re.compile(r"^\s*={3,}\s*$")
 
-_INT_RE = re.compile(r"^\s*-?\d{1,18}\s*$")
-_FLOAT_RE = re.compile(r"^\s*-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*$")
-_PCT_RE = re.compile(r"^\s*(-?(?:\d+(?:\.\d*)?|\.\d+))%?\s*$")
 _FLOPS_HEADER_RE = re.compile(r"^(?:Total )?[KMGTP]?FLOPs$")
 _TIME_HEADER_RE = re.compile(r"^(?:Self \S+|(?:Self )?\S+ (?:total|time avg|time))$")
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # Column kinds: how a cell is converted and what the column is called.
-_NAME, _STR, _SRC, _INT, _BYTES, _US, _PCT, _FLOAT = (
-    "name",
-    "str",
-    "source",
-    "int",
-    "bytes",
-    "us",
-    "pct",
-    "float",
-)
-
-_EXPECTED = {
-    _INT: "a whole number",
-    _BYTES: "a size like '244.14 MB', '-1.00 KB' or '40 B'",
-    _US: "a time like '12.345us', '1.234ms' or '1.000s'",
-    _PCT: "a percentage like '12.34%' or 'NaN'",
-    _FLOAT: "a number or '--'",
-}
 
 
 @dataclass(frozen=True)
@@ -250,25 +235,25 @@ def _columns_for(table: TableLocation) -> list[_Column]:
     seen: set[str] = {"name_truncated"}
     for header, (start, width) in zip(table.columns, table.spans, strict=True):
         if header == "Name" and not columns:
-            key, kind = "name", _NAME
+            key, kind = "name", NAME
         elif header in ("# of Calls", "Number of Calls", "Calls"):
-            key, kind = "calls", _INT
+            key, kind = "calls", INT
         elif header == "Node ID":
-            key, kind = "node_id", _INT
+            key, kind = "node_id", INT
         elif header == "Source Location":
-            key, kind = "source_location", _SRC
+            key, kind = "source_location", SRC
         elif header in ("Input Shapes", "Overload Name"):
-            key, kind = _snake(header), _STR
+            key, kind = _snake(header), STR
         elif _FLOPS_HEADER_RE.match(header):
-            key, kind = _snake(header), _FLOAT
+            key, kind = _snake(header), FLOAT
         elif header.endswith(" %"):
-            key, kind = _snake(header[:-2]) + "_pct", _PCT
+            key, kind = _snake(header[:-2]) + "_pct", PCT
         elif header.endswith(" Mem"):
-            key, kind = _snake(header) + "_bytes", _BYTES
+            key, kind = _snake(header) + "_bytes", BYTES
         elif _TIME_HEADER_RE.match(header):
-            key, kind = _snake(header) + "_us", _US
+            key, kind = _snake(header) + "_us", US
         else:  # a column this parser does not know (or a second "Name"): kept as text
-            key, kind = _snake(header) or "column", _STR
+            key, kind = _snake(header) or "column", STR
         base, n = key, 2
         while key in seen:
             key, n = f"{base}_{n}", n + 1
@@ -297,99 +282,10 @@ def _split_shifted(line: str, columns: list[_Column]) -> list[str] | None:
     return fields
 
 
-def _to_int(text: str) -> int | None:
-    return int(text) if _INT_RE.match(text) else None
-
-
-def _to_bytes(text: str) -> int | None:
-    try:
-        value = parse_torch_memory(text)
-    except (OverflowError, ValueError):
-        return None
-    if value is None or not _INT64_MIN <= value <= _INT64_MAX:
-        return None
-    return value
-
-
-def _to_pct(text: str) -> float | None:
-    stripped = text.strip()
-    if stripped == "NaN":
-        return math.nan
-    match = _PCT_RE.match(stripped)
-    return float(match.group(1)) if match else None
-
-
-def _to_float(text: str) -> float | None:
-    stripped = text.strip()
-    if stripped == "--":
-        return math.nan
-    return float(stripped) if _FLOAT_RE.match(stripped) else None
-
-
-_CONVERTERS: dict[str, Callable[[str], Any]] = {
-    _INT: _to_int,
-    _BYTES: _to_bytes,
-    _US: parse_torch_time_us,
-    _PCT: _to_pct,
-    _FLOAT: _to_float,
-}
-
-
-def _convert(raw: list[str], kind: str) -> tuple[list[Any], list[int]]:
-    """Convert one column's cells; return the values and the positions of bad cells."""
-    parse = _CONVERTERS[kind]
-    memo: dict[str, Any] = {}
-    values: list[Any] = []
-    bad: list[int] = []
-    append = values.append
-    for k, text in enumerate(raw):
-        value = memo.get(text)
-        if value is None:
-            value = parse(text)
-            if value is None:
-                bad.append(k)
-                append(0)
-                continue
-            memo[text] = value
-        append(value)
-    return values, bad
-
-
 # Whole-column fast paths: one regex pass over the column joined by newlines, numpy for the
 # arithmetic, built from the grammar and scales in units that parse_torch_memory /
 # parse_torch_time_us use; when a cell does not match, the column goes through those functions
 # cell by cell instead.
-_FAST_RE = {
-    _US: re.compile(rf"^ *{TORCH_NUMBER}({TORCH_TIME_UNITS}) *$", re.MULTILINE),
-    _BYTES: re.compile(rf"^ *{TORCH_NUMBER}(?: *({TORCH_MEMORY_UNITS}))? *$", re.MULTILINE),
-    _PCT: re.compile(r"^ *(-?\d+(?:\.\d+)?|NaN)%? *$", re.MULTILINE),
-    _INT: re.compile(r"^ *(-?\d{1,18}) *$", re.MULTILINE),
-}
-
-
-def _convert_fast(raw: list[str], kind: str) -> Any:
-    """The column as a numpy array, or None when some cell needs a closer look."""
-    import numpy as np
-
-    pattern = _FAST_RE.get(kind)
-    if pattern is None or not raw:
-        return None
-    found = pattern.findall("\n".join(raw))
-    if len(found) != len(raw):  # each line matches at most once: all matched iff counts agree
-        return None
-    if kind == _INT:
-        return np.array(found, dtype=np.int64)
-    if kind == _PCT:
-        return np.array(found, dtype=np.float64)
-    values = np.array([number for number, _ in found], dtype=np.float64)
-    scale_of: Callable[[str], float] = TIME_SCALE_US.__getitem__ if kind == _US else torch_unit_bytes
-    values *= np.array([scale_of(unit) for _, unit in found], dtype=np.float64)
-    if kind == _US:
-        return values
-    values = np.rint(values)
-    if not np.all(np.abs(values) < 2.0**63):  # also catches inf and nan
-        return None
-    return values.astype(np.int64)
 
 
 @dataclass
@@ -439,8 +335,8 @@ def _cut_rows(lines: list[str], table: TableLocation, columns: list[_Column]) ->
     prefix = table.prefix
     total = sum(c.width + 2 for c in columns)
     pattern = re.compile("".join(f"(.{{{c.width}}})  " for c in columns), re.DOTALL)
-    src = next((k for k, c in enumerate(columns) if c.kind == _SRC), None)
-    flops = next((k for k, c in enumerate(columns) if c.kind == _FLOAT), None)
+    src = next((k for k, c in enumerate(columns) if c.kind == SRC), None)
+    flops = next((k for k, c in enumerate(columns) if c.kind == FLOAT), None)
     # torch prints the FLOPs value before the source location although the header has them the
     # other way round; the cells are swapped back when their contents show it.
     swap = src is not None and flops is not None and src < flops
@@ -482,7 +378,7 @@ def _cut_rows(lines: list[str], table: TableLocation, columns: list[_Column]) ->
         if swap:
             assert src is not None and flops is not None
             shown_src, shown_flops = fields[src].strip(), fields[flops].strip()
-            if _to_float(shown_src) is not None and _to_float(shown_flops) is None:
+            if to_float(shown_src) is not None and to_float(shown_flops) is None:
                 fields = list(fields)
                 fields[src], fields[flops] = fields[flops], fields[src]
         cut.rows.append(fields)
@@ -503,24 +399,24 @@ def _convert_columns(
     name_width = columns[0].width
     for k, column in enumerate(columns):
         raw = list(cells[k])
-        if column.kind == _NAME:
+        if column.kind == NAME:
             names = [text.strip() for text in raw]
             truncated = [len(s) == name_width and s.endswith("...") for s in names]
             data["name"] = [s[:-3] if t else s for s, t in zip(names, truncated, strict=True)]
             data["name_truncated"] = np.array(truncated, dtype=bool)
-        elif column.kind == _STR:
+        elif column.kind == STR:
             data[column.key] = [text.strip() for text in raw]
-        elif column.kind == _SRC:
+        elif column.kind == SRC:
             data[column.key] = [
                 "\n".join([text.strip(), *cut.extra[r]]) if r in cut.extra else text.strip()
                 for r, text in enumerate(raw)
             ]
         else:
-            fast = _convert_fast(raw, column.kind)
+            fast = convert_fast(raw, column.kind)
             if fast is not None:
                 data[column.key] = fast
                 continue
-            values, bad_rows = _convert(raw, column.kind)
+            values, bad_rows = convert(raw, column.kind)
             for r in bad_rows:
                 if r not in bad:
                     bad[r] = _bad_cell(cut.rows[r], raw[r], column, columns, table)
@@ -538,7 +434,7 @@ def _bad_cell(
             f"({', '.join(c.header for c in columns)})"
         )
     shown = brief(text.strip()) if text.strip() else "empty"  # a cell may be 50 MB long
-    return f"column {column.header!r} should be {_EXPECTED[column.kind]} but is {shown}"
+    return f"column {column.header!r} should be {EXPECTED[column.kind]} but is {shown}"
 
 
 @dataclass(frozen=True)
@@ -582,7 +478,7 @@ def _typed(data: dict[str, Any], columns: list[_Column], keep: list[int] | None)
 
     if keep is not None:
         data = {key: [values[r] for r in keep] for key, values in data.items()}
-    dtypes = {_INT: np.int64, _BYTES: np.int64, _US: np.float64, _PCT: np.float64, _FLOAT: np.float64}
+    dtypes = {INT: np.int64, BYTES: np.int64, US: np.float64, PCT: np.float64, FLOAT: np.float64}
     for column in columns:
         if column.kind in dtypes:
             data[column.key] = np.array(data[column.key], dtype=dtypes[column.kind])

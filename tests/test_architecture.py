@@ -138,7 +138,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("model", ("memprof.model",)),
-    ("records", ("memprof.records", "memprof.table")),
+    ("records", ("memprof.records", "memprof.table", "memprof.table_cells")),
     ("analysis", ("memprof.analysis",)),
     ("pipeline", ("memprof.pipeline",)),
     ("sources", ("memprof.sources", "memprof.recordings", "memprof.examples")),

@@ -690,10 +690,10 @@ def test_captured_log_with_two_tables_and_noise() -> None:
     st.lists(times.map(pu._format_time), min_size=1),
 )
 def test_whole_column_path_agrees_with_the_units_functions(sizes_: list[str], times_: list[str]) -> None:
-    from memprof.table import _convert, _convert_fast
+    from memprof.table_cells import convert, convert_fast
 
     for cells, kind in ((sizes_, "bytes"), (times_, "us")):
         cells = [cell.rjust(12) for cell in cells]
-        slow, bad = _convert(cells, kind)
+        slow, bad = convert(cells, kind)
         assert bad == []
-        assert list(_convert_fast(cells, kind)) == slow
+        assert list(convert_fast(cells, kind)) == slow

@@ -114,3 +114,29 @@ def test_a_report_keeps_each_timed_call_and_the_diff_their_middle_halves() -> No
     assert document["runs"]["a"]["wall_timing"] == "timed"
     assert document["diff"]["wall_ms_iqr_base"] == [10.5, 11.5]
     assert document["diff"]["wall_ms_iqr_other"] == [20.25, 20.75]
+
+
+def test_a_call_over_the_timing_limit_takes_its_time_from_the_warm_up_call() -> None:
+    """A call of over 1 s would be timed once: the warm-up call, made without the profiler
+    before the profiled one, already was, so it is not made a third time (CPU)."""
+    import time
+
+    import torch
+
+    import memprof
+
+    made: list[float] = []
+
+    def slow() -> torch.Tensor:
+        made.append(time.perf_counter())
+        time.sleep(1.05)
+        return torch.ones(256)
+
+    run = memprof.profile(slow, device="cpu", explain=False).runs["eager"]
+    assert len(made) == 2  # the warm-up call and the profiled one: no call made for the time
+    assert run.wall_timing == "warm-up" and len(run.wall_ms_all) == 1
+    assert 1050 <= run.wall_ms < 2000
+    # With the warm-up off, the profiled call is the first: the call is timed after it.
+    made.clear()
+    run = memprof.profile(slow, device="cpu", explain=False, warmup=0).runs["eager"]
+    assert len(made) == 2 and run.wall_timing == "timed"

@@ -8,6 +8,7 @@ report loads these without either.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass
 from functools import cached_property
@@ -18,18 +19,55 @@ from memprof import fields
 if TYPE_CHECKING:
     import pandas as pd
 
-CATEGORIES = (
-    "parameter",
-    "gradient",
-    "optimizer_state",
-    "input",
-    "activation",
-    "temporary",
-    "workspace",
-    "other",
-)
-"""The categories of live bytes, in the order reports show them (docs/concepts/at-peak.md
-defines each)."""
+class Category(str, enum.Enum):
+    """What live bytes are, in the order reports show them; each with its colour (the same in
+    every chart, table and icicle) and what it means (docs/concepts/at-peak.md says more).
+
+    When a storage is several things (a parameter that is also an argument), the first of
+    parameter, gradient, optimizer state, input, other state, activation decides."""
+
+    PARAMETER = "parameter"
+    GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer_state"
+    INPUT = "input"
+    ACTIVATION = "activation"
+    TEMPORARY = "temporary"
+    WORKSPACE = "workspace"
+    OTHER = "other"
+
+    @property
+    def colour(self) -> str:
+        return _COLOURS[self]
+
+    @property
+    def help(self) -> str:
+        return _HELP[self]
+
+
+_COLOURS = {
+    Category.PARAMETER: "#4e79a7",
+    Category.GRADIENT: "#f28e2b",
+    Category.OPTIMIZER_STATE: "#e15759",
+    Category.INPUT: "#76b7b2",
+    Category.ACTIVATION: "#59a14f",
+    Category.TEMPORARY: "#edc948",
+    Category.WORKSPACE: "#b07aa1",
+    Category.OTHER: "#9c755f",
+}
+_HELP = {
+    Category.PARAMETER: "parameters of the model(s) found in the arguments, bound object or module globals",
+    Category.GRADIENT: "the .grad of those parameters",
+    Category.OPTIMIZER_STATE: "tensors an optimizer keeps in its state (AdamW's exp_avg, exp_avg_sq, step)",
+    Category.INPUT: "other tensors reachable from the arguments",
+    Category.ACTIVATION: "tensors autograd saved for backward (or rebuilt for it by a recompute)",
+    Category.TEMPORARY: "made during the call by an op (one of its outputs), none of the above",
+    Category.WORKSPACE: "allocated inside an op and never returned by it: not a tensor of the program",
+    Category.OTHER: "module buffers, tensors the target module's globals hold, allocations outside any "
+    "op, and what memprof cannot attribute (each such line with its reason)",
+}
+
+CATEGORIES = tuple(category.value for category in Category)
+"""The categories' names, in the order reports show them (:class:`Category`)."""
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class RunResult:
     inputs_bytes: int = fields.size()
     wall_ms: float = fields.number()
     wall_ms_all: tuple[float, ...] = fields.items(fields.NUMBER)
-    wall_timing: str = fields.text(default="profiled", choices=("timed", "profiled"))
+    wall_timing: str = fields.text(default="profiled", choices=("timed", "warm-up", "profiled"))
     repeat: int = fields.count(default=1)
     peak_op: str | None = fields.maybe_text()
     peak_op_stack: tuple[str, ...] = fields.items(fields.TEXT)

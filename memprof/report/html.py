@@ -136,7 +136,10 @@ def _verdict(report: Report) -> str:
 
 def _wall_cell(run: Any) -> str:
     """The median wall time, ± half the middle half's spread; every call's figures on hover."""
-    where = "timed without the profiler" if run.wall_timing == "timed" else "with the profiler on"
+    where = {
+        "timed": "timed without the profiler",
+        "warm-up": "the warm-up call's, without the profiler",
+    }.get(run.wall_timing, "with the profiler on")
     title = f"{format_spread(run.wall_ms_all)}, {where}"
     sort = "" if _is_missing(run.wall_ms) else f"{run.wall_ms:.6f}"
     text = format_wall(run.wall_ms_all, run.wall_ms)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from memprof.model.explanation import CATEGORIES, nonzero_categories
+from memprof.model.explanation import CATEGORIES, Category, nonzero_categories
 from memprof.report.chart import Layer, stacked_chart
 from memprof.report.rows import (
     AtPeakView,
@@ -34,16 +34,7 @@ if TYPE_CHECKING:
 
 SECTION_ID = "at-peak"
 
-COLOURS = {
-    "parameter": "#4e79a7",
-    "gradient": "#f28e2b",
-    "optimizer_state": "#e15759",
-    "input": "#76b7b2",
-    "activation": "#59a14f",
-    "temporary": "#edc948",
-    "workspace": "#b07aa1",
-    "other": "#9c755f",
-}
+COLOURS = {category.value: category.colour for category in Category}
 """One colour per category, the same in the chart, the table and the icicle."""
 
 CHART_POINTS = 600

@@ -116,8 +116,10 @@ def _wall_legend(report: Report, width: int) -> list[Line]:
     runs = report.ok_runs()
     if not runs:
         return []
-    if any(run.wall_timing != "timed" for run in runs):
+    if any(run.wall_timing == "profiled" for run in runs):
         text = "wall/call: timed with the profiler on, which slows calls unevenly"
+    elif all(run.wall_timing == "warm-up" for run in runs):
+        text = "wall/call: the warm-up call's, without the profiler (a call over 1 s is timed once)"
     else:
         calls = sorted({len(run.wall_ms_all) for run in runs})
         if calls[-1] <= 1:

@@ -55,7 +55,7 @@ from memprof.sources.profiling import (
 )
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
-from memprof.sources.timing import Timed, time_calls
+from memprof.sources.timing import Timed, stop_after, time_calls
 
 StatusFn = Callable[[str], None]
 
@@ -214,6 +214,9 @@ def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: S
     numbers stand."""
     if warm.failed or options.time_budget <= 0:
         return Timed(())
+    if warm.last_ms is not None and warm.last_ms / 1e3 >= stop_after(options.time_budget):
+        # A call this long would be timed once: the warm-up call, unprofiled, already was.
+        return Timed((warm.last_ms,), warm_up=True)
     if status:
         status(f"timing {name} ({options.mode}, without the profiler)")
 
@@ -234,6 +237,9 @@ class _Warm:
     compile_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     failed: bool = False
+    last_ms: float | None = None
+    """The last warm-up call's wall time, when it times the call honestly: not the call that
+    compiled, and on a GPU not the first call (which loads kernels and makes library handles)."""
 
 
 def _compiled(func: Callable[..., Any], options: RunOptions, name: str) -> Callable[..., Any]:
@@ -280,6 +286,8 @@ def _warm_up(
             break
         check_ran(result, name)
         del result
+        if not what and (index > 0 or options.device == "cpu"):
+            warm.last_ms = (time.perf_counter() - start) * 1e3
         if what:
             warm.compile_seconds = time.perf_counter() - start
             if status:
@@ -407,7 +415,7 @@ def _assemble(
         counters=measured.device_counters,
         device_facts=cuda_device(options.device) if cuda else {},
         walls_ms=tuple(timed.walls_ms or measured.walls),
-        wall_timing="timed" if timed.walls_ms else "profiled",
+        wall_timing=("warm-up" if timed.warm_up else "timed") if timed.walls_ms else "profiled",
         repeat=options.repeat,
         inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)) if measured.explained is None else 0,
         vocabulary=torch_aten_vocabulary(),

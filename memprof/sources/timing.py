@@ -8,7 +8,9 @@ profiled calls only, which follow the warm-up directly.
 
 How many calls: at least :data:`MIN_CALLS` and at least ``budget_s`` seconds of them, so a short
 call is timed many times; but no more than :data:`MAX_CALLS` calls or ``5 * budget_s`` seconds
-(at least 1 s), so a long call is timed a few times, or once. A budget of 0 times nothing.
+(at least 1 s), so a long call is timed a few times, or once. A budget of 0 times nothing. A
+call that long is not called once more for its time when a warm-up call already timed it
+(:mod:`memprof.sources.live`: the last warm-up call that compiled nothing, not the first on a GPU).
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ DEFAULT_BUDGET_S = 0.2
 
 @dataclass(frozen=True)
 class Timed:
-    """Each timed call's wall time (ms), and the error that stopped the timing, if one did."""
+    """Each timed call's wall time (ms), and the error that stopped the timing, if one did;
+    ``warm_up``: the time is the last warm-up call's (a call so long that it would be timed
+    once, and was, unprofiled, before the profiled calls)."""
 
     walls_ms: tuple[float, ...]
     error: BaseException | None = None
+    warm_up: bool = False
 
 
 def stop_after(budget_s: float) -> float:
