@@ -19,6 +19,7 @@ __all__ = [
     "compare",
     "estimate",
     "profile",
+    "profile_ranks",
     "track",
     "read_table",
     "load_report",
@@ -27,6 +28,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from memprof.api import Variant, analyze, compare, estimate, profile, track
+    from memprof.jobs import profile_ranks
     from memprof.model import Report, RunResult
     from memprof.pipeline import load_report
     from memprof.sources.target import Inputs
@@ -39,6 +41,7 @@ _LAZY = {
     "estimate": "memprof.api",
     "Variant": "memprof.api",
     "track": "memprof.api",
+    "profile_ranks": "memprof.jobs",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "RunResult": "memprof.model",

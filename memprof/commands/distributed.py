@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from memprof.commands.options import DistributedOptions, OutputOptions, ProfileOptions
     from memprof.gate import GateConfig
     from memprof.model import Report
-    from memprof.sources.distributed import Exchange, RankEnv
+    from memprof.sources.distributed import RankEnv
 
 # Set by launch() for the ranks it starts: there --nproc-per-node is the launcher's, not theirs.
 LAUNCHED = "MEMPROF_LAUNCHED_RANKS"
@@ -149,20 +148,27 @@ def run_rank(
     output: OutputOptions,
     timeout: float,
 ) -> None:
-    """One rank: profile, write the files asked of this rank, hand the report to rank 0 (the
-    others) or gather, print, write and gate the job's report (rank 0)."""
-    from memprof.sources.distributed import Exchange, process_group_store
+    """One rank (:func:`memprof.jobs.run_rank`): profile, write the files asked of this rank,
+    hand the report to rank 0 (the others) or gather, print, write and gate the job's report
+    (rank 0)."""
+    from memprof.jobs import failed_message
+    from memprof.jobs import run_rank as rank_part
 
     status = status_printer(output.quiet) if env.rank == 0 else None
     mine, merged = split_files(files, env.rank)
-    keep_table = "table" in files  # torch's key_averages() table: only when --table asks
-    local, failure = profile_rank(env, variants, profile, keep_table, status, verbose=output.verbose)
-    write_outputs(local, mine, rank=output.rank)
-    exchange = Exchange(env, timeout, store=process_group_store())
-    if env.rank != 0:
-        _hand_in(env, exchange, local, failure, output.quiet)
+    outcome = rank_part(
+        variants,
+        timeout=timeout,
+        status=status,
+        keep_table="table" in files,  # torch's key_averages() table: only when --table asks
+        verbose=output.verbose,
+        before_hand_in=lambda local: write_outputs(local, mine, rank=output.rank),
+        handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
+        **profile.api_arguments(),
+    )
+    report, local, failure = outcome.job, outcome.local, outcome.failure
+    if report is None:
         return
-    report = gather(env, exchange, local, status)
     from memprof.commands.common import report_hidden
     from memprof.report.terminal import print_terminal
 
@@ -170,13 +176,9 @@ def run_rank(
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
     print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank, chains=output.op_chains)
     write_outputs(report, merged, rank=output.rank)
-    failed = [run for run in report.runs.values() if run.failed]
-    if failed:
-        details = "; ".join(f"{run.label}: {run.failed}" for run in failed[:3])
-        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+    if any(run.failed for run in report.runs.values()):
         raise UserCodeError(
-            f"{len(failed)} of {len(report.runs)} runs failed: {details}{more}",
-            user_traceback=failure.user_traceback if failure is not None else "",
+            failed_message(report), user_traceback=failure.user_traceback if failure is not None else ""
         )
     if gate.active:
         from memprof.gate import evaluate
@@ -184,63 +186,13 @@ def run_rank(
         report_gate(evaluate(report, gate))
 
 
-def profile_rank(
-    env: RankEnv,
-    variants: Sequence[Variant],
-    profile: ProfileOptions,
-    keep_table: bool,
-    status: StatusFn | None,
-    *,
-    verbose: bool = False,
-) -> tuple[Report, UserCodeError | None]:
-    """This rank's runs, labelled ``rank<r>...``: profiled on the rank's device; when its code
-    fails, the failed runs (and what did run) with the failure. Wall times come from the
-    profiled calls: calls timed to a time budget would end after a different number of calls on
-    each rank, and a rank calling a collective once more than the others would wait forever."""
-    from memprof.api import compare
-    from memprof.pipeline import build_report, failed_run
-    from memprof.sources.distributed import for_rank, rank_device
-
-    device = rank_device(profile.device, env)
-    arguments = {**profile.api_arguments(), "device": device, "time_budget": 0.0}
-    from memprof.interpreter import kept_from_user_code
-
-    try:
-        with kept_from_user_code():
-            report = compare(
-                *variants, keep_table=keep_table, status=status, verbose=verbose, **arguments
-            )
-        return for_rank(report, env.rank), None
-    except UserCodeError as error:
-        report = error.report
-        if report is None:
-            from memprof.sources.live import environment
-
-            runs = {
-                v.label or "": failed_run(v.label or "", v.mode or "eager", error.message)
-                for v in variants
-            }
-            target = " vs ".join(dict.fromkeys(str(v.target) for v in variants))
-            report = build_report(target=target, device=device, runs=runs, environment=environment(device))
-        return for_rank(report, env.rank), error
-
-
-def _hand_in(
-    env: RankEnv, exchange: Exchange, local: Report, failure: UserCodeError | None, quiet: bool
-) -> None:
-    """A rank other than 0: its one status line, its report to rank 0, and wait until rank 0
-    has it (the job must not end before rank 0 has written the report)."""
+def _handed_in(env: RankEnv, local: Report, failure: UserCodeError | None, quiet: bool) -> None:
+    """A rank other than 0, its report handed in: the user's traceback when its code failed,
+    and its one status line."""
     if failure is not None and failure.user_traceback:
         err_lines(failure.user_traceback.rstrip("\n"))
-    exchange.hand_in(local.to_json())
     if not quiet or failure is not None:
         err(f"memprof: rank {env.rank} ({local.device}): {_outcome(local)}; report handed to rank 0")
-    if not exchange.wait_taken():
-        raise MemprofError(
-            f"rank 0 did not take rank {env.rank}'s report within {exchange.timeout:g} s (--rank-timeout); "
-            "is rank 0 stuck?",
-            exit_code=EXIT_USER_CODE,
-        )
 
 
 def _outcome(report: Report) -> str:
@@ -254,30 +206,6 @@ def _outcome(report: Report) -> str:
             during = f" during {run.peak_op}" if run.peak_op else ""
             parts.append(f"{run.label} peak {format_bytes(run.peak_bytes)}{during}")
     return "; ".join(parts)
-
-
-def gather(env: RankEnv, exchange: Exchange, local: Report, status: StatusFn | None) -> Report:
-    """Rank 0: the job's report, from its own runs and every other rank's report. A rank that
-    did not report within the timeout, or whose report cannot be read, has failed runs that say
-    so."""
-    from memprof.errors import InputError
-    from memprof.sources.distributed import decode_report, failed_rank, merge, process_group_backend
-
-    texts, missing = exchange.collect(status)
-    reports = {0: local}
-    for rank, text in texts.items():
-        try:
-            reports[rank] = decode_report(text, rank)
-        except InputError as error:
-            reports[rank] = replace(local, device="", runs=failed_rank(rank, local.runs, error.message))
-    for rank in missing:
-        message = (
-            f"rank {rank} did not report within {exchange.timeout:g} s (--rank-timeout): it is still "
-            "running (hung?) or its process died"
-        )
-        reports[rank] = replace(local, device="", runs=failed_rank(rank, local.runs, message))
-    backend = process_group_backend()
-    return merge(reports, env.world_size, {"backend": backend} if backend else {})
 
 
 def launch(nproc: int, *, quiet: bool = False) -> None:
