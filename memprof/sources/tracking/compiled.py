@@ -414,8 +414,8 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
     when they hold none (an optimizer's graph, traced inside torch), the module whose forward
     called the graph when its nodes have none, or the full path of a module its nodes name
     relative to that module. A forward wrapper call is the graph call that began last before
-    it; a backward one takes the module of the forward call it pairs with (the latest one not
-    yet paired whose graph names the same modules: backward runs in the reverse order)."""
+    it; a backward one takes the module of the forward call it pairs with (:func:`backward_pair`:
+    backward runs in the reverse order)."""
     if not calls:
         return kernels
     by_time = sorted(calls, key=lambda call: call.time_ns)
@@ -425,20 +425,34 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
         wrappers.setdefault(kernel.wrapper, []).append(kernel)
     caller: dict[int, GraphCall | None] = {}
     base: dict[int, str | None] = {}  # the calling module's path ("": the root; None: unknown)
-    waiting: dict[frozenset[str], list[tuple[GraphCall | None, str | None]]] = {}
+    waiting: list[tuple[frozenset[str], GraphCall | None, str | None]] = []  # forward calls, in order
     for wrapper, group in sorted(wrappers.items(), key=lambda item: min(k.t0 for k in item[1])):
         at = bisect.bisect_right(starts, min(k.t0 for k in group)) - 1
         call = by_time[at] if at >= 0 else None
         names = frozenset(k.origin.module for k in group if k.origin and k.origin.module.startswith(_SELF))
         if group[0].phase == BACKWARD:
             # Backward's lines are its forward's, as in eager runs: the pair's caller.
-            pending = waiting.get(names)
-            caller[wrapper], base[wrapper] = pending.pop() if pending else (None, None)
+            pair = backward_pair([pending[0] for pending in waiting], names)
+            caller[wrapper], base[wrapper] = waiting.pop(pair)[1:] if pair is not None else (None, None)
             continue
         module = call.module if call is not None and isinstance(call.module, str) and call.module else None
         caller[wrapper], base[wrapper] = call, "" if module == root else module
-        waiting.setdefault(names, []).append((call, base[wrapper]))
+        waiting.append((names, call, base[wrapper]))
     return [_completed(kernel, caller[kernel.wrapper], base[kernel.wrapper], root) for kernel in kernels]
+
+
+def backward_pair(forwards: list[frozenset[str]], names: frozenset[str]) -> int | None:
+    """Which of the forward graph calls not yet paired (the modules each names, in the order
+    they ran) a backward graph call belongs to: the latest naming the same modules, else the
+    latest sharing the most of them (a backward graph names other modules than its forward:
+    checkpointed work done again, dropout's and the embedding's gradients, fused differently);
+    None when none does."""
+    exact = [i for i, forward in enumerate(forwards) if forward == names]
+    if exact:
+        return exact[-1]
+    shared = [(len(forward & names), i) for i, forward in enumerate(forwards)]
+    best = max(shared, default=(0, -1))
+    return best[1] if best[0] else None
 
 
 def _completed(kernel: _Kernel, call: GraphCall | None, base: str | None, root: str) -> _Kernel:
