@@ -10,6 +10,7 @@ a report back (``load_report``) needs neither torch nor pandas; ``run.ops`` and
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from functools import cached_property
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import __version__, fields, schema
 from memprof.analysis.explanation import AtPeak, CallNumbers, KernelStats, ModuleStats, modules_frame
+from memprof.analysis.module_groups import ModuleGroup
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
 from memprof.analysis.sweep import Sweep
 from memprof.analysis.timeline import Timeline
@@ -310,7 +312,8 @@ class RunResult:
     ``at_peak`` (what is live at the peak; ``at_peak.frame`` as a DataFrame), ``module_stats``
     (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the
     one explained) and, compiled, ``kernels``; empty elsewhere and left out of the JSON, so
-    reports written before them still load.
+    reports written before them still load. ``module_groups``: the modules grouped by layer
+    kind, when a grouping was asked for (:meth:`modules_grouped` computes any).
     """
 
     label: str = fields.text(required=True)
@@ -352,6 +355,7 @@ class RunResult:
     )
     peak_call: int | None = fields.maybe_count()
     kernels: tuple[KernelStats, ...] = fields.items(KernelStats, omit=lambda run: not run.kernels)
+    module_groups: tuple[ModuleGroup, ...] = fields.items(ModuleGroup, omit=lambda run: not run.module_groups)
 
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
@@ -365,7 +369,15 @@ class RunResult:
         # Ops are kept largest peak first (how every report lists them; ties keep their order),
         # and sequences as tuples, whatever the caller passed.
         object.__setattr__(self, "op_stats", sort_ops(self.op_stats, "peak"))
-        for name in ("wall_ms_all", "peak_op_stack", "notes", "module_stats", "call_numbers", "kernels"):
+        for name in (
+            "wall_ms_all",
+            "peak_op_stack",
+            "notes",
+            "module_stats",
+            "call_numbers",
+            "kernels",
+            "module_groups",
+        ):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @staticmethod
@@ -435,6 +447,17 @@ class RunResult:
         ``phase`` (forward, backward), ``calls``, ``peak_bytes``, ``allocated_bytes``,
         ``at_peak_bytes`` (integer bytes; submodules included). Empty when not explained."""
         return modules_frame(self.module_stats)
+
+    def modules_grouped(self, by: str | Sequence[str] = "class") -> pd.DataFrame:
+        """The module table grouped by layer kind: ``"class"`` (all ``GPT2Attention`` together)
+        or path patterns with ``*`` (``"transformer.h.*.attn"``; several comma-separated or as
+        a list), one row per group and phase: ``group``, ``by``, ``phase``, ``modules``,
+        ``calls``, ``peak_bytes``, ``allocated_bytes``, ``at_peak_bytes``; a module inside
+        another of its group is counted once, through the outer one
+        (:mod:`memprof.analysis.module_groups`)."""
+        from memprof.analysis.module_groups import group_modules, groups_frame
+
+        return groups_frame(group_modules(self.module_stats, by))
 
     def ops_sorted(self, by: str = "peak") -> pd.DataFrame:
         """Ops sorted by ``peak``, ``self`` (its magnitude), ``allocated`` or ``total`` bytes,

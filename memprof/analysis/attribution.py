@@ -829,6 +829,7 @@ def _modules(
             allocated_bytes=slot[3],
             at_peak_bytes=slot[4],
             module_class=classes[calls.path[slot[0]]] if classes else "",
+            parent=calls.paths[calls.path[calls.parent[slot[0]]]] if calls.parent[slot[0]] >= 0 else "",
         )
         for (path, phase_code), slot in ordered
     )

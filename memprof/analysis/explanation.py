@@ -138,7 +138,10 @@ class ModuleStats:
     calls; in backward, over the span from its first to its last backward op). ``allocated_bytes``:
     bytes allocated (forward: inside its calls; backward: by the backward ops of its autograd
     nodes). ``at_peak_bytes``: bytes live at the run's peak that it created. ``module_class``:
-    the module's class (``GPT2MLP``; empty in reports written before memprof stored it)."""
+    the module's class (``GPT2MLP``; empty in reports written before memprof stored it).
+    ``parent``: the module whose call its first call ran inside (``transformer`` for
+    ``transformer.h.0``; empty for an outermost call, and in reports written before memprof
+    stored it)."""
 
     module: str = fields.text(default="")
     phase: str = fields.text(default="forward")
@@ -147,6 +150,7 @@ class ModuleStats:
     allocated_bytes: int = fields.size()
     at_peak_bytes: int = fields.size()
     module_class: str = fields.text(default="", omit=lambda stats: not stats.module_class)
+    parent: str = fields.text(default="", omit=lambda stats: not stats.parent)
 
 
 MODULE_COLUMNS = (
@@ -157,6 +161,7 @@ MODULE_COLUMNS = (
     "allocated_bytes",
     "at_peak_bytes",
     "module_class",
+    "parent",
 )
 """Columns of the module table's DataFrame (``run.modules``)."""
 

@@ -158,6 +158,7 @@ def profile_and_report(
         report, failure = error.report, error
     if not output.quiet:
         report_hidden(report)
+    report = output.grouped(report)
     print_terminal(report, sort=output.sort.value, top=output.top)
     try:
         write_outputs(report, files)

@@ -157,6 +157,7 @@ def run_rank(
     mine, merged = split_files(files, env.rank)
     keep_table = "table" in files  # torch's key_averages() table: only when --table asks
     local, failure = profile_rank(env, variants, profile, keep_table, status, verbose=output.verbose)
+    local = output.grouped(local)
     write_outputs(local, mine, rank=output.rank)
     exchange = Exchange(env, timeout, store=process_group_store())
     if env.rank != 0:

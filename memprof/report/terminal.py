@@ -45,6 +45,8 @@ from memprof.report.rows import (
     footprint_text,
     fused_count,
     fused_rows,
+    group_text,
+    grouping_text,
     line_text,
     module_text,
     op_tables,
@@ -235,10 +237,38 @@ def at_peak_lines(view: AtPeakView, width: int) -> list[Line]:
             width,
             "dim",
         )
-    if view.modules:
+    if view.groups:
+        lines += [[], *_groups_table(view, width)]
+    elif view.modules:
         lines += [[], *_modules_table(view, width)]
     if view.kernels:
         lines += [[], *_kernels_table(view, width)]
+    return lines
+
+
+def _groups_table(view: AtPeakView, width: int) -> list[Line]:
+    """The modules grouped by layer kind (``run.module_groups``)."""
+    table = Table(
+        [
+            Column(f"modules {grouping_text(view.groups)}", shrink=True, min_width=16),
+            Column("calls", "right", drop=2),
+            Column("live at peak", "right"),
+            Column("peak inside", "right"),
+            Column("allocated", "right", drop=1),
+        ]
+    )
+    for g in view.groups:
+        table.add(
+            group_text(g),
+            str(g.calls),
+            (format_bytes(g.at_peak_bytes), "bold"),
+            format_bytes(g.peak_bytes),
+            format_bytes(g.allocated_bytes),
+        )
+    lines = table.lines(width)
+    if view.hidden_groups:
+        more = f"... {view.hidden_groups} more groups (the JSON and HTML reports list every one)"
+        lines += paragraph(more, width, "dim")
     return lines
 
 
