@@ -241,3 +241,21 @@ def test_grouping_what_has_no_modules_is_a_usage_error(runner: CliRunner, make_m
     result = runner.invoke(app, [part.replace("MOD", module) for part in command])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == message
+
+
+def test_sequential_children_show_their_class_in_the_terminal_and_html() -> None:
+    from memprof.report.html import render_html
+    from memprof.report.terminal import render_terminal
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))
+    with torch.no_grad():
+        report = memprof.profile(model, torch.randn(ROWS, WIDTH), time_budget=0)
+    text = render_terminal(report)
+    table = text[text.index("module (submodules included)") :].splitlines()
+    assert [line.split()[:2] for line in table[2:6]] == [
+        ["Sequential", "1"], ["0", "(Linear)"], ["1", "(ReLU)"], ["2", "(Linear)"],
+    ]  # fmt: skip
+    html = render_html(report)
+    assert '<td data-sort="0"><code>0</code></td><td data-sort="Linear">Linear</td>' in html
+    assert '<td data-sort="1"><code>1</code></td><td data-sort="ReLU">ReLU</td>' in html
