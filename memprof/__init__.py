@@ -18,6 +18,7 @@ __all__ = [
     "analyze",
     "compare",
     "estimate",
+    "group_modules",
     "profile",
     "track",
     "read_table",
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, analyze, compare, estimate, profile, track
+    from memprof.api import Variant, analyze, compare, estimate, group_modules, profile, track
     from memprof.model import Report, RunResult, load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -36,6 +37,7 @@ _LAZY = {
     "compare": "memprof.api",
     "analyze": "memprof.api",
     "estimate": "memprof.api",
+    "group_modules": "memprof.api",
     "Variant": "memprof.api",
     "track": "memprof.api",
     "Inputs": "memprof.sources.target",

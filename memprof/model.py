@@ -10,7 +10,6 @@ a report back (``load_report``) needs neither torch nor pandas; ``run.ops`` and
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from functools import cached_property
@@ -18,8 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memprof import __version__, fields, schema
-from memprof.analysis.explanation import AtPeak, CallNumbers, KernelStats, ModuleStats, modules_frame
-from memprof.analysis.module_groups import ModuleGroup
+from memprof.analysis.explanation import (
+    AtPeak,
+    CallNumbers,
+    KernelStats,
+    ModuleGroup,
+    ModuleStats,
+    modules_frame,
+)
 from memprof.analysis.ops import OP_COLUMNS, OpStats, ops_frame, sort_ops
 from memprof.analysis.sweep import Sweep
 from memprof.analysis.timeline import Timeline
@@ -313,7 +318,7 @@ class RunResult:
     (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the
     one explained) and, compiled, ``kernels``; empty elsewhere and left out of the JSON, so
     reports written before them still load. ``module_groups``: the modules grouped by layer
-    kind, when a grouping was asked for (:meth:`modules_grouped` computes any).
+    kind, when a grouping was asked for (:func:`memprof.group_modules` makes any).
     """
 
     label: str = fields.text(required=True)
@@ -447,17 +452,6 @@ class RunResult:
         ``phase`` (forward, backward), ``calls``, ``peak_bytes``, ``allocated_bytes``,
         ``at_peak_bytes`` (integer bytes; submodules included). Empty when not explained."""
         return modules_frame(self.module_stats)
-
-    def modules_grouped(self, by: str | Sequence[str] = "class") -> pd.DataFrame:
-        """The module table grouped by layer kind: ``"class"`` (all ``GPT2Attention`` together)
-        or path patterns with ``*`` (``"transformer.h.*.attn"``; several comma-separated or as
-        a list), one row per group and phase: ``group``, ``by``, ``phase``, ``modules``,
-        ``calls``, ``peak_bytes``, ``allocated_bytes``, ``at_peak_bytes``; a module inside
-        another of its group is counted once, through the outer one
-        (:mod:`memprof.analysis.module_groups`)."""
-        from memprof.analysis.module_groups import group_modules, groups_frame
-
-        return groups_frame(group_modules(self.module_stats, by))
 
     def ops_sorted(self, by: str = "peak") -> pd.DataFrame:
         """Ops sorted by ``peak``, ``self`` (its magnitude), ``allocated`` or ``total`` bytes,

@@ -14,8 +14,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 import memprof
-from memprof.analysis.explanation import ModuleStats
-from memprof.analysis.module_groups import ModuleGroup, group_modules, parse_grouping
+from memprof.analysis.explanation import ModuleGroup, ModuleStats
+from memprof.analysis.module_groups import group_modules, parse_grouping
 from memprof.cli import app
 from memprof.errors import UsageError
 from memprof.model import Report, load_report
@@ -150,7 +150,7 @@ def stack_report() -> Report:
 def test_a_profiled_model_grouped_by_class_has_its_exact_bytes(stack_report: Report) -> None:
     run = stack_report.runs["eager"]
     assert run.peak_bytes == 6 * B  # three Linear and three ReLU outputs
-    frame = run.modules_grouped("class").set_index("group")
+    frame = memprof.group_modules(run, "class").set_index("group")
     assert frame.loc["Block", "at_peak_bytes"] == 6 * B and frame.loc["Block", "modules"] == 3
     assert frame.loc["Linear", "at_peak_bytes"] == frame.loc["ReLU", "at_peak_bytes"] == 3 * B
     # The root Stack and the Stack inside it: 6 outputs, not 6 + 4.
@@ -170,9 +170,9 @@ def test_a_profiled_model_grouped_by_class_has_its_exact_bytes(stack_report: Rep
         "items.1.fc": "items.1",
         "items.1.act": "items.1",
     }
-    by_pattern = run.modules_grouped("items.*").set_index("group")
+    by_pattern = memprof.group_modules(run, "items.*").set_index("group")
     assert by_pattern.loc["items.*", "at_peak_bytes"] == 6 * B and by_pattern.loc["items.*", "modules"] == 2
-    assert list(run.modules_grouped(["*.fc", "*.act"]).at_peak_bytes) == [3 * B, 3 * B]
+    assert list(memprof.group_modules(run, ["*.fc", "*.act"]).at_peak_bytes) == [3 * B, 3 * B]
 
 
 STACK_MODULE = """

@@ -176,6 +176,41 @@ def modules_frame(modules: Sequence[ModuleStats]) -> pd.DataFrame:
     return frame
 
 
+BY_CLASS = "class"
+"""Modules grouped by their class (the alternative: by path patterns)."""
+
+
+@dataclass(frozen=True)
+class ModuleGroup:
+    """Modules of one class (``by`` ``class``), or whose path matches one pattern (``by``
+    ``pattern``), in one phase: ``group`` (the class or the pattern), ``modules`` (how many
+    outermost members), their ``calls``, ``at_peak_bytes`` and ``allocated_bytes`` summed, and
+    the highest ``peak_bytes`` inside any member."""
+
+    group: str = fields.text(required=True)
+    by: str = fields.text(default=BY_CLASS, choices=(BY_CLASS, "pattern"))
+    phase: str = fields.text(default="forward")
+    modules: int = fields.count()
+    calls: int = fields.count()
+    peak_bytes: int = fields.size()
+    allocated_bytes: int = fields.size()
+    at_peak_bytes: int = fields.size()
+
+
+GROUP_COLUMNS = ("group", "by", "phase", "modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes")
+"""Columns of :func:`groups_frame`."""
+
+
+def groups_frame(groups: Sequence[ModuleGroup]) -> pd.DataFrame:
+    """Groups as a DataFrame with :data:`GROUP_COLUMNS` (int64 counts and bytes)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([astuple(g) for g in groups], columns=list(GROUP_COLUMNS))
+    for column in ("modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes"):
+        frame[column] = frame[column].astype("int64")
+    return frame
+
+
 @dataclass(frozen=True)
 class KernelStats:
     """A kernel of compiled code during the peak call: ``allocated_bytes`` of the buffers it

@@ -5,49 +5,20 @@
 A group's bytes are its outermost members' (a module's bytes include its submodules', so a
 member inside another member of the same group is counted once, through the outer one): live
 at the peak and allocated are summed over them, and so are their calls; ``peak_bytes`` is the
-highest of any member's. Pure: no torch, no numpy; pandas only to build a DataFrame.
+highest of any member's. Pure: no torch, no numpy, no pandas (``groups_frame`` of
+:mod:`memprof.analysis.explanation` makes a DataFrame of the groups).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING
 
-from memprof import fields
-from memprof.analysis.explanation import ModuleStats
+from memprof.analysis.explanation import BY_CLASS, ModuleGroup, ModuleStats
 from memprof.errors import UsageError
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-BY_CLASS = "class"
-"""Group by each module's class (the alternative: path patterns)."""
 
 MAX_PATTERNS = 64
 """The most path patterns one grouping takes."""
-
-
-@dataclass(frozen=True)
-class ModuleGroup:
-    """Modules of one class (``by`` ``class``), or whose path matches one pattern (``by``
-    ``pattern``), in one phase: ``group`` (the class or the pattern), ``modules`` (how many
-    outermost members), their ``calls``, ``at_peak_bytes`` and ``allocated_bytes`` summed, and
-    the highest ``peak_bytes`` inside any member."""
-
-    group: str = fields.text(required=True)
-    by: str = fields.text(default=BY_CLASS, choices=(BY_CLASS, "pattern"))
-    phase: str = fields.text(default="forward")
-    modules: int = fields.count()
-    calls: int = fields.count()
-    peak_bytes: int = fields.size()
-    allocated_bytes: int = fields.size()
-    at_peak_bytes: int = fields.size()
-
-
-GROUP_COLUMNS = ("group", "by", "phase", "modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes")
-"""Columns of :func:`groups_frame`."""
 
 
 def parse_grouping(specs: str | Iterable[str]) -> tuple[str, ...]:
@@ -133,13 +104,3 @@ def group_modules(modules: Sequence[ModuleStats], by: str | Iterable[str]) -> tu
             )
         )
     return tuple(sorted(groups, key=lambda g: (-g.at_peak_bytes, -g.peak_bytes)))
-
-
-def groups_frame(groups: Sequence[ModuleGroup]) -> pd.DataFrame:
-    """Groups as a DataFrame with :data:`GROUP_COLUMNS` (int64 counts and bytes)."""
-    import pandas as pd
-
-    frame = pd.DataFrame([astuple(g) for g in groups], columns=list(GROUP_COLUMNS))
-    for column in ("modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes"):
-        frame[column] = frame[column].astype("int64")
-    return frame
