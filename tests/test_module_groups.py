@@ -185,6 +185,12 @@ def step(model, x):
 
 def step_inputs():
     return stack_inputs()
+
+def half(model, x):
+    return keep_all(model, x[: len(x) // 2])
+
+def half_inputs():
+    return stack_inputs()
 """
 
 
@@ -259,3 +265,21 @@ def test_sequential_children_show_their_class_in_the_terminal_and_html() -> None
     html = render_html(report)
     assert '<td data-sort="0"><code>0</code></td><td data-sort="Linear">Linear</td>' in html
     assert '<td data-sort="1"><code>1</code></td><td data-sort="ReLU">ReLU</td>' in html
+
+
+def test_compare_groups_every_run(runner: CliRunner, make_module, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(STACK_MODULE)
+    out = tmp_path / "compare.json"
+    result = runner.invoke(
+        app,
+        ["compare", f"{module}:step", f"{module}:half", "--group-modules", "*.fc", "-q", "--time-budget", "0",
+         "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    runs = load_report(out).runs
+    # Three Linear outputs at the peak, of 64 rows and of 32.
+    def groups(label: str) -> list[tuple[str, int, int]]:
+        return [(g.group, g.modules, g.at_peak_bytes) for g in runs[label].module_groups]
+
+    assert (groups("step"), groups("half")) == ([("*.fc", 3, 3 * B)], [("*.fc", 3, 3 * B // 2)])
+    assert result.output.count("modules by path pattern") == 2
