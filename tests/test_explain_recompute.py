@@ -109,3 +109,18 @@ def test_a_backward_graph_pairs_with_the_forward_graph_naming_its_modules() -> N
     assert backward_pair([blocks, blocks], blocks) == 1  # the latest: backward runs in reverse
     assert backward_pair([head], frozenset({"wte"})) is None
     assert backward_pair([], head) is None
+
+
+def test_a_compiled_kernel_is_recompute_when_all_its_work_is() -> None:
+    from memprof.sources.tracking.compiled import NodeMeta, kernel_origin
+
+    def node(op: str, recompute: bool) -> NodeMeta:
+        return NodeMeta("", "", "", f"aten::{op}", None, recompute)
+
+    # Forward work done again in backward (Inductor marks its nodes).
+    assert kernel_origin([node("native_layer_norm", True), node("addmm", True)]).phase == "recompute"
+    # A backward kernel that reads recomputed tensors through views, or fuses recomputed work
+    # into a gradient, is backward work (its buffers are gradients and backward temporaries).
+    assert kernel_origin([node("view", True), node("unbind", True), node("mm", False)]).phase == ""
+    assert kernel_origin([node("tanh", True), node("tanh_backward", False)]).phase == ""
+    assert kernel_origin([node("view", True)]).phase == "recompute"  # views alone: what they view

@@ -299,17 +299,39 @@ def _frames(trace: str) -> tuple[str, str, bool]:
     return where, user_where, optimizer
 
 
+# Ops that only view their input: a backward kernel that reads a recomputed tensor through
+# them does no forward work again.
+_VIEW_OPS = frozenset(
+    f"aten::{name}"
+    for name in (
+        "view", "_unsafe_view", "reshape", "_reshape_alias", "permute", "transpose", "t", "expand",
+        "unsqueeze", "squeeze", "slice", "select", "unbind", "split", "split_with_sizes", "chunk",
+        "as_strided", "alias", "detach", "narrow", "view_as", "movedim", "unfold", "diagonal",
+    )
+)  # fmt: skip
+
+
+def _recomputed(metas: list[NodeMeta]) -> bool:
+    """Whether a kernel is forward work done again: every node of it that computes (views
+    aside) is a recomputed node (a backward kernel that fuses recomputed work into a gradient
+    is backward work)."""
+    working = [meta for meta in metas if meta.op not in _VIEW_OPS]
+    return bool(working) and all(meta.recompute for meta in working) or (
+        not working and any(meta.recompute for meta in metas)
+    )
+
+
 def kernel_origin(metas: list[NodeMeta]) -> Origin:
     """A kernel's :class:`Origin` from its nodes, in graph order: the last node's statements
     and module (a kernel ends with what it produces), and each node's result: a buffer of
     that size is it."""
     where = user_where = module = module_class = ""
-    optimizer = recompute = False
+    optimizer = False
+    recompute = _recomputed(metas)
     results: list[tuple[str, str, int, str]] = []
     for meta in metas:
         node_where, node_user, node_optimizer = _frames(meta.trace)
         optimizer = optimizer or node_optimizer
-        recompute = recompute or meta.recompute
         if node_where:
             where, user_where = node_where, node_user
         if meta.module:
