@@ -68,14 +68,14 @@ def workloads() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def profiled(workloads: Any) -> Callable[[str, str], Profiled]:
     """``profiled("gpt2_step", "eager")``: the workload profiled once per session in that mode
-    (its inputs from ``<name>_inputs``; vision steps share ``vision_step``)."""
+    (its inputs from ``<name>_inputs``)."""
     import memprof
 
     done: dict[tuple[str, str], Profiled] = {}
 
     def get(name: str, mode: str = "eager") -> Profiled:
         if (name, mode) not in done:
-            step = getattr(workloads, "vision_step" if name.endswith(("vit_step", "resnet_step")) else name)
+            step = getattr(workloads, name)
             args = getattr(workloads, f"{name}_inputs")()
             report = memprof.profile(step, *args, mode=mode, time_budget=0)
             peak = replayed_peak(step, args) if mode == "eager" else -1

@@ -21,25 +21,11 @@ pytest.importorskip("transformers", reason="transformers is not installed (pip i
 import transformers  # noqa: E402
 import workloads  # noqa: E402
 from reconcile import assert_reconciled  # noqa: E402
+from state_bytes import optimizer_state_bytes, parameter_bytes  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 TRAINING = ["gpt2_step", "llama_step", "bert_step", "vit_step", "resnet_step"]
-
-
-def parameter_bytes(model: torch.nn.Module) -> int:
-    distinct = {id(p): p for p in model.parameters()}  # GPT-2's embedding and head are one
-    return sum(p.numel() * p.element_size() for p in distinct.values())
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    storages = {
-        value.untyped_storage().data_ptr(): value.untyped_storage().nbytes()
-        for state in optimizer.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    }
-    return sum(storages.values())
 
 
 def library_line(module: Any, statement: str) -> str:
@@ -96,7 +82,7 @@ def test_torchs_mem_tracker_sees_the_same_state(profiled: Any, name: str) -> Non
     from torch.distributed._tools.mem_tracker import MemTracker
 
     done = profiled(name)
-    step = getattr(workloads, "vision_step" if name in ("vit_step", "resnet_step") else name)
+    step = getattr(workloads, name)
     tracker = MemTracker()
     tracker.track_external(*(a for a in done.args if isinstance(a, torch.nn.Module | torch.optim.Optimizer)))
     with tracker:
@@ -118,14 +104,14 @@ def test_gpt2_largest_entries_name_the_models_lines_and_the_users_call(profiled:
     run = profiled("gpt2_step").run
     made = [e for e in run.at_peak.entries if not e.before_call]
     largest = made[:8]
-    call = user_line(workloads.gpt2_step, "out = model(input_ids=ids, labels=ids)")
+    call = user_line(workloads.gpt2_step, "out = model(**batch)")
     # Every one made in transformers' code, on the line that made it; the user's line kept.
     assert all(e.source.startswith("transformers/") for e in largest), [e.source for e in largest]
     forward = [e for e in largest if e.phase == "forward"]
     assert forward and all(e.user_source == call for e in forward)
-    assert all(e.user_source_text == "out = model(input_ids=ids, labels=ids)" for e in forward)
+    assert all(e.user_source_text == "out = model(**batch)" for e in forward)
     # The logits: lm_head's matmul, on the line of modeling_gpt2.py that calls lm_head.
-    logits = profiled("gpt2_step").args[2].numel() * workloads.VOCAB * 4  # (batch, seq, vocab) floats
+    logits = profiled("gpt2_step").args[2]["input_ids"].numel() * workloads.VOCAB * 4  # (batch, seq, vocab)
     (head,) = [e for e in made if e.module == "lm_head" and e.phase == "forward" and e.op == "aten::mm"]
     assert head.bytes == logits
     assert head.source == library_line(modeling_gpt2, "logits = self.lm_head(")
@@ -148,7 +134,7 @@ def test_llama_attention_is_on_the_sdpa_line_of_its_layer(profiled: Any) -> None
     on_line = [e for e in run.at_peak.entries if e.source == attention]
     assert on_line, "no entry on the attention line"
     assert {e.module for e in on_line} <= {"model.layers.0.self_attn", "model.layers.1.self_attn"}
-    call = user_line(workloads.llama_step, "out = model(input_ids=ids, labels=ids)")
+    call = user_line(workloads.llama_step, "out = model(**batch)")
     assert all(e.user_source == call for e in on_line if e.phase == "forward")
 
 

@@ -26,6 +26,27 @@ def _ids(batch: int, seq: int, device: str) -> torch.Tensor:
     return torch.randint(0, VOCAB, (batch, seq), device=device)
 
 
+def _tokens(batch: int, seq: int, device: str) -> dict[str, torch.Tensor]:
+    """A causal LM's batch: the tokens are their own labels (the model shifts them)."""
+    ids = _ids(batch, seq, device)
+    return {"input_ids": ids, "labels": ids}
+
+
+def train_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict[str, Any]
+) -> torch.Tensor:
+    """One training step of a transformers model that computes its loss from ``labels``."""
+    out = model(**batch)
+    out.loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return out.loss.detach()
+
+
+# Every training workload is this step, on its own model and batch (``<name>_inputs``).
+gpt2_step = llama_step = bert_step = vit_step = resnet_step = train_step
+
+
 # ---- GPT-2: a decoder LM training step ----------------------------------------------------------
 
 
@@ -37,18 +58,10 @@ def gpt2_model(seq: int = 32) -> transformers.GPT2LMHeadModel:
     return transformers.GPT2LMHeadModel(config)
 
 
-def gpt2_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor) -> torch.Tensor:
-    out = model(input_ids=ids, labels=ids)
-    out.loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return out.loss.detach()
-
-
 def gpt2_step_inputs(batch: int = 2, seq: int = 32, device: str = "cpu") -> tuple[Any, ...]:
     _seeded()
     model = gpt2_model(seq).to(device)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _ids(batch, seq, device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _tokens(batch, seq, device)
 
 
 # ---- GPT-2 with activation checkpointing (torch.utils.checkpoint, use_reentrant=False) --------
@@ -86,18 +99,10 @@ def llama_model() -> transformers.LlamaForCausalLM:
     return transformers.LlamaForCausalLM(config)
 
 
-def llama_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor) -> torch.Tensor:
-    out = model(input_ids=ids, labels=ids)
-    out.loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return out.loss.detach()
-
-
 def llama_step_inputs(batch: int = 2, seq: int = 32, device: str = "cpu") -> tuple[Any, ...]:
     _seeded()
     model = llama_model().to(device)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _ids(batch, seq, device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _tokens(batch, seq, device)
 
 
 NEW_TOKENS = 40
@@ -115,16 +120,6 @@ def llama_generate_inputs(device: str = "cpu") -> tuple[Any, ...]:
 
 
 # ---- BERT: an encoder fine-tuning step -----------------------------------------------------------
-
-
-def bert_step(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict[str, Any]
-) -> torch.Tensor:
-    out = model(**batch)
-    out.loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return out.loss.detach()
 
 
 def bert_step_inputs(batch: int = 4, seq: int = 32, device: str = "cpu") -> tuple[Any, ...]:
@@ -146,17 +141,9 @@ def bert_step_inputs(batch: int = 4, seq: int = 32, device: str = "cpu") -> tupl
 # ---- vision: ViT and ResNet ----------------------------------------------------------------------
 
 
-def vision_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pixels: torch.Tensor,
-                labels: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    out = model(pixel_values=pixels, labels=labels)
-    out.loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return out.loss.detach()
-
-
-def _images(batch: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.randn(batch, 3, 32, 32, device=device), torch.arange(batch, device=device) % 10
+def _images(batch: int, device: str) -> dict[str, torch.Tensor]:
+    pixels = torch.randn(batch, 3, 32, 32, device=device)
+    return {"pixel_values": pixels, "labels": torch.arange(batch, device=device) % 10}
 
 
 def vit_step_inputs(batch: int = 4, device: str = "cpu") -> tuple[Any, ...]:
@@ -166,7 +153,7 @@ def vit_step_inputs(batch: int = 4, device: str = "cpu") -> tuple[Any, ...]:
         num_attention_heads=4, intermediate_size=128, num_labels=10,
     )  # fmt: skip
     model = transformers.ViTForImageClassification(config).to(device)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), *_images(batch, device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _images(batch, device)
 
 
 def resnet_step_inputs(batch: int = 4, device: str = "cpu") -> tuple[Any, ...]:
@@ -181,4 +168,4 @@ def resnet_step_inputs(batch: int = 4, device: str = "cpu") -> tuple[Any, ...]:
         num_labels=10,
     )
     model = transformers.ResNetForImageClassification(config).to(device)
-    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), *_images(batch, device)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), _images(batch, device)
