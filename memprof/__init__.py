@@ -18,6 +18,7 @@ __all__ = [
     "analyze",
     "compare",
     "estimate",
+    "group_modules",
     "profile",
     "profile_ranks",
     "track",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from memprof.api import Variant, analyze, compare, estimate, profile, track
+    from memprof.api import Variant, analyze, compare, estimate, group_modules, profile, track
     from memprof.jobs import profile_ranks
     from memprof.model import Report, RunResult
     from memprof.pipeline import load_report
@@ -39,6 +40,7 @@ _LAZY = {
     "compare": "memprof.api",
     "analyze": "memprof.api",
     "estimate": "memprof.api",
+    "group_modules": "memprof.api",
     "Variant": "memprof.api",
     "track": "memprof.api",
     "profile_ranks": "memprof.jobs",

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprof.blocks import track as track  # the API's front door for blocks of code
 from memprof.errors import UsageError, UserCodeError, param
@@ -17,6 +17,9 @@ from memprof.model import Report, RunResult, Source
 from memprof.pipeline import build_report, failed_run
 from memprof.sources.options import RunOptions
 from memprof.sources.target import Inputs, InputsFactory, Target
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODES = ("eager", "compile", "both")
 
@@ -322,6 +325,22 @@ def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inp
 def _key(thing: Any) -> Any:
     """Specs are the same target when equal; objects when they are the same object."""
     return thing if thing is None or isinstance(thing, str) else ("object", id(thing))
+
+
+def group_modules(run: RunResult, by: str | Sequence[str] = "class") -> pd.DataFrame:
+    """An explained run's module table grouped by layer kind: ``"class"`` (every
+    ``GPT2Attention`` together) or path patterns where ``*`` matches anything
+    (``"transformer.h.*.attn"``; several comma-separated or as a list), one row per group and
+    phase: ``group``, ``by``, ``phase``, ``modules``, ``calls``, ``peak_bytes``,
+    ``allocated_bytes``, ``at_peak_bytes``. A module inside another of its group counts once,
+    through the outer one (:mod:`memprof.analysis.module_groups`).
+
+    >>> memprof.group_modules(report.runs["eager"], "transformer.h.*.attn")  # doctest: +SKIP
+    """
+    from memprof.analysis.module_groups import group_modules as grouped
+    from memprof.model.explanation import groups_frame
+
+    return groups_frame(grouped(run.module_stats, by))
 
 
 # ---- estimates ----------------------------------------------------------------------------------

@@ -134,9 +134,10 @@ def test_missing_inputs_names_both_ways(runner, make_module):
     module = make_module(WORKLOAD)
     result = run_cli(runner, f"{module}:needs_args")
     assert result.exit_code == 2
-    # The module's own functions that read like factories, never a made-up name.
+    # The module's own functions that read like factories (those defined nearest first), never
+    # a made-up name.
     assert (
-        f"give them with --inputs {module}:hold_inputs or --inputs {module}:make_for or "
+        f"give them with --inputs {module}:make_for or --inputs {module}:make_single or "
         f"--inputs {module}:make_kwargs, or define needs_args_inputs() in {module}"
     ) in result.output
     assert "Traceback" not in result.output
@@ -163,7 +164,7 @@ def test_missing_inputs_without_any_factory_says_how_to_write_one(runner, make_m
     )
     result = run_cli(runner, f"{module}:step")
     assert result.exit_code == 2
-    assert f"give them with --inputs {module}:get_batch or --inputs {module}:make_batch," in result.output
+    assert f"give them with --inputs {module}:make_batch or --inputs {module}:get_batch," in result.output
     plain = make_module("def step(model, batch):\n    return model(batch)\n")
     result = run_cli(runner, f"{plain}:step")
     assert result.exit_code == 2

@@ -188,6 +188,45 @@ def test_gradients_parameters_and_optimizer_state_of_an_accumulating_step() -> N
     assert all(e.before_call for e in gradients)
 
 
+class Tied(nn.Module):
+    """An embedding whose weight the output layer shares (as GPT-2's lm_head does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(1024, 256)
+        self.head = nn.Linear(256, 1024, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():  # only the head's backward computes the shared weight's gradient
+            x = self.emb(ids)
+        return self.head(x)
+
+
+def test_a_gradient_is_on_its_parameters_module_with_its_shape() -> None:
+    # The tied weight's gradient is made by the head's backward (the op that computes it); it
+    # is still the gradient of emb.weight, where its parameter and optimizer state are.
+    model = Tied()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(model: Tied, optimizer: torch.optim.Optimizer, ids: torch.Tensor) -> torch.Tensor:
+        model(ids).logsumexp(-1).mean().backward()
+        spike = torch.ones(4 * MiB)  # the peak, while the gradient made in backward is live
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return spike.sum()
+
+    explained = explain(step, model, optimizer, torch.arange(512) % 1024)
+    weight = 1024 * 256 * FLOAT
+    state = {e.category: (e.module, e.shape) for e in explained.at_peak.entries if e.bytes == weight}
+    assert explained.at_peak.by_category["gradient"] == weight
+    assert state == {
+        "parameter": ("emb", "(1024, 256)"),
+        "optimizer_state": ("emb", "(1024, 256)"),
+        "gradient": ("emb", "(1024, 256)"),
+    }
+
+
 def test_similarity_sum_copy_is_workspace_on_the_sum_line() -> None:
     x, y = similarity.similarity_inputs()
     explained = explain(similarity.similarity, x, y, module=similarity)

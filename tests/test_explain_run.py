@@ -313,9 +313,10 @@ def test_gpt_modules_as_a_frame(gpt_run: RunResult) -> None:
         "allocated_bytes",
         "at_peak_bytes",
         "module_class",
+        "parent",
     ]
     lm_head = frame[(frame.module == "lm_head") & (frame.phase == "forward")].iloc[0]
-    assert lm_head.module_class == "Linear"
+    assert (lm_head.module_class, lm_head.parent) == ("Linear", "GPT")
     config = gpt.GPTConfig()
     logits = config.batch * config.context * config.vocab_size * FLOAT
     assert (lm_head.calls, lm_head.allocated_bytes, lm_head.at_peak_bytes) == (1, logits, logits)

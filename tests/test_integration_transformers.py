@@ -16,6 +16,8 @@ transformers = pytest.importorskip(
 )
 pytest.importorskip("accelerate", reason="accelerate is not installed (pip install 'torch-memprof[hf]')")
 
+from state_bytes import optimizer_state_bytes, parameter_bytes  # noqa: E402
+
 from memprof.integrations.transformers import BudgetExceeded, MemprofCallback  # noqa: E402
 from memprof.model import Report  # noqa: E402
 from memprof.pipeline import load_report  # noqa: E402
@@ -66,21 +68,6 @@ def train(out: Path, callback: MemprofCallback, *extra: Any) -> transformers.Tra
     )
     trainer.train()
     return trainer
-
-
-def parameter_bytes(model: torch.nn.Module) -> int:
-    distinct = {id(p): p for p in model.parameters()}  # GPT-2's embedding and head are one
-    return sum(p.numel() * p.element_size() for p in distinct.values())
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    storages = {
-        value.untyped_storage().data_ptr(): value.untyped_storage().nbytes()
-        for state in optimizer.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    }
-    return sum(storages.values())
 
 
 def test_the_third_optimizer_step_is_profiled_explained_and_logged(tmp_path: Path) -> None:

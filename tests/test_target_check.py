@@ -38,6 +38,29 @@ TRAIN = """
         return torch.ones(2)
 """
 
+# Two models in one file, each with a factory named after it; one more factory elsewhere.
+MODELS = """
+    import torch
+
+    def bert_inputs():
+        return torch.ones(2, 8, dtype=torch.long)
+
+    def bert_step(model, ids):
+        return model(ids)
+
+    def make_bert_step():
+        return torch.ones(2, 8, dtype=torch.long)
+
+    def get_batch():
+        return torch.ones(2, 8)
+
+    def vit_step(model, pixels):
+        return model(pixels)
+
+    def vit_inputs():
+        return torch.ones(2, 3, 32, 32)
+"""
+
 WITH_DEFAULT_FACTORY = """
     import torch
 
@@ -55,9 +78,28 @@ MISTAKES = [
         "train.py:step",
         None,
         {},
-        "'train.py:step' needs arguments (model, batch): give them with --inputs train.py:get_batch or "
-        "--inputs train.py:make_batch, or define step_inputs() in train.py",
+        "'train.py:step' needs arguments (model, batch): give them with --inputs train.py:make_batch or "
+        "--inputs train.py:get_batch, or define step_inputs() in train.py",
         id="no inputs factory",
+    ),
+    pytest.param(
+        {"models.py": MODELS},
+        "models:vit_step",
+        None,
+        {},
+        "'models:vit_step' needs arguments (model, pixels): give them with --inputs models:vit_inputs or "
+        "--inputs models:get_batch or --inputs models:make_bert_step, or define vit_step_inputs() in models",
+        id="factories named after the target first",
+    ),
+    pytest.param(
+        {"models.py": MODELS},
+        "models.py:bert_step",
+        None,
+        {},
+        "'models.py:bert_step' needs arguments (model, ids): give them with --inputs "
+        "models.py:make_bert_step or --inputs models.py:bert_inputs or --inputs models.py:get_batch, or "
+        "define bert_step_inputs() in models.py",
+        id="a factory named for the whole target first",
     ),
     pytest.param(
         {"plain.py": "import torch\n\ndef step(model, batch):\n    return model(batch)\n"},
@@ -137,6 +179,8 @@ MISTAKES = [
     ),
 ]
 
+MESSAGES = {case.id: case.values[4] for case in MISTAKES}
+
 
 def write(folder: Path, files: dict[str, str]) -> None:
     for name, source in files.items():
@@ -161,7 +205,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     before = set(sys.modules)
     yield tmp_path
     for name in set(sys.modules) - before:
-        if name.split(".")[0] in ("train", "plain", "model", "pkg"):
+        if name.split(".")[0] in ("train", "plain", "model", "pkg", "models"):
             del sys.modules[name]
 
 
@@ -202,9 +246,12 @@ def memprof_fresh(folder: Path, *args: str) -> tuple[int, str, bool]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["train.py:step"], MISTAKES[0].values[4]),
-        (["train.py:step", "--inputs", "train.py:make_batch", "--set", "bacth=32"], MISTAKES[2].values[4]),
-        (["trian:step"], MISTAKES[9].values[4]),
+        (["train.py:step"], MESSAGES["no inputs factory"]),
+        (
+            ["train.py:step", "--inputs", "train.py:make_batch", "--set", "bacth=32"],
+            MESSAGES["--set misspelled"],
+        ),
+        (["trian:step"], MESSAGES["module misspelled"]),
     ],
     ids=["no inputs factory", "--set misspelled", "module misspelled"],
 )
@@ -281,3 +328,17 @@ def test_a_misspelled_function_is_named_before_its_module_runs(folder) -> None:
         check_before_running("failing.py:stpe", None, {})
     assert caught.value.message == "'failing.py' has no attribute 'stpe'; did you mean 'step'?"
     check_before_running("failing.py:step", None, {})  # the name is right: the import decides
+
+
+def test_factories_named_after_the_target_or_defined_near_it_come_first() -> None:
+    rank = targets.rank_factories
+    found = [("bert_inputs", 3), ("vit_inputs", 40), ("make_batch", 20), ("get_vit_step", 90)]
+    # Named after the target (its name once the factory words are off), then sharing a word of
+    # it, then nearest, then by name.
+    assert rank("vit_step", 30, found) == ["get_vit_step", "vit_inputs", "make_batch", "bert_inputs"]
+    assert rank("bert_step", 30, found) == ["bert_inputs", "make_batch", "vit_inputs", "get_vit_step"]
+    assert rank("step", None, found) == ["bert_inputs", "get_vit_step", "make_batch", "vit_inputs"]
+    assert rank("train_bert_layer", 0, [("bert_batch", 50), ("bert_layer_batch", 60)]) == [
+        "bert_layer_batch",  # shares two words
+        "bert_batch",
+    ]

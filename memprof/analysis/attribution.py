@@ -700,6 +700,9 @@ def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-ar
         slot[1] += 1
 
 
+_STATE_KINDS = frozenset({"parameter", "gradient", "optimizer_state"})
+
+
 class _Describer:
     """(module, phase, source, source_text, op, shape, dtype, user_source, user_source_text) of
     a lifetime from the op that made it, the output it is, and the storage row that names it.
@@ -737,8 +740,16 @@ class _Describer:
                 source, text = facts.sites[site].source, facts.sites[site].text
         if fact >= 0:
             storage = facts.storages[fact]
-            module = module or storage.module
-            shape, dtype = shape or storage.shape, dtype or storage.dtype
+            if storage.kind in _STATE_KINDS:
+                # A parameter's, its gradient's or its optimizer state's module and shape are
+                # the parameter's: the op that made the storage (a compiled backward kernel
+                # writing a weight's gradient) may name another module, and its buffer the
+                # shape of whatever tensor of that size the op touched.
+                module = storage.module or module
+                shape, dtype = storage.shape or shape, storage.dtype or dtype
+            else:
+                module = module or storage.module
+                shape, dtype = shape or storage.shape, dtype or storage.dtype
         if user_source == source:
             user_source = user_text = ""
         return module, phase, source, text, op, shape, dtype, user_source, user_text
@@ -829,6 +840,7 @@ def _modules(
             allocated_bytes=slot[3],
             at_peak_bytes=slot[4],
             module_class=classes[calls.path[slot[0]]] if classes else "",
+            parent=calls.paths[calls.path[calls.parent[slot[0]]]] if calls.parent[slot[0]] >= 0 else "",
         )
         for (path, phase_code), slot in ordered
     )

@@ -65,6 +65,8 @@ def analyze(
 
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
+    if output.group_modules:
+        raise UsageError("--group-modules groups the modules of a run memprof explains; a recording has none")
     files = output.files(save_baseline, _recordings(paths, gate.baseline))
     config = gate.config()
     report = analyze(

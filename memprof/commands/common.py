@@ -189,6 +189,7 @@ def profile_and_report(
         report, failure = error.report, error
     if not output.quiet:
         report_hidden(report)
+    report = output.grouped(report)
     print_terminal(report, sort=output.sort.value, top=output.top, chains=output.op_chains)
     if failure is None:
         write_and_gate(report, files, gate)

@@ -162,13 +162,14 @@ def run_rank(
         status=status,
         keep_table="table" in files,  # torch's key_averages() table: only when --table asks
         verbose=output.verbose,
-        before_hand_in=lambda local: write_outputs(local, mine, rank=output.rank),
+        before_hand_in=lambda local: write_outputs(output.grouped(local), mine, rank=output.rank),
         handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
         **profile.api_arguments(),
     )
     report, local, failure = outcome.job, outcome.local, outcome.failure
     if report is None:
         return
+    report = output.grouped(report)
     from memprof.commands.common import report_hidden
     from memprof.report.terminal import print_terminal
 

@@ -144,6 +144,11 @@ def estimate(
         raise UsageError(COMPILE_REFUSED)
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
+    if output.group_modules:
+        raise UsageError(
+            "--group-modules groups the modules of a run memprof explains; an estimate does not explain "
+            "its peak by module: measure it with memprof run (at a size that fits this machine)"
+        )
     refuse_rank(output.rank)
     swept = parse_sweep(sweep) if sweep is not None else None
     reads = read_inputs([target, inputs], gate.baseline)

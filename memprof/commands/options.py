@@ -37,6 +37,7 @@ from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
     from memprof.gate import GateConfig
+    from memprof.model import Report
 
 
 class Sort(str, Enum):
@@ -188,6 +189,17 @@ OpChains = Annotated[
 ]
 Quiet = Annotated[
     bool, typer.Option("-q", "--quiet", help="No status lines on stderr.", rich_help_panel=REPORTS_PANEL)
+]
+GroupModules = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--group-modules",
+        metavar="class|PATTERN,...",
+        help="Group the modules table by layer kind: class (all GPT2Attention together) or path "
+        "patterns where * matches anything (transformer.h.*.attn: every layer's attention; "
+        "comma-separated or repeated). A module inside another of its group counts once.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 RankOption = Annotated[
     int | None,
@@ -348,6 +360,34 @@ class OutputOptions(OptionGroup):
     quiet: Quiet = False
     verbose: Verbose = False
     rank: RankOption = None
+    group_modules: GroupModules = None
+
+    def __post_init__(self) -> None:
+        self.grouping()  # a bad --group-modules is exit 2 before anything runs
+
+    def grouping(self) -> tuple[str, ...]:
+        """``--group-modules`` parsed: ``("class",)``, path patterns, or () when not given."""
+        if not self.group_modules:
+            return ()
+        from memprof.analysis.module_groups import parse_grouping
+
+        try:
+            return parse_grouping(self.group_modules)
+        except UsageError as error:
+            raise UsageError(f"--group-modules: {error.message}") from None
+
+    def grouped(self, report: Report) -> Report:
+        """``report`` with each explained run's modules grouped as ``--group-modules`` says."""
+        grouping = self.grouping()
+        if not grouping:
+            return report
+        from memprof.analysis.module_groups import group_modules
+
+        runs = {
+            label: dataclasses.replace(run, module_groups=group_modules(run.module_stats, grouping))
+            for label, run in report.runs.items()
+        }
+        return dataclasses.replace(report, runs=runs)
 
     def files(
         self, save_baseline: Path | None = None, reads: Sequence[tuple[str, Path | None]] = ()

@@ -176,7 +176,10 @@ class ModuleStats:
     calls; in backward, over the span from its first to its last backward op). ``allocated_bytes``:
     bytes allocated (forward: inside its calls; backward: by the backward ops of its autograd
     nodes). ``at_peak_bytes``: bytes live at the run's peak that it created. ``module_class``:
-    the module's class (``GPT2MLP``; empty in reports written before memprof stored it)."""
+    the module's class (``GPT2MLP``; empty in reports written before memprof stored it).
+    ``parent``: the module whose call its first call ran inside (``transformer`` for
+    ``transformer.h.0``; empty for an outermost call, and in reports written before memprof
+    stored it)."""
 
     module: str = fields.text(default="")
     phase: str = fields.text(default="forward")
@@ -185,6 +188,7 @@ class ModuleStats:
     allocated_bytes: int = fields.size()
     at_peak_bytes: int = fields.size()
     module_class: str = fields.text(default="", omit=lambda stats: not stats.module_class)
+    parent: str = fields.text(default="", omit=lambda stats: not stats.parent)
 
 
 MODULE_COLUMNS = (
@@ -195,6 +199,7 @@ MODULE_COLUMNS = (
     "allocated_bytes",
     "at_peak_bytes",
     "module_class",
+    "parent",
 )
 """Columns of the module table's DataFrame (``run.modules``)."""
 
@@ -205,6 +210,41 @@ def modules_frame(modules: Sequence[ModuleStats]) -> pd.DataFrame:
 
     frame = pd.DataFrame([astuple(m) for m in modules], columns=list(MODULE_COLUMNS))
     for column in ("calls", "peak_bytes", "allocated_bytes", "at_peak_bytes"):
+        frame[column] = frame[column].astype("int64")
+    return frame
+
+
+BY_CLASS = "class"
+"""Modules grouped by their class (the alternative: by path patterns)."""
+
+
+@dataclass(frozen=True)
+class ModuleGroup:
+    """Modules of one class (``by`` ``class``), or whose path matches one pattern (``by``
+    ``pattern``), in one phase: ``group`` (the class or the pattern), ``modules`` (how many
+    outermost members), their ``calls``, ``at_peak_bytes`` and ``allocated_bytes`` summed, and
+    the highest ``peak_bytes`` inside any member."""
+
+    group: str = fields.text(required=True)
+    by: str = fields.text(default=BY_CLASS, choices=(BY_CLASS, "pattern"))
+    phase: str = fields.text(default="forward")
+    modules: int = fields.count()
+    calls: int = fields.count()
+    peak_bytes: int = fields.size()
+    allocated_bytes: int = fields.size()
+    at_peak_bytes: int = fields.size()
+
+
+GROUP_COLUMNS = ("group", "by", "phase", "modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes")
+"""Columns of :func:`groups_frame`."""
+
+
+def groups_frame(groups: Sequence[ModuleGroup]) -> pd.DataFrame:
+    """Groups as a DataFrame with :data:`GROUP_COLUMNS` (int64 counts and bytes)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([astuple(g) for g in groups], columns=list(GROUP_COLUMNS))
+    for column in ("modules", "calls", "peak_bytes", "allocated_bytes", "at_peak_bytes"):
         frame[column] = frame[column].astype("int64")
     return frame
 

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from memprof import fields
 from memprof.model.estimate import EstimateSection
-from memprof.model.explanation import AtPeak, CallNumbers, KernelStats, ModuleStats, modules_frame
+from memprof.model.explanation import (
+    AtPeak,
+    CallNumbers,
+    KernelStats,
+    ModuleGroup,
+    ModuleStats,
+    modules_frame,
+)
 from memprof.model.ops import OpStats, ops_frame, sort_ops
 from memprof.model.recorded import AllocatorModel, SnapshotSection
 from memprof.model.timeline import Timeline
@@ -49,7 +56,8 @@ class RunResult:
     ``at_peak`` (what is live at the peak; ``at_peak.frame`` as a DataFrame), ``module_stats``
     (``modules`` as a DataFrame), ``call_numbers`` (each measured call; ``peak_call`` is the
     one explained) and, compiled, ``kernels``; empty elsewhere and left out of the JSON, so
-    reports written before them still load.
+    reports written before them still load. ``module_groups``: the modules grouped by layer
+    kind, when a grouping was asked for (:func:`memprof.group_modules` makes any).
     """
 
     label: str = fields.text(required=True)
@@ -91,6 +99,7 @@ class RunResult:
     )
     peak_call: int | None = fields.maybe_count()
     kernels: tuple[KernelStats, ...] = fields.items(KernelStats, omit=lambda run: not run.kernels)
+    module_groups: tuple[ModuleGroup, ...] = fields.items(ModuleGroup, omit=lambda run: not run.module_groups)
 
     device_counters: dict[str, int] = fields.mapping(fields.INTEGER, omit=lambda run: not run.device_counters)
     snapshot: SnapshotSection | None = fields.optional(SnapshotSection)
@@ -104,7 +113,15 @@ class RunResult:
         # Ops are kept largest peak first (how every report lists them; ties keep their order),
         # and sequences as tuples, whatever the caller passed.
         object.__setattr__(self, "op_stats", sort_ops(self.op_stats, "peak"))
-        for name in ("wall_ms_all", "peak_op_stack", "notes", "module_stats", "call_numbers", "kernels"):
+        for name in (
+            "wall_ms_all",
+            "peak_op_stack",
+            "notes",
+            "module_stats",
+            "call_numbers",
+            "kernels",
+            "module_groups",
+        ):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property

@@ -41,6 +41,8 @@ from memprof.report.rows import (
     footprint_text,
     fused_count,
     fused_rows,
+    group_text,
+    grouping_text,
     line_text,
     module_text,
     op_tables,
@@ -224,6 +226,29 @@ def _line_cell(entry: AtPeakEntry) -> str:
     return cell
 
 
+def _after(text: str) -> str:
+    """`` x2 (backward)`` after a code span: a space, then the text escaped (none when empty)."""
+    return " " + escape_text(text) if text.strip() else ""
+
+
+def _groups(view: AtPeakView) -> list[str]:
+    """The modules grouped by layer kind (``run.module_groups``)."""
+    rows = [
+        [
+            code(g.group) + _after(group_text(g).removeprefix(g.group)),
+            str(g.calls),
+            _size(g.at_peak_bytes),
+            _size(g.peak_bytes),
+        ]
+        for g in view.groups
+    ]
+    headers = [f"modules {grouping_text(view.groups)}", "calls", "live at peak", "peak inside"]
+    lines = _table(headers, rows, "lrrr")
+    if view.hidden_groups:
+        lines += ["", escape_text(f"... {view.hidden_groups} more groups.")]
+    return lines
+
+
 def _at_peak(view: AtPeakView) -> list[str]:
     """An explained run's footprint and categories, its largest entries and its modules."""
     run = view.run
@@ -259,7 +284,9 @@ def _at_peak(view: AtPeakView) -> list[str]:
             "",
             escape_text(f"... {view.hidden_entries} more entries, {_size(view.hidden_bytes)} in all."),
         ]
-    if view.modules:
+    if view.groups:
+        lines += ["", *_groups(view)]
+    elif view.modules:
         modules = [
             [
                 _module_cell(m.module, m.phase, m.module_class),

@@ -22,6 +22,7 @@ from memprof.report.rows import (
     at_peak_views,
     calls_text,
     footprint_text,
+    grouping_text,
     icicle,
     module_text,
 )
@@ -227,6 +228,32 @@ def modules_table(view: AtPeakView) -> str:
     return _sortable("at-peak-modules", headers, rows)
 
 
+def groups_table(view: AtPeakView) -> str:
+    """The modules grouped by layer kind (``run.module_groups``)."""
+    rows = [
+        "<tr>"
+        + _text_cell(g.group, code=True)
+        + _text_cell(g.phase)
+        + f'<td class="num" data-sort="{g.modules}">{g.modules}</td>'
+        + f'<td class="num" data-sort="{g.calls}">{g.calls}</td>'
+        + _size_cell(g.at_peak_bytes)
+        + _size_cell(g.peak_bytes)
+        + _size_cell(g.allocated_bytes)
+        + "</tr>"
+        for g in view.groups
+    ]
+    headers = [
+        ("class" if grouping_text(view.groups) == "by class" else "path pattern", False),
+        ("phase", False),
+        ("modules", True),
+        ("calls", True),
+        ("live at peak", True),
+        ("peak inside", True),
+        ("allocated", True),
+    ]
+    return _sortable("at-peak-groups", headers, rows)
+
+
 def kernels_table(view: AtPeakView) -> str:
     rows = [
         "<tr>"
@@ -270,6 +297,8 @@ def _run_part(view: AtPeakView, index: int) -> str:
         "<h4>What is live at the peak</h4>",
         entries_table(view),
     ]
+    if view.groups:
+        parts += [f"<h4>Modules {_e(grouping_text(view.groups))}</h4>", groups_table(view)]
     if view.modules:
         parts += ["<h4>Modules</h4>", modules_table(view)]
     if view.kernels:

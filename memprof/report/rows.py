@@ -32,7 +32,9 @@ Fused kernels, which explain where the eager ops went, have their own section
 (:func:`fused_rows`), the same in every format, most memory first. :func:`conclusions` gives
 the lines every format ends with: each comparison's verdict and its memory-and-time summary.
 What is live at an explained run's peak (:func:`at_peak_views`) shows the largest entries and
-modules: 10 and 6 in the terminal, 5 in Markdown, all in HTML.
+modules: 10 and 6 in the terminal, 5 in Markdown, all in HTML; a run whose modules were grouped
+by layer kind shows its groups (10 in the summaries) instead of its modules in the summaries,
+and above them in HTML.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from memprof.units import format_bytes
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
     from memprof.model.diff import OpDiff, RunDiff
-    from memprof.model.explanation import AtPeakEntry, KernelStats, ModuleStats, Unattributed
+    from memprof.model.explanation import AtPeakEntry, KernelStats, ModuleGroup, ModuleStats, Unattributed
 
 SUMMARY_KERNELS = 5
 """The summaries (terminal, Markdown) list at most this many fused kernels (the most memory
@@ -444,6 +446,8 @@ def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
 AT_PEAK_ROWS = {"terminal": (10, 6, 5), "markdown": (5, 5, 3), "html": (None, None, None)}
 """Per format: how many at-peak entries, modules and kernels each explained run shows (None:
 all), largest first."""
+GROUP_ROWS = {"terminal": 10, "markdown": 10, "html": None}
+"""Per format: how many groups of modules each explained run shows (when grouped by layer kind)."""
 
 
 @dataclass(frozen=True)
@@ -459,6 +463,8 @@ class AtPeakView:
     kernels: tuple[KernelStats, ...]
     hidden_entries: int
     hidden_bytes: int
+    groups: tuple[ModuleGroup, ...] = ()
+    hidden_groups: int = 0
 
 
 def at_peak_views(report: Report, fmt: str) -> tuple[AtPeakView, ...]:
@@ -482,6 +488,8 @@ def at_peak_views(report: Report, fmt: str) -> tuple[AtPeakView, ...]:
                 kernels=run.kernels[:kernels],
                 hidden_entries=len(hidden),
                 hidden_bytes=sum(e.bytes for e in hidden),
+                groups=run.module_groups[: GROUP_ROWS[fmt]],
+                hidden_groups=len(run.module_groups) - len(run.module_groups[: GROUP_ROWS[fmt]]),
             )
         )
     return tuple(views)
@@ -513,6 +521,18 @@ def calls_text(run: RunResult) -> str | None:
         for c in run.call_numbers
     ]
     return "each call's peak above live at its start: " + ", ".join(parts)
+
+
+def grouping_text(groups: Sequence[ModuleGroup]) -> str:
+    """``by class`` or ``by path pattern``: what a grouped table's rows are."""
+    return "by path pattern" if groups and groups[0].by == "pattern" else "by class"
+
+
+def group_text(group: ModuleGroup) -> str:
+    """``GPT2Attention x2``, ``transformer.h.*.attn x2 (backward)``: a group, how many
+    outermost modules it holds, its phase."""
+    text = f"{group.group} x{group.modules}" if group.modules > 1 else group.group
+    return f"{text} ({group.phase})" if group.phase in ("backward", "recompute") else text
 
 
 def module_text(module: str, phase: str, module_class: str = "") -> str:

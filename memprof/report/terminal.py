@@ -47,6 +47,8 @@ from memprof.report.rows import (
     footprint_text,
     fused_count,
     fused_rows,
+    group_text,
+    grouping_text,
     line_text,
     module_text,
     op_tables,
@@ -240,30 +242,53 @@ def at_peak_lines(view: AtPeakView, width: int) -> list[Line]:
             width,
             "dim",
         )
-    if view.modules:
+    if view.groups:
+        lines += [[], *_groups_table(view, width)]
+    elif view.modules:
         lines += [[], *_modules_table(view, width)]
     if view.kernels:
         lines += [[], *_kernels_table(view, width)]
     return lines
 
 
+def _groups_table(view: AtPeakView, width: int) -> list[Line]:
+    """The modules grouped by layer kind (``run.module_groups``)."""
+    rows = [(group_text(g), g.calls, g.at_peak_bytes, g.peak_bytes, g.allocated_bytes) for g in view.groups]
+    lines = _module_rows(f"modules {grouping_text(view.groups)}", rows, width)
+    if view.hidden_groups:
+        more = f"... {view.hidden_groups} more groups (the JSON and HTML reports list every one)"
+        lines += paragraph(more, width, "dim")
+    return lines
+
+
 def _modules_table(view: AtPeakView, width: int) -> list[Line]:
+    rows = [
+        (
+            module_text(m.module, m.phase if m.phase != "forward" else "", m.module_class),
+            m.calls,
+            m.at_peak_bytes,
+            m.peak_bytes,
+            m.allocated_bytes,
+        )
+        for m in view.modules
+    ]
+    return _module_rows("module (submodules included)", rows, width)
+
+
+def _module_rows(header: str, rows: list[tuple[str, int, int, int, int]], width: int) -> list[Line]:
+    """(name, calls, live at peak, peak inside, allocated) rows under ``header``."""
     table = Table(
         [
-            Column("module (submodules included)", shrink=True, min_width=16),
+            Column(header, shrink=True, min_width=16),
             Column("calls", "right", drop=2),
             Column("live at peak", "right"),
             Column("peak inside", "right"),
             Column("allocated", "right", drop=1),
         ]
     )
-    for m in view.modules:
+    for name, calls, at_peak, peak, allocated in rows:
         table.add(
-            module_text(m.module, m.phase if m.phase != "forward" else "", m.module_class),
-            str(m.calls),
-            (format_bytes(m.at_peak_bytes), "bold"),
-            format_bytes(m.peak_bytes),
-            format_bytes(m.allocated_bytes),
+            name, str(calls), (format_bytes(at_peak), "bold"), format_bytes(peak), format_bytes(allocated)
         )
     return table.lines(width)
 

@@ -329,11 +329,8 @@ def build_inputs(
         found = getattr(target.module, factory_name, None)
         module_part = target.spec.rpartition(":")[0]
         if found is None or not callable(found):
-            raise UsageError(
-                missing_inputs_message(
-                    target.spec, required, factory_name, module_part, candidate_factories(target.module)
-                )
-            )
+            likely = candidate_factories(target.module, target)
+            raise UsageError(missing_inputs_message(target.spec, required, factory_name, module_part, likely))
         source = f"{module_part}:{factory_name}"
         make = found
     if params:
@@ -361,8 +358,51 @@ def looks_like_factory(name: str) -> bool:
     return _FACTORY_NAME.search(name) is not None
 
 
-def candidate_factories(module: ModuleType | None) -> list[str]:
-    """The module's own functions whose names read like inputs factories, in name order."""
+_FACTORY_PREFIXES = ("make_", "get_", "load_", "sample_", "example_", "build_")
+_FACTORY_SUFFIXES = ("_inputs", "_batch", "_example", "_args")
+# Words of a function's name that say what kind of function it is, not what it works on.
+_GENERIC_WORDS = frozenset({"step", "run", "fn", "func", "forward", "main", "call", "train", "eval", "test"})
+
+
+def _stem(name: str) -> str:
+    """``make_vit_batch`` -> ``vit``: a factory's name without what makes it read like one."""
+    for prefix in _FACTORY_PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            name = name[len(prefix) :]
+            break
+    for suffix in _FACTORY_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def rank_factories(
+    target: str, target_line: int | None, found: Iterable[tuple[str, int | None]]
+) -> list[str]:
+    """Candidate factories (name, line of their ``def``) of ``target`` (a function's name,
+    defined at ``target_line``), the likeliest first: named after it (``make_step``,
+    ``step_batch``), then sharing a word of its name (``vit_inputs`` for ``vit_step``), then
+    defined nearest to it, then by name."""
+    words = set(target.split("_")) - _GENERIC_WORDS - {""}
+
+    def likelihood(item: tuple[str, int | None]) -> tuple[int, int, int, str]:
+        name, line = item
+        stem = _stem(name)
+        kin = 0 if stem == target else 1 if words & set(stem.split("_")) else 2
+        distance = abs(line - target_line) if line is not None and target_line is not None else 0
+        return kin, -len(words & set(stem.split("_"))), distance, name
+
+    return [name for name, _ in sorted(found, key=likelihood)]
+
+
+def _def_line(value: Any) -> int | None:
+    code = getattr(inspect.unwrap(value), "__code__", None) if callable(value) else None
+    return getattr(code, "co_firstlineno", None)
+
+
+def candidate_factories(module: ModuleType | None, target: Target | None = None) -> list[str]:
+    """The module's own functions whose names read like inputs factories, the likeliest for
+    ``target`` first (:func:`rank_factories`; in name order without a target)."""
     if module is None:
         return []
     found = []
@@ -372,15 +412,18 @@ def candidate_factories(module: ModuleType | None) -> list[str]:
             and inspect.isfunction(value)
             and getattr(value, "__module__", None) == module.__name__
         ):
-            found.append(name)
-    return sorted(found)
+            found.append((name, _def_line(value)))
+    if target is None:
+        return sorted(name for name, _ in found)
+    return rank_factories(target.attr_path.split(".")[-1], _def_line(target.func), found)
 
 
 def missing_inputs_message(
     spec: str, required: list[str], factory_name: str, module_part: str, found: list[str]
 ) -> str:
     """A target needs arguments and has no ``<func>_inputs``: name the module's functions that
-    look like factories (``found``, in name order), or say how to write one."""
+    look like factories (``found``, the likeliest first: at most three), or say how to write
+    one."""
     needs = f"{spec!r} needs arguments ({', '.join(required)})"
     if found:
         options = " or ".join(param("inputs", f"{module_part}:{name}") for name in found[:3])

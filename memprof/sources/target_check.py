@@ -56,6 +56,7 @@ class Namespace:
     functions: dict[str, Function] = field(default_factory=dict)
     dynamic: bool = False
     submodules: set[str] = field(default_factory=set)
+    lines: dict[str, int] = field(default_factory=dict)  # name -> line of its first top-level binding
 
     @property
     def possible(self) -> set[str]:
@@ -78,9 +79,10 @@ class Namespace:
         lower, upper = targets.close_names(name, self.certain), targets.close_names(name, self.possible)
         return lower if lower == upper else None
 
-    def factories(self) -> list[str] | None:
-        """The module's own functions whose names read like inputs factories, in name order, as
-        the run lists them; None when the source leaves them open."""
+    def factories(self, target: str) -> list[str] | None:
+        """The module's own functions whose names read like inputs factories, the likeliest for
+        the function ``target`` first, as the run lists them; None when the source leaves them
+        open."""
         surely, maybe = set(), set()
         for name in self.possible:
             if not targets.looks_like_factory(name):
@@ -91,7 +93,10 @@ class Namespace:
             maybe.add(name)
             if len(kinds) == 1 and kinds[0] in (("def", False), ("lambda", False)):
                 surely.add(name)
-        return sorted(surely) if surely == maybe else None
+        if surely != maybe:
+            return None
+        found = [(name, self.lines.get(name)) for name in surely]
+        return targets.rank_factories(target, self.lines.get(target), found)
 
 
 def check_before_running(target: str, inputs: str | None, params: dict[str, Any]) -> None:
@@ -120,7 +125,7 @@ def check_before_running(target: str, inputs: str | None, params: dict[str, Any]
         name = f"{attr_path}_inputs"
         source = f"{where}:{name}"
         if namespace.missing(name):
-            found = namespace.factories()
+            found = namespace.factories(attr_path)
             if found is None:
                 return
             raise UsageError(targets.missing_inputs_message(target, func.required, name, where, found))
@@ -239,8 +244,10 @@ def namespace_of(tree: ast.Module) -> Namespace:
     return namespace
 
 
-def _bind(namespace: Namespace, name: str, kind: str, conditional: bool) -> None:
+def _bind(namespace: Namespace, name: str, kind: str, conditional: bool, line: int | None = None) -> None:
     namespace.bindings.setdefault(name, []).append((kind, conditional))
+    if line is not None:
+        namespace.lines.setdefault(name, line)
 
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
@@ -250,7 +257,7 @@ def _bind_statements(namespace: Namespace, statements: list[ast.stmt], condition
     for node in statements:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             kind = "decorated" if node.decorator_list or isinstance(node, ast.AsyncFunctionDef) else "def"
-            _bind(namespace, node.name, kind, conditional)
+            _bind(namespace, node.name, kind, conditional, node.lineno)
             _bind_globals(namespace, node)
         elif isinstance(node, ast.ClassDef):
             _bind(namespace, node.name, "other", conditional)
@@ -278,7 +285,7 @@ def _bind_statements(namespace: Namespace, statements: list[ast.stmt], condition
             for name in _stored(node, ast.Store):
                 walrus = not any(isinstance(t, ast.Name) and t.id == name for t in targets_)
                 kind = "lambda" if lambda_value and single and not walrus else "other"
-                _bind(namespace, name, kind, conditional or walrus)
+                _bind(namespace, name, kind, conditional or walrus, getattr(node, "lineno", None))
 
 
 def _statement_lists(node: ast.AST) -> Iterator[list[ast.stmt]]:

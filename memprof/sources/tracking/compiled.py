@@ -299,17 +299,39 @@ def _frames(trace: str) -> tuple[str, str, bool]:
     return where, user_where, optimizer
 
 
+# Ops that only view their input: a backward kernel that reads a recomputed tensor through
+# them does no forward work again.
+_VIEW_OPS = frozenset(
+    f"aten::{name}"
+    for name in (
+        "view", "_unsafe_view", "reshape", "_reshape_alias", "permute", "transpose", "t", "expand",
+        "unsqueeze", "squeeze", "slice", "select", "unbind", "split", "split_with_sizes", "chunk",
+        "as_strided", "alias", "detach", "narrow", "view_as", "movedim", "unfold", "diagonal",
+    )
+)  # fmt: skip
+
+
+def _recomputed(metas: list[NodeMeta]) -> bool:
+    """Whether a kernel is forward work done again: every node of it that computes (views
+    aside) is a recomputed node (a backward kernel that fuses recomputed work into a gradient
+    is backward work)."""
+    working = [meta for meta in metas if meta.op not in _VIEW_OPS]
+    return bool(working) and all(meta.recompute for meta in working) or (
+        not working and any(meta.recompute for meta in metas)
+    )
+
+
 def kernel_origin(metas: list[NodeMeta]) -> Origin:
     """A kernel's :class:`Origin` from its nodes, in graph order: the last node's statements
     and module (a kernel ends with what it produces), and each node's result: a buffer of
     that size is it."""
     where = user_where = module = module_class = ""
-    optimizer = recompute = False
+    optimizer = False
+    recompute = _recomputed(metas)
     results: list[tuple[str, str, int, str]] = []
     for meta in metas:
         node_where, node_user, node_optimizer = _frames(meta.trace)
         optimizer = optimizer or node_optimizer
-        recompute = recompute or meta.recompute
         if node_where:
             where, user_where = node_where, node_user
         if meta.module:
@@ -414,8 +436,8 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
     when they hold none (an optimizer's graph, traced inside torch), the module whose forward
     called the graph when its nodes have none, or the full path of a module its nodes name
     relative to that module. A forward wrapper call is the graph call that began last before
-    it; a backward one takes the module of the forward call it pairs with (the latest one not
-    yet paired whose graph names the same modules: backward runs in the reverse order)."""
+    it; a backward one takes the module of the forward call it pairs with (:func:`backward_pair`:
+    backward runs in the reverse order)."""
     if not calls:
         return kernels
     by_time = sorted(calls, key=lambda call: call.time_ns)
@@ -425,20 +447,34 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
         wrappers.setdefault(kernel.wrapper, []).append(kernel)
     caller: dict[int, GraphCall | None] = {}
     base: dict[int, str | None] = {}  # the calling module's path ("": the root; None: unknown)
-    waiting: dict[frozenset[str], list[tuple[GraphCall | None, str | None]]] = {}
+    waiting: list[tuple[frozenset[str], GraphCall | None, str | None]] = []  # forward calls, in order
     for wrapper, group in sorted(wrappers.items(), key=lambda item: min(k.t0 for k in item[1])):
         at = bisect.bisect_right(starts, min(k.t0 for k in group)) - 1
         call = by_time[at] if at >= 0 else None
         names = frozenset(k.origin.module for k in group if k.origin and k.origin.module.startswith(_SELF))
         if group[0].phase == BACKWARD:
             # Backward's lines are its forward's, as in eager runs: the pair's caller.
-            pending = waiting.get(names)
-            caller[wrapper], base[wrapper] = pending.pop() if pending else (None, None)
+            pair = backward_pair([pending[0] for pending in waiting], names)
+            caller[wrapper], base[wrapper] = waiting.pop(pair)[1:] if pair is not None else (None, None)
             continue
         module = call.module if call is not None and isinstance(call.module, str) and call.module else None
         caller[wrapper], base[wrapper] = call, "" if module == root else module
-        waiting.setdefault(names, []).append((call, base[wrapper]))
+        waiting.append((names, call, base[wrapper]))
     return [_completed(kernel, caller[kernel.wrapper], base[kernel.wrapper], root) for kernel in kernels]
+
+
+def backward_pair(forwards: list[frozenset[str]], names: frozenset[str]) -> int | None:
+    """Which of the forward graph calls not yet paired (the modules each names, in the order
+    they ran) a backward graph call belongs to: the latest naming the same modules, else the
+    latest sharing the most of them (a backward graph names other modules than its forward:
+    checkpointed work done again, dropout's and the embedding's gradients, fused differently);
+    None when none does."""
+    exact = [i for i, forward in enumerate(forwards) if forward == names]
+    if exact:
+        return exact[-1]
+    shared = [(len(forward & names), i) for i, forward in enumerate(forwards)]
+    best = max(shared, default=(0, -1))
+    return best[1] if best[0] else None
 
 
 def _completed(kernel: _Kernel, call: GraphCall | None, base: str | None, root: str) -> _Kernel:

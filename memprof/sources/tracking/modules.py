@@ -12,6 +12,7 @@ grad mode on (backward itself runs with grad mode off), or by torch's own recomp
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,38 @@ class Calls:
         hook.__exit__ = exit_  # type: ignore[attr-defined]
         stack.callback(delattr, hook, "__exit__")
         stack.callback(delattr, hook, "__enter__")
+        self._watch_checkpointed_forwards(checkpoint, stack)
         return True
+
+    def _watch_checkpointed_forwards(self, checkpoint: Any, stack: contextlib.ExitStack) -> None:
+        """A checkpointed module's ``forward`` (not the module itself: Hugging Face's layers
+        checkpoint ``partial(forward, self)`` so that module hooks stay outside) fires no module
+        hook when it runs again: its recompute is made a call of that module, so the work it
+        does itself is the module's, and its submodules' calls nest in it."""
+        frame_class = getattr(checkpoint, "_CheckpointFrame", None)
+        if not isinstance(frame_class, type):
+            return
+        calls = self
+
+        class Frame(frame_class):  # type: ignore[misc, valid-type]
+            def __init__(self, recompute_fn: Any, *args: Any, **kwargs: Any) -> None:
+                super().__init__(recompute_fn, *args, **kwargs)
+                module = checkpointed_module(recompute_fn)
+                if module is not None:
+                    self.recompute_fn = calls._as_call_of(module, recompute_fn)
+
+        checkpoint._CheckpointFrame = Frame
+        stack.callback(setattr, checkpoint, "_CheckpointFrame", frame_class)
+
+    def _as_call_of(self, module: torch.nn.Module, run: Callable[..., Any]) -> Callable[..., Any]:
+        def recompute(*args: Any) -> Any:
+            self.module_pre(module, args)
+            try:
+                return run(*args)
+            finally:
+                self.module_post(module, args, None)
+
+        return recompute
 
     def begin_recompute(self) -> None:
         self.recomputing += 1
@@ -159,3 +191,33 @@ class Calls:
             classes=tuple(self._path_classes),
             phase=int_array(self.phase),
         )
+
+
+_MODULE_CALLS = {torch.nn.Module.__call__, torch.nn.Module._call_impl, torch.nn.Module._wrapped_call_impl}
+
+
+def checkpointed_module(recompute_fn: Callable[..., Any]) -> torch.nn.Module | None:
+    """The module whose own method ``torch.utils.checkpoint`` runs again (the ``fn`` its
+    recompute closure holds: ``module.forward``, ``partial(Block.forward, module)``), or None:
+    a module called as a whole (its hooks fire), a plain function, another torch."""
+    code = getattr(recompute_fn, "__code__", None)
+    closure = getattr(recompute_fn, "__closure__", None)
+    if code is None or not closure or "fn" not in code.co_freevars:
+        return None
+    try:
+        fn: Any = closure[code.co_freevars.index("fn")].cell_contents
+    except ValueError:  # an empty cell
+        return None
+    bound: tuple[Any, ...] = ()
+    for _ in range(8):  # partials of partials, bound methods
+        if isinstance(fn, functools.partial):
+            bound = (*fn.args, *bound)
+            fn = fn.func
+        elif hasattr(fn, "__self__") and hasattr(fn, "__func__"):
+            bound = (fn.__self__, *bound)
+            fn = fn.__func__
+        else:
+            break
+    if isinstance(fn, torch.nn.Module) or fn in _MODULE_CALLS or not bound:
+        return None
+    return bound[0] if isinstance(bound[0], torch.nn.Module) else None

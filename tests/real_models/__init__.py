@@ -1,0 +1,1 @@
+"""Hugging Face models from small configs, checked against independent figures (slow tier)."""
