@@ -11,11 +11,10 @@ from hypothesis import strategies as st
 
 from memprof.analysis.attribution import (
     CATEGORIES,
-    OUTSIDE_OPS,
-    UNKNOWN_BEFORE,
     attribute,
     with_device_counters,
 )
+from memprof.analysis.peak_entries import OUTSIDE_OPS, UNKNOWN_BEFORE
 from memprof.records import (
     Allocations,
     ModuleCalls,

@@ -39,7 +39,8 @@ import numpy as np
 import torch  # noqa: TID253 - a live source, like sources/live.py
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: TID253
 
-from memprof.analysis.attribution import Attribution, _without_rewrapped, attribute
+from memprof.analysis.attribution import Attribution, attribute
+from memprof.analysis.lifetimes import without_rewrapped
 from memprof.analysis.nesting import _parents
 from memprof.errors import UsageError
 from memprof.model import RunResult
@@ -290,7 +291,7 @@ def _without_records(raw: RawProfile, facts: TrackedFacts) -> np.ndarray | None:
     numbers (matched by time and size: the flat records and the tracker's are the same
     records, with and without addresses). None: all."""
     tracked = facts.allocations
-    kept = _without_rewrapped(facts)
+    kept = without_rewrapped(facts)
     if len(kept.time) == len(tracked.time):
         return None
     dropped = Counter(zip(tracked.time.tolist(), tracked.bytes.tolist(), strict=True))

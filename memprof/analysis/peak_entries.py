@@ -1,0 +1,314 @@
+"""What each lifetime is, and the entries live at the peak (issue 11, steps 3 and 4).
+
+Pure. The tracker's observations are (address, time) pairs; the lifetime holding that address
+at that time is the one observed. Categories by precedence: parameter > gradient >
+optimizer_state > input > other state > activation (saved for backward) > temporary (returned
+by an op) > workspace (allocated inside an op, never returned) > other (allocated outside any
+op). The lifetimes live at the peak are grouped, largest first; every byte in exactly one
+category; what cannot be attributed is listed with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
+from memprof.model.explanation import CATEGORIES, AtPeak, AtPeakEntry, Unattributed
+from memprof.records import PHASES, RECOMPUTE, TrackedFacts
+
+# Kind bits of a lifetime, from the tracker's observations.
+_PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT, _STATE_OTHER, _SAVED = 1, 2, 4, 8, 16, 32
+_KIND_BITS = {
+    "parameter": _PARAMETER,
+    "gradient": _GRADIENT,
+    "optimizer_state": _OPTIMIZER_STATE,
+    "input": _INPUT,
+    "other": _STATE_OTHER,
+}
+# Precedence: the first bit set decides the category.
+_PRECEDENCE = (
+    (_PARAMETER, "parameter"),
+    (_GRADIENT, "gradient"),
+    (_OPTIMIZER_STATE, "optimizer_state"),
+    (_INPUT, "input"),
+    (_STATE_OTHER, "other"),
+    (_SAVED, "activation"),
+)
+OUTSIDE_OPS = "allocated after the last op the tracker saw"
+NOT_TRACKED = "made during the call; its ops were not tracked (eager and Inductor code are)"
+UNKNOWN_BEFORE = (
+    "made before the call and not reachable from its arguments, model or optimizer; freed during it"
+)
+
+
+# ---- what each lifetime is ----------------------------------------------------------------------
+
+
+@dataclass
+class What:
+    """Per lifetime: its category code, the op that made it (or inside which it was allocated),
+    the output that made it, and the TrackedStorage row that describes it best."""
+
+    category: np.ndarray
+    origin_op: np.ndarray
+    maker: np.ndarray
+    fact: np.ndarray
+
+
+def classify(facts: TrackedFacts, lt: Lifetimes, backward: Backward) -> What:
+    count = len(lt.ptr)
+    bits = np.zeros(count, dtype=np.int64)
+    best_fact = lt.fact.copy()
+    storages = facts.storages
+    if storages:
+        s_ptr = np.array([s.ptr for s in storages], dtype=np.int64)
+        s_seen = np.array([s.seen_ns for s in storages], dtype=np.int64)
+        s_bit = np.array([_KIND_BITS.get(s.kind, _STATE_OTHER) for s in storages], dtype=np.int64)
+        hit = cover(lt.ptr, lt.start, lt.end, s_ptr, s_seen)
+        found = hit >= 0
+        np.bitwise_or.at(bits, hit[found], s_bit[found])
+        # The describing row: the one of the highest-precedence kind (the lowest bit).
+        for row in np.flatnonzero(found)[np.argsort(-s_bit[found], kind="stable")]:
+            best_fact[hit[row]] = row
+    saved = cover(lt.ptr, lt.start, lt.end, facts.saved_ptr, facts.saved_time)
+    np.bitwise_or.at(bits, saved[saved >= 0], _SAVED)
+    ops = facts.ops
+    if facts.compiled and len(ops.t1):
+        # Compiled forward graphs return what backward needs: a buffer made in forward and
+        # freed by a backward kernel was saved for backward.
+        made_in = _op_slot(ops.t1, lt.start)
+        freed_in = _op_slot(ops.t1, np.minimum(lt.end, NEVER - 1))
+        saved_for_backward = (
+            lt.recorded
+            & (made_in >= 0)
+            & (freed_in >= 0)
+            & (ops.phase[np.maximum(made_in, 0)] == 0)
+            & (ops.phase[np.maximum(freed_in, 0)] == 1)
+            & (lt.end != NEVER)
+        )
+        bits[saved_for_backward] |= _SAVED
+
+    # Each allocation belongs to the op in whose slot it happened: after the previous op ended,
+    # until this one ended (arguments are prepared, e.g. torch.tensor's data, just before).
+    slot = _op_slot(ops.t1, lt.start)
+    slot[~lt.recorded] = -1
+    maker = np.full(count, -1, dtype=np.int64)
+    if len(facts.outputs_ptr):
+        out_op = facts.outputs_op
+        made = cover(lt.ptr, lt.start, lt.end, facts.outputs_ptr, ops.t1[out_op])
+        # Made by the op only if allocated in its slot (else it existed before: a view, in place).
+        ok = made >= 0
+        ok[ok] &= slot[made[ok]] == out_op[ok]
+        first = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, made[ok], np.flatnonzero(ok))
+        maker = np.where(first == np.iinfo(np.int64).max, -1, first)
+    origin = slot
+    bits[_kept_from_recompute(facts, lt, maker)] |= _SAVED
+
+    category = np.full(count, CATEGORIES.index("other"), dtype=np.int64)
+    no_bits = bits == 0
+    category[no_bits & (maker >= 0)] = CATEGORIES.index("temporary")
+    category[no_bits & (maker < 0) & (origin >= 0)] = CATEGORIES.index("workspace")
+    # Ops read from the profile (backward) have no known outputs: what outlives the op is
+    # taken for its output, what it freed before returning for its workspace.
+    if backward.from_profile.any():
+        op = np.maximum(origin, 0)
+        outlives = (origin >= 0) & backward.from_profile[op] & (lt.end > ops.t1[op])
+        category[no_bits & (maker < 0) & outlives] = CATEGORIES.index("temporary")
+    for bit, name in reversed(_PRECEDENCE):
+        category[(bits & bit) != 0] = CATEGORIES.index(name)
+    return What(category=category, origin_op=origin, maker=maker, fact=best_fact)
+
+
+def _kept_from_recompute(facts: TrackedFacts, lt: Lifetimes, maker: np.ndarray) -> np.ndarray:
+    """Lifetimes made by a forward run again in backward (activation checkpointing) that outlive
+    that recompute: tensors rebuilt for backward, as a forward's saved activations are."""
+    kept = np.zeros(len(lt.ptr), dtype=bool)
+    if not facts.recompute or not len(facts.outputs_op):
+        return kept
+    made = maker >= 0
+    op = facts.outputs_op[maker[made]]
+    recomputed = facts.ops.phase[op] == RECOMPUTE
+    starts = np.array([w[0] for w in facts.recompute], dtype=np.int64)
+    ends = np.array([w[1] for w in facts.recompute], dtype=np.int64)
+    at = np.maximum(np.searchsorted(starts, lt.start[made], side="right") - 1, 0)
+    kept[np.flatnonzero(made)] = recomputed & (lt.end[made] > ends[at])
+    return kept
+
+
+def _op_slot(t1: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The op in whose slot each time falls (after the previous op's end, up to its own), or -1
+    after the last op. Ops are recorded as they end, so ``t1`` is in order."""
+    found = np.searchsorted(t1, times, side="left")
+    return np.where(found < len(t1), found, -1).astype(np.int64)
+
+
+# ---- what is live at the peak -------------------------------------------------------------------
+
+
+def live_at_peak(
+    facts: TrackedFacts, lt: Lifetimes, what: What, window: Window, backward: Backward
+) -> tuple[AtPeak, np.ndarray]:
+    """Entries grouped by (category, module, phase, source, op, shape, dtype, before_call) and
+    the unattributed lines; also the mask of lifetimes live at the peak."""
+    live = (lt.alloc_pos < window.peak) & (lt.free_pos >= window.peak)
+    sums = np.zeros(len(CATEGORIES), dtype=np.int64)  # exact: np.add.at, not bincount's float64
+    np.add.at(sums, what.category[live], lt.nbytes[live])
+    by_category = dict(zip(CATEGORIES, sums.tolist(), strict=True))
+    describe = _Describer(facts, backward.forward_op)
+    groups: dict[tuple[str | bool, ...], list[int]] = {}
+    loose: dict[tuple[str, bool], list[int]] = {}
+    for index in np.flatnonzero(live):
+        before = bool(lt.alloc_pos[index] < window.lo)
+        nbytes = int(lt.nbytes[index])
+        category = CATEGORIES[what.category[index]]
+        origin = int(what.origin_op[index])
+        if category == "other" and origin < 0 and what.fact[index] < 0:
+            reason = (
+                UNKNOWN_BEFORE
+                if not lt.recorded[index]
+                else OUTSIDE_OPS
+                if facts.ops_tracked
+                else NOT_TRACKED
+            )
+            _add(loose, (reason, before), nbytes)
+            continue
+        described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
+        key = (category, *described, before)
+        _add(groups, key, nbytes)
+    entries = sorted(
+        (
+            AtPeakEntry(
+                bytes=total,
+                count=count,
+                category=str(key[0]),
+                module=str(key[1]),
+                phase=str(key[2]),
+                source=str(key[3]),
+                source_text=str(key[4]),
+                op=str(key[5]),
+                shape=str(key[6]),
+                dtype=str(key[7]),
+                user_source=str(key[8]),
+                user_source_text=str(key[9]),
+                before_call=bool(key[10]),
+            )
+            for key, (total, count) in groups.items()
+        ),
+        key=lambda e: (-e.bytes, CATEGORIES.index(e.category), e.module, e.source, e.op, e.shape),
+    )
+    unattributed = sorted(
+        (
+            Unattributed(bytes=total, count=count, reason=reason, before_call=before)
+            for (reason, before), (total, count) in loose.items()
+        ),
+        key=lambda u: -u.bytes,
+    )
+    freed = (lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo) & (lt.free_pos < window.peak)
+    footprint = int(lt.nbytes[live].sum())
+    start = int(lt.nbytes[(lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo)].sum())
+    return (
+        AtPeak(
+            by_category=by_category,
+            entries=tuple(entries),
+            unattributed=tuple(unattributed),
+            footprint_bytes=footprint,
+            peak_bytes=footprint - start,
+            freed_before_peak_bytes=int(lt.nbytes[freed].sum()),
+        ),
+        live,
+    )
+
+
+def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-arg]
+    slot = groups.get(key)
+    if slot is None:
+        groups[key] = [nbytes, 1]
+    else:
+        slot[0] += nbytes
+        slot[1] += 1
+
+
+_STATE_KINDS = frozenset({"parameter", "gradient", "optimizer_state"})
+
+
+class _Describer:
+    """(module, phase, source, source_text, op, shape, dtype, user_source, user_source_text) of
+    a lifetime from the op that made it, the output it is, and the storage row that names it.
+    Tensors made by backward ops read from the profile take the shape of the forward op's
+    argument or result of their size (a gradient has its variable's shape)."""
+
+    def __init__(self, facts: TrackedFacts, forward_op: np.ndarray) -> None:
+        self.facts = facts
+        self.forward_op = forward_op
+        calls = facts.module_calls
+        self.call_paths = [calls.paths[p] for p in calls.path]
+        self.user_site = facts.ops.user_sites()
+        self._by_op: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+
+    def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
+        facts, ops = self.facts, self.facts.ops
+        module = phase = source = text = op = shape = dtype = user_source = user_text = ""
+        if origin >= 0:
+            call = int(ops.module_call[origin])
+            module = self.call_paths[call] if call >= 0 else ""
+            phase = PHASES[int(ops.phase[origin])]
+            site = int(ops.site[origin])
+            if site >= 0:
+                source, text = facts.sites[site].source, facts.sites[site].text
+            user = int(self.user_site[origin])
+            if user >= 0:
+                user_source, user_text = facts.sites[user].source, facts.sites[user].text
+            op = ops.names[int(ops.name[origin])]
+        if maker >= 0:
+            shape = facts.shapes[int(facts.outputs_shape[maker])]
+            dtype = facts.dtypes[int(facts.outputs_dtype[maker])]
+        elif origin >= 0 and self.forward_op[origin] >= 0:
+            shape, dtype, site = self._shape_of_size(int(self.forward_op[origin]), nbytes)
+            if site >= 0:  # compiled: the line of the node whose result this buffer is
+                source, text = facts.sites[site].source, facts.sites[site].text
+        if fact >= 0:
+            storage = facts.storages[fact]
+            if storage.kind in _STATE_KINDS:
+                # A parameter's, its gradient's or its optimizer state's module and shape are
+                # the parameter's: the op that made the storage (a compiled backward kernel
+                # writing a weight's gradient) may name another module, and its buffer the
+                # shape of whatever tensor of that size the op touched.
+                module = storage.module or module
+                shape, dtype = storage.shape or shape, storage.dtype or dtype
+            else:
+                module = module or storage.module
+                shape, dtype = shape or storage.shape, dtype or storage.dtype
+        if user_source == source:
+            user_source = user_text = ""
+        return module, phase, source, text, op, shape, dtype, user_source, user_text
+
+    def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
+        """(shape, dtype, site or -1) of the first argument or result of ``forward`` with
+        ``nbytes`` bytes; ("", "", -1) if none."""
+        facts = self.facts
+        if self._by_op is None:
+            # The arguments' and results' rows by op, each op's in the order recorded (a few
+            # lookups among many rows: sorted once, searched each time).
+            self._by_op = tuple(
+                (ops[order], order)
+                for ops in (facts.inputs_op, facts.outputs_op)
+                for order in [np.argsort(ops, kind="stable")]
+            )
+        sites = facts.inputs_site if len(facts.inputs_site) else None
+        for which, (ops, order) in enumerate(self._by_op):
+            lo, hi = np.searchsorted(ops, [forward, forward + 1], side="left").tolist()
+            for row in order[lo:hi].tolist():
+                shape, dtype = (
+                    (facts.inputs_shape[row], facts.inputs_dtype[row])
+                    if which == 0
+                    else (facts.outputs_shape[row], facts.outputs_dtype[row])
+                )
+                if facts.shape_numel[shape] * facts.dtype_bytes[dtype] == nbytes:
+                    site = int(sites[row]) if which == 0 and sites is not None else -1
+                    return facts.shapes[shape], facts.dtypes[dtype], site
+        return "", "", -1
+
+
