@@ -4,7 +4,8 @@ run shares ``similarity_report``).
 
 Tests marked ``slow`` (torch.compile, pytest subprocesses, the scale tests) run only with
 ``--run-slow`` (or ``MEMPROF_RUN_SLOW=1``): ``python -m pytest -q`` is the quick check,
-``python -m pytest -q --run-slow`` everything."""
+``python -m pytest -q --run-slow`` everything. Property tests (hypothesis) try 25 examples each
+in the quick check and their full count (100, or the count a test sets) with ``--run-slow``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from memprof.model import Report, RunResult
 from memprof.model.explanation import AtPeak, AtPeakEntry, CallNumbers, ModuleStats
@@ -39,6 +41,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Also run the tests marked slow (or set MEMPROF_RUN_SLOW=1).",
     )
+
+
+settings.register_profile("quick", max_examples=25)
+settings.register_profile("full")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    full = config.getoption("--run-slow") or os.environ.get("MEMPROF_RUN_SLOW") == "1"
+    settings.load_profile("full" if full else "quick")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

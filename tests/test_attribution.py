@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from examples import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -206,7 +207,7 @@ def programs(draw: st.DrawFn) -> tuple[TrackedFacts, tuple[int, int]]:
     return make_facts(records, storages, ops, outputs, saved), window
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(programs())
 def test_every_byte_is_in_one_category_and_the_peak_is_the_highest_live_point(
     case: tuple[TrackedFacts, tuple[int, int]],

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from examples import examples
 from gpu_data import gpu_file
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,9 @@ from memprof.errors import MemprofError
 from memprof.sources.snapshot import read_snapshot
 from memprof.sources.trace import read_trace
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 values = st.one_of(
     st.none(),

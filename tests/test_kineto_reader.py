@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,7 +155,7 @@ def events_strategy(cpu_only: bool = False) -> st.SearchStrategy[list[Event]]:
     return st.lists(event, max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(events=events_strategy(), index=st.sampled_from([None, 0, 1]), device=st.sampled_from(["CPU", "CUDA"]))
 def test_reading_in_blocks_equals_reading_one_event_at_a_time(
     events: list[Event], index: int | None, device: str
@@ -165,7 +166,7 @@ def test_reading_in_blocks_equals_reading_one_event_at_a_time(
         assert_same(raw_from_kineto(iter(events), device, index), reference(events, device, index))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(events=events_strategy(cpu_only=True))
 def test_a_cpu_only_session_needs_no_per_op_device_check(events: list[Event]) -> None:
     assert_same(raw_from_kineto(events, device_events=False), reference(events))

@@ -7,6 +7,7 @@ import math
 import re
 
 import pytest
+from examples import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -48,7 +49,7 @@ def test_bad_size_names_a_good_example(text):
 
 
 @given(st.text(max_size=30))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example("9" * 400)
 @example("1e400")
 @example("1.5")
@@ -60,7 +61,7 @@ def test_size_parser_raises_only_its_own_error(text):
 
 
 @given(st.text(max_size=30))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example("9" * 400 + "%")  # a tolerance of 400 nines once overflowed in the gate
 @example("1e400%")
 def test_percent_parser_raises_only_its_own_error(text):
@@ -194,7 +195,7 @@ OP_KEYS = [
 
 
 @given(json_values)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @example([])
 @example("a report")
 @example({"schema_version": 2, "target": "t", "runs": {"eager": {"peak_bytes": -1, "ops": []}}})
@@ -210,7 +211,7 @@ def test_report_loader_raises_only_memprof_errors(data):
 
 
 @given(st.sampled_from(RUN_KEYS), json_values, st.sampled_from(OP_KEYS), json_values)
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 def test_one_wrong_field_in_a_valid_report_is_an_input_error_or_accepted(run_key, value, op_key, op_value):
     data = _report_dict()
     data["runs"]["eager"]["ops"][0][op_key] = op_value
@@ -305,7 +306,7 @@ report_files = st.one_of(
 
 
 @given(report_files)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @example(b"[" * 100_000 + b"]" * 100_000)  # deeper than Python parses: a RecursionError once
 @example(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
 @example(_report_bytes().replace(b'"peak_bytes": 100', b'"peak_bytes": -1'))

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,7 +96,7 @@ _entries = st.lists(
 _unattributed = st.lists(st.builds(Unattributed, st.integers(1, MiB), st.just(1), st.just("why")), max_size=2)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_entries, _unattributed, _entries, _unattributed)
 def test_every_table_adds_up_to_the_change_of_the_footprint(base, base_lost, other, other_lost) -> None:
     diff = diff_at_peak(explained("a", base, tuple(base_lost)), explained("b", other, tuple(other_lost)))
@@ -416,6 +417,7 @@ def test_the_checkpointed_compile_regression_is_the_blocks_backward(checkpoint_t
     assert_the_blocks_backward_explains_it(checkpoint_twice)
 
 
+@pytest.mark.slow  # two profiled GPT steps and a gate (~8 s)
 def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cross_entropy_lines() -> None:
     """The built-in GPT step at batch 4 against a baseline at batch 2: what grew is the logits
     (lm_head's mm) and the cross-entropy's three tensors of their size, 2 MiB each: (2 x 64)

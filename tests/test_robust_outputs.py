@@ -304,7 +304,14 @@ def raises_at_length():
 
 
 @pytest.mark.parametrize(
-    "function", ["closes_stdout", "replaces_json", "replaces_open", "replaces_os_replace"]
+    "function",
+    [
+        "replaces_open",
+        # Each is a memprof process of its own (~6 s): the rest run in the slow tier.
+        pytest.param("closes_stdout", marks=pytest.mark.slow),
+        pytest.param("replaces_json", marks=pytest.mark.slow),
+        pytest.param("replaces_os_replace", marks=pytest.mark.slow),
+    ],
 )
 def test_user_code_that_breaks_the_interpreter_still_gets_its_report(tmp_path, function):
     (tmp_path / "sabotage.py").write_text(SABOTAGE)
@@ -326,6 +333,7 @@ def test_user_code_that_breaks_the_interpreter_still_gets_its_report(tmp_path, f
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.slow  # a memprof process (~6 s); test_failures.py checks exit 3's line in-process
 def test_an_exception_whose_message_fails_is_exit_3_in_one_line(tmp_path):
     (tmp_path / "sabotage.py").write_text(SABOTAGE)
     done = memprof_cli("run", "sabotage.py:raises_unprintable", "--device", "cpu", "-q", cwd=tmp_path)
@@ -338,6 +346,7 @@ def test_an_exception_whose_message_fails_is_exit_3_in_one_line(tmp_path):
     assert "memprof/" not in done.stderr
 
 
+@pytest.mark.slow  # a memprof process (~6 s)
 def test_an_exception_with_a_huge_message_is_shown_short(tmp_path):
     (tmp_path / "sabotage.py").write_text(SABOTAGE)
     done = memprof_cli("run", "sabotage.py:raises_at_length", "--device", "cpu", "-q", cwd=tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def expected(raw: RawProfile, t: int) -> str | None:
     return responsible_op(stack) if stack else None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**32))
 def test_ops_at_names_what_responsible_op_names(seed: int) -> None:
     rng = random.Random(seed)

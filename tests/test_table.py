@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch.autograd import DeviceType
@@ -26,7 +27,7 @@ from memprof.table import find_tables, parse_table, read_table, table_document
 from memprof.units import format_torch_memory
 
 DATA = Path(__file__).parent / "data"
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------------------------------------
 # Rendering synthetic events with torch's table code
@@ -342,7 +343,7 @@ def test_round_trip_inside_a_log(r: Rendered, prefix: str, rstrip: bool, noise: 
 DUPLICATE_NAME = "------  ------  ----------\nName    Name    # of Calls\n------  ------  ----------\n"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=400), st.booleans())
 @example(DUPLICATE_NAME + "------  ------  ----------\n", False)  # no rows: a KeyError once
 @example(DUPLICATE_NAME + "aten    x                1\n------  ------  ----------\n", False)
@@ -383,7 +384,7 @@ def test_mutated_tables_raise_only_memprof_errors(r: Rendered, data: st.DataObje
         assert list(df.columns[:2]) == ["name", "name_truncated"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(max_size=300), st.booleans())
 @example(b"\xef\xbb\xbf" + DUPLICATE_NAME.encode() + b"------  ------  ----------\n", False)
 @example(b"abc\xff\xfe", False)  # not UTF-8: standard input once gave a UnicodeDecodeError
@@ -684,7 +685,7 @@ def test_captured_log_with_two_tables_and_noise() -> None:
     assert list(second["calls"]) == [4, 1, 1]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.one_of(sizes.map(pu._format_memory), sizes.map(_old_format_memory)), min_size=1),
     st.lists(times.map(pu._format_time), min_size=1),

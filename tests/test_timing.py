@@ -116,6 +116,7 @@ def test_a_report_keeps_each_timed_call_and_the_diff_their_middle_halves() -> No
     assert document["diff"]["wall_ms_iqr_other"] == [20.25, 20.75]
 
 
+@pytest.mark.slow  # sleeps past the timing limit (~5 s)
 def test_a_call_over_the_timing_limit_takes_its_time_from_the_warm_up_call() -> None:
     """A call of over 1 s would be timed once: the warm-up call, made without the profiler
     before the profiled one, already was, so it is not made a third time (CPU)."""
