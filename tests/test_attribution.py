@@ -10,12 +10,9 @@ from examples import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from memprof.analysis.attribution import (
-    CATEGORIES,
-    attribute,
-    with_device_counters,
-)
+from memprof.analysis.attribution import attribute, with_device_counters
 from memprof.analysis.peak_entries import OUTSIDE_OPS, UNKNOWN_BEFORE
+from memprof.model.explanation import CATEGORIES
 from memprof.records import (
     Allocations,
     ModuleCalls,

@@ -20,7 +20,8 @@ from torch import nn
 
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
-from memprof.analysis.attribution import AtPeakEntry, Attribution, attribute
+from memprof.analysis.attribution import Attribution, attribute
+from memprof.model.explanation import AtPeakEntry
 from memprof.records import CALL_MARKER
 from memprof.sources import tracking, tree
 from memprof.sources.tracking import Tracker, is_user_file

@@ -38,26 +38,11 @@ from memprof.analysis.lifetimes import BEFORE, Backward, Lifetimes, Window, life
 from memprof.analysis.module_table import kernel_stats, module_stats
 from memprof.analysis.peak_entries import What, classify, live_at_peak
 from memprof.analysis.timeline import downsample, highest_per_bucket
-from memprof.model.explanation import (
-    CATEGORIES,
-    AtPeak,
-    AtPeakEntry,
-    CallNumbers,
-    KernelStats,
-    ModuleStats,
-    Unattributed,
-)
+from memprof.model.explanation import CATEGORIES, AtPeak, CallNumbers, KernelStats, ModuleStats, Unattributed
 from memprof.records import RawProfile, TrackedFacts
 
 __all__ = [
-    "CATEGORIES",
-    "AtPeak",
-    "AtPeakEntry",
     "Attribution",
-    "CallNumbers",
-    "KernelStats",
-    "ModuleStats",
-    "Unattributed",
     "attribute",
     "combine",
     "with_device_counters",
