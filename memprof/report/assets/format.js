@@ -4,10 +4,17 @@
    tests/js/format.test.js runs these under node (tests/test_report_js.py). */
 var memprofFormat = (function () {
   var UNITS = [["TiB", 1099511627776], ["GiB", 1073741824], ["MiB", 1048576], ["KiB", 1024]];
+  // v with `digits` decimals as Python writes it: a tie goes to the even digit (toFixed rounds
+  // it up). Exact for the values used here (bytes over a power of two, ticks).
+  function fixed(v, digits) {
+    var scale = Math.pow(10, digits), scaled = Math.abs(v) * scale, floor = Math.floor(scaled);
+    if (scaled - floor === 0.5 && floor % 2 === 0) { return (Math.sign(v) * floor / scale).toFixed(digits); }
+    return v.toFixed(digits);
+  }
   function bytes(n) {
     var sign = n < 0 ? "-" : "", size = Math.abs(n);
     for (var i = 0; i < UNITS.length; i++) {
-      if (size >= UNITS[i][1]) { return sign + (size / UNITS[i][1]).toFixed(1) + " " + UNITS[i][0]; }
+      if (size >= UNITS[i][1]) { return sign + fixed(size / UNITS[i][1], 1) + " " + UNITS[i][0]; }
     }
     return sign + Math.floor(size) + " B";
   }
@@ -17,11 +24,12 @@ var memprofFormat = (function () {
     var raw = span / count, mag = Math.pow(10, Math.floor(Math.log10(raw))), step = 10 * mag;
     [1, 2, 5, 10].some(function (m) { if (m * mag >= raw * (1 - 1e-9)) { step = m * mag; return true; } });
     var out = [];
-    for (var i = Math.ceil(lo / step - 1e-9); i <= Math.floor(hi / step + 1e-9); i++) { out.push(i * step); }
+    // + 0: a tick at 0 from a ceiling of a tiny negative is -0, written "0" but not equal to 0.
+    for (var i = Math.ceil(lo / step - 1e-9); i <= Math.floor(hi / step + 1e-9); i++) { out.push(i * step + 0); }
     return out;
   }
   function tickLabel(v, step) {
-    return v.toFixed(step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 0);
+    return fixed(v, step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 0);
   }
   // The last point at or before t of a step line (the value holds until the next point); -1 before it.
   function pointAt(times, t) {
@@ -40,6 +48,8 @@ var memprofFormat = (function () {
     if (numeric) { return sign * (Number(x) - Number(y)); }
     return sign * x.localeCompare(y);
   }
-  return {bytes: bytes, ticks: ticks, tickLabel: tickLabel, pointAt: pointAt, compareCells: compareCells};
+  return {
+    fixed: fixed, bytes: bytes, ticks: ticks, tickLabel: tickLabel, pointAt: pointAt, compareCells: compareCells
+  };
 })();
 if (typeof module !== "undefined" && module.exports) { module.exports = memprofFormat; }
