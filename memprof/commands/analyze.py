@@ -60,8 +60,7 @@ def analyze(
     Example: memprof analyze oom.pickle --expandable-segments
     """
     from memprof.api import analyze
-    from memprof.commands.common import report_gate, status_printer, write_outputs
-    from memprof.report.terminal import print_terminal
+    from memprof.commands.common import print_report, report_gate, status_printer, write_outputs
 
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
@@ -75,7 +74,7 @@ def analyze(
     )
     if config.active:
         config.budgets.check_labels(list(report.runs))
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
+    print_report(report, output, rank=output.rank)
     write_outputs(report, files, rank=output.rank)
     if config.active:
         from memprof.gate import evaluate

@@ -163,12 +163,11 @@ def run_rank(
         _hand_in(env, exchange, local, failure, output.quiet)
         return
     report = gather(env, exchange, local, status)
-    from memprof.commands.common import report_hidden
-    from memprof.report.terminal import print_terminal
+    from memprof.commands.common import print_report, report_hidden
 
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank)
+    print_report(report, output, rank=output.rank)
     write_outputs(report, merged, rank=output.rank)
     failed = [run for run in report.runs.values() if run.failed]
     if failed:

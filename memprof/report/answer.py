@@ -31,8 +31,8 @@ def conclusions(report: Report) -> tuple[Conclusion, ...]:
     """What ``report`` concludes, in order (a report of several ranks: give the detailed rank's
     report). Live runs: each explained run's :func:`bottom_line`, then each comparison's verdict
     and summary (a single run not explained: its peak; none succeeded: so). Recordings: each
-    run's peak, then each comparison's verdict. An estimate: its answer and what takes its
-    peak; a sweep: its verdict."""
+    run's peak, then each comparison's verdict. An estimate: its answer (``NOT RELIABLE``
+    first when fake execution guessed values that steered the code); a sweep: its verdict."""
     kind = ReportKind.of_source(report.source, swept=report.sweep is not None)
     ok = report.ok_runs()
     if kind.estimated:
@@ -52,9 +52,8 @@ def _estimated(report: Report) -> tuple[Conclusion, ...]:
     said = estimate.answer(report) or (report.sweep.verdict if report.sweep is not None else None)
     if not said:
         return (Conclusion(("no estimate succeeded",)),) if not report.ok_runs() else ()
-    run = estimate.chosen_run(report)
-    more = _explained(run) if run is not None and report.sweep is None else ()
-    return (Conclusion((said, *more)),)
+    # The answer alone, last on a terminal (what is live at the peak is its own section above).
+    return (Conclusion((said,)),)
 
 
 def _peak(run: RunResult) -> str:

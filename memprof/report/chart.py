@@ -433,12 +433,13 @@ def sweep_chart(sweep: Sweep) -> str:
 def _limit(
     nbytes: int, text: str, css: str, y: Callable[[float], float], width: float, below: bool = False
 ) -> list[str]:
-    """A horizontal line across the plot at ``nbytes``, labelled at its right end."""
+    """A horizontal line across the plot at ``nbytes``, labelled above it at its right end (or,
+    ``below``, under it at its left end, clear of the points that near it on the right)."""
     at = y(nbytes)
-    label_y = at + 14 if below else at - 4
+    x, anchor, label_y = (LEFT + 6, "start", at + 14) if below else (LEFT + width - 4, "end", at - 4)
     return [
         f'<line class="{css}" x1="{LEFT}" x2="{LEFT + width}" y1="{at:.1f}" y2="{at:.1f}"/>',
-        f'<text x="{LEFT + width - 4}" y="{label_y:.1f}" text-anchor="end">{_e(text)}</text>',
+        f'<text x="{x}" y="{label_y:.1f}" text-anchor="{anchor}">{_e(text)}</text>',
     ]
 
 

@@ -526,6 +526,11 @@ def _run(
         reserved_peak_bytes=estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
         wall_ms=float("nan"),
         estimate=estimate,
+        # What is live at the peak, the modules and each call's numbers, as a live run has them.
+        at_peak=explained.at_peak,
+        module_stats=explained.modules,
+        call_numbers=explained.calls,
+        peak_call=explained.peak_call,
         # The attribution's words are a profile's; an estimate has none.
         notes=[*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)],
     )
