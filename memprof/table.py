@@ -6,13 +6,12 @@ from a GPU job's log, a notebook or a bug report. pandas is imported only when a
 
 How torch lays the table out (``torch/autograd/profiler_util.py::_build_table``): a dash line,
 the header, the same dash line, one line per row, the dash line again, then footer lines such as
-``Self CPU time total: 886.017ms``. Each dash run is a column; every column is followed by two
-spaces. Values are right-aligned except Source Location (left-aligned, with continuation lines
-holding the rest of the stack, then a blank line); torch 1.x left-aligned every column, which
-reads the same way. A value wider than its column pushes the
-rest of the line to the right; the parser follows that shift. Optionally, above the first dash
-line: ``====`` lines around a title and the note "This report only display top-level ops
-statistics".
+``Self CPU time total: 886.017ms``. Each dash run is a column, followed by two spaces. Values
+are right-aligned but Source Location (left-aligned, continuation lines holding the rest of the
+stack, then a blank line; torch 1.x left-aligned every column, read the same way). A value
+wider than its column pushes the rest of the line right; the parser follows the shift. Above
+the first dash line may come ``====`` lines around a title and "This report only display
+top-level ops statistics".
 """
 
 from __future__ import annotations
@@ -616,47 +615,21 @@ def _where(tables: list[TableLocation]) -> str:
 
 
 def read_table(text: str, *, table_index: int | None = None, lenient: bool = False) -> pd.DataFrame:
-    """Parse the table printed by ``prof.key_averages().table(...)`` into a DataFrame.
+    """Parse the table printed by ``prof.key_averages().table(...)`` into a DataFrame, one row
+    per table row in its order. ``text`` may be a whole log (lines around the table and a prefix
+    on every table line, ``[rank0]:``, are ignored); ``table_index`` picks one of several
+    tables (negative counts from the end). Any torch release's units and device columns work.
 
-    ``text`` may be a whole log: lines before and after the table are ignored, and a constant
-    prefix on every table line (indentation, ``[rank0]:``) is removed. With several tables,
-    ``table_index`` picks one (0-based; negative counts from the end); with one table it may
-    be left out. Any torch release's table works: memory in ``B KB MB GB TB`` or the older
-    ``b Kb Mb Gb``, times in ``us ms s``, device columns for CUDA, XPU or any other device.
-
-    One row per table row, in the table's order. Columns, in the table's order (only those the
-    table has):
-
-    - ``name`` (str): the op or label, as shown. torch cuts names longer than its name column
-      to ``name[:52] + "..."``; such names are kept without the three dots.
-    - ``name_truncated`` (bool): the name was cut by torch.
-    - ``overload_name`` (str): as shown (a cut one keeps its ``...``).
-    - ``self_cpu_pct``, ``cpu_total_pct``, ``self_<dev>_pct`` (float, percent; NaN when torch
-      printed ``NaN`` because the total time was zero).
-    - ``self_cpu_us``, ``cpu_total_us``, ``cpu_time_avg_us``, ``self_<dev>_us``,
-      ``<dev>_total_us``, ``<dev>_time_avg_us`` (float, microseconds).
-    - ``cpu_mem_bytes``, ``self_cpu_mem_bytes``, ``<dev>_mem_bytes``, ``self_<dev>_mem_bytes``
-      (int64 bytes; net allocations minus frees, may be negative; exact below 1 KiB, else
-      within the two printed decimals).
-    - ``calls`` (int64): "# of Calls".
-    - ``node_id`` (int64): "Node ID".
-    - ``input_shapes`` (str): as shown; torch cuts long ones at the column width without a mark.
-    - ``source_location`` (str): the stack lines of the row joined with ``"\\n"``.
-    - ``total_flops``, ``total_kflops``, ``total_mflops``, ... (float; NaN where torch printed
-      ``--``): the FLOPs column in the unit of its header.
-    - any other column: its header in snake case, as text.
-
-    ``<dev>`` is the device's name in lower case (``cuda``, ``xpu``, ``mtia``, ...).
-
-    ``frame.attrs`` holds ``self_cpu_time_total_us`` and ``self_<dev>_time_total_us`` (float,
-    from the footer, when printed), ``top_level_only`` (bool: the table was printed with
-    ``top_level_events_only=True``), ``title`` (the ``header=`` text or None), ``table_index``,
-    ``header_line`` (1-based line of the header in ``text``) and ``skipped_rows``: a list of
-    ``{"line": int, "reason": str}`` for rows skipped by ``lenient=True`` (empty otherwise).
+    Columns (docs/guides/parse.md): ``name`` (cut by torch: kept without its ``...``,
+    ``name_truncated`` True), ``overload_name``, ``*_pct`` (float, NaN for ``NaN``), ``*_us``
+    (float microseconds), ``*_mem_bytes`` (int64 bytes, net, may be negative), ``calls`` and
+    ``node_id`` (int64), ``input_shapes``, ``source_location`` (stack lines joined with
+    newlines), ``total_<unit>flops`` (float, NaN for ``--``), any other header in snake case.
+    ``frame.attrs``: the footer's ``self_<device>_time_total_us``, ``top_level_only``,
+    ``title``, ``table_index``, ``header_line`` (1-based), ``skipped_rows`` (``lenient=True``).
 
     Raises :class:`memprof.errors.InputError` when there is no table, ``table_index`` is needed
-    or out of range, or a row does not fit the columns (its line number and what was expected;
-    with ``lenient=True`` such rows are skipped and listed in ``attrs["skipped_rows"]``).
+    or out of range, or a row does not fit the columns (``lenient=True`` skips such rows).
     """
     with gc_paused():  # millions of small objects, alive until the frame is built
         return _read_table(text, table_index, lenient).frame()
@@ -697,13 +670,9 @@ def _read_table(text: str, table_index: int | None, lenient: bool) -> ParsedTabl
 
 
 def table_document(frame: pd.DataFrame | ParsedTable) -> dict[str, Any]:
-    """The JSON document for a frame from :func:`read_table` or a :func:`parse_table` result
-    (NaN becomes None)::
-
-    {"schema_version": 1, "kind": "torch_table", "totals": {"self_cpu_time_total_us": ...},
-     "table": {"index", "header_line", "title", "top_level_only"}, "skipped_rows": [...],
-     "columns": [...], "rows": [{column: value}, ...]}
-    """
+    """The JSON document of a :func:`read_table` frame or a :func:`parse_table` result (NaN as
+    None): ``schema_version`` 1, ``kind`` ``torch_table``, ``totals``, ``table`` (``index``,
+    ``header_line``, ``title``, ``top_level_only``), ``skipped_rows``, ``columns``, ``rows``."""
     attrs = frame.attrs
     totals = {k: v for k, v in attrs.items() if k.endswith("_time_total_us")}
     rows = frame.records() if isinstance(frame, ParsedTable) else frame.to_dict("records")

@@ -5,6 +5,10 @@ show, decided by what the report is (:attr:`memprof.model.Report.kind`).
 A report of several ranks (``RANKS``) shows every rank side by side, then one rank in detail
 (the highest peak's, or the one asked for) as a report of its own kind; its timelines and notes
 cover every rank. How much of each list a format shows is the format's :class:`Limits`.
+
+A new section is one builder (:data:`BUILDERS`: the context in, a section or None out) and its
+id in :data:`ORDER`; every format then shows it. ``diff`` (what changed at the peak between two
+runs) has its place already.
 """
 
 from __future__ import annotations
