@@ -839,6 +839,16 @@ def test_every_kind_of_report_fits_a_phone_and_a_window(
         browser.resize(1280, 900)
 
 
+@contextlib.contextmanager
+def colour_scheme(browser: DevTools, scheme: str) -> Iterator[None]:
+    """The page as a reader whose system prefers ``scheme`` (light or dark) sees it."""
+    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+    try:
+        yield
+    finally:
+        browser.call("Emulation.setEmulatedMedia", features=[])
+
+
 ICICLE_JS = r"""(() => {
   function rgb(text) { return text.match(/[\d.]+/g).map(Number); }
   return [...document.querySelectorAll('#at-peak .icicle .bar')].map(bar => {
@@ -848,18 +858,14 @@ ICICLE_JS = r"""(() => {
 })()"""
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_icicles_labels_read_on_their_boxes_light_or_dark(
-    browser: DevTools, explained_report: Report, tmp_path: Path, scheme: str
+    browser: DevTools, explained_report: Report, tmp_path: Path
 ) -> None:
-    page = tmp_path / "explained.html"
-    page.write_text(render_html(explained_report), encoding="utf-8")
-    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
-    try:
-        browser.open(page)
-        boxes = browser.evaluate(ICICLE_JS)
-    finally:
-        browser.call("Emulation.setEmulatedMedia", features=[])
-    assert len(boxes) >= 6  # the footprint, the modules, the lines
-    for text, fg, bg in boxes:
-        assert contrast(fg, bg) >= 4.5, (scheme, text, fg, bg)
+    (tmp_path / "explained.html").write_text(render_html(explained_report), encoding="utf-8")
+    for scheme in ("light", "dark"):
+        with colour_scheme(browser, scheme):
+            browser.open(tmp_path / "explained.html")
+            boxes = browser.evaluate(ICICLE_JS)
+        assert len(boxes) >= 6  # the footprint, the modules, the lines
+        for text, fg, bg in boxes:
+            assert contrast(fg, bg) >= 4.5, (scheme, text, fg, bg)
