@@ -13,6 +13,7 @@ from memprof.version import __version__
 __all__ = [
     "Inputs",
     "Report",
+    "ReportKind",
     "RunResult",
     "Variant",
     "analyze",
@@ -30,7 +31,7 @@ __all__ = [
 if TYPE_CHECKING:
     from memprof.api import Variant, analyze, compare, estimate, group_modules, profile, track
     from memprof.jobs import profile_ranks
-    from memprof.model import Report, RunResult
+    from memprof.model import Report, ReportKind, RunResult
     from memprof.pipeline import load_report
     from memprof.sources.target import Inputs
     from memprof.table import read_table
@@ -46,6 +47,7 @@ _LAZY = {
     "profile_ranks": "memprof.jobs",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
+    "ReportKind": "memprof.model",
     "RunResult": "memprof.model",
     "load_report": "memprof.pipeline",
     "read_table": "memprof.table",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -403,7 +404,8 @@ def estimate(
         )
     target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
-    one = _estimator(target, options, args, kwargs, inputs, status)
+    progress = _Progress.of(status, sweep, capacity_bytes is not None)
+    one = _estimator(target, options, args, kwargs, inputs, progress or status)
     params = dict(inputs_kwargs or {})
     needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
     if sweep is None:
@@ -411,7 +413,7 @@ def estimate(
         sweep_result = None
         fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
     else:
-        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes)
+        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
         fits = None
     from memprof.sources.fake import estimate_environment
 
@@ -570,6 +572,28 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+class _Progress:
+    """A sweep's status lines: each estimate's, with how many of how many and the time so far
+    (``4 of 11, 38 s: estimating step (batch=4320) on fake tensors``); ``count`` goes up by
+    one before each estimate."""
+
+    def __init__(self, status: StatusFn, listed: int, search: int) -> None:
+        self.status, self.listed, self.most = status, listed, listed + search
+        self.count, self.start = 0, time.perf_counter()
+
+    @classmethod
+    def of(cls, status: StatusFn | None, sweep: Any, capacity: bool) -> _Progress | None:
+        from memprof.analysis.sweep import MAX_SEARCH
+
+        if status is None or sweep is None:
+            return None
+        return cls(status, len(dict.fromkeys(map(repr, sweep[1]))), MAX_SEARCH if capacity else 0)
+
+    def __call__(self, message: str) -> None:
+        total = str(self.listed) if self.count <= self.listed else f"at most {self.most}"
+        self.status(f"{self.count} of {total}, {time.perf_counter() - self.start:.0f} s: {message}")
+
+
 def _sweep(
     one: Callable[[str, dict[str, Any]], RunResult],
     sweep: tuple[str, Sequence[Any]],
@@ -577,6 +601,7 @@ def _sweep(
     needed: str,
     card_capacity: int | None,
     reserve: int,
+    progress: _Progress | None = None,
 ) -> tuple[dict[str, RunResult], Any]:
     """Estimate each listed value, fit the bytes needed, and with a capacity search for the
     largest value that fits within it less the reserve (whole values: the line's guess, then
@@ -601,6 +626,8 @@ def _sweep(
     def estimate_value(value: Any) -> bool:
         """Estimate ``value``; whether it fits the capacity."""
         label = f"{name}={value_text(value)}"
+        if progress is not None:
+            progress.count += 1
         runs[label] = one(label, {**params, name: value})
         need[value] = _needed(runs[label], needed)
         fits[value] = capacity is not None and run_fits(runs[label], needed, capacity)

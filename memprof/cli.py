@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from memprof.commands.common import err, err_lines, hidden_line
+from memprof.commands.common import err, err_lines, hidden_line, stderr_width
 from memprof.commands.options import cli_spelling, with_option_groups
 from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
 from memprof.version import __version__
@@ -59,7 +59,7 @@ def handle_errors(func: F) -> F:
             if isinstance(error, UserCodeError) and error.user_traceback:
                 err_lines(error.user_traceback.rstrip("\n"))
             heard = error.hidden_messages
-            hidden = hidden_line(heard.count, heard.lines()) if heard is not None else None
+            hidden = hidden_line(heard.count, heard.lines(), stderr_width()) if heard is not None else None
             if hidden:
                 err(f"memprof: {hidden}")
             if not error.shown:

@@ -64,6 +64,9 @@ class _File:
     world_size: int | None = None
     backend: str | None = None
     torch_version: str | None = None
+    rank_recorded: bool = True
+    """The rank is the file's own (its distributed info, or a number in its name), not its
+    position in a folder."""
 
 
 def analyze_recordings(
@@ -90,6 +93,7 @@ def analyze_recordings(
         )
     # One file given: its runs are its devices. A folder's runs carry their rank even when it
     # holds one file, so labels do not change with the number of ranks.
+    _unless_one_job(files)
     _label(files, single=len(files) == 1 and not given[0].is_dir())
     runs = {run.label: run for f in files for run in f.runs}
     devices = list(dict.fromkeys(run.device or "?" for run in runs.values()))
@@ -187,12 +191,14 @@ def _read_folder(
         # the next file is read.
         with _memory_for(path):
             read = _from_trace(next(ranks))
+        read.rank_recorded = bool(_RANK_IN_NAME.search(path.name)) or read.world_size is not None
         yield read
     for position, path in enumerate(snapshots):
         match = _RANK_IN_NAME.search(path.name)
         rank = int(match.group(1)) if match else position
         with _memory_for(path):
             read = _from_snapshot(path, read_snapshot(path), rank, settings)
+        read.rank_recorded = match is not None
         yield read
 
 
@@ -450,6 +456,53 @@ def stem(path: Path) -> str:
                 break
         else:
             return name
+
+
+def not_one_job(files: Sequence[_File]) -> list[str]:
+    """Why several files do not look like the ranks of one job (empty when they do): a rank not
+    recorded (only a position in the folder), a rank twice, world sizes that disagree, a rank
+    or a number of files beyond the world size, GPUs in some files and not in others."""
+    if len(files) < 2 or any(f.rank is None for f in files):
+        return []
+    why = []
+    guessed = [f.path.name for f in files if not f.rank_recorded]
+    if guessed:
+        why.append(f"no rank recorded in {_names(guessed)}")
+    by_rank: dict[int, list[str]] = {}
+    for f in files:
+        by_rank.setdefault(f.rank or 0, []).append(f.path.name)
+    why += [f"rank {rank} in {_names(names)}" for rank, names in by_rank.items() if len(names) > 1]
+    sizes = sorted({f.world_size for f in files if f.world_size is not None})
+    if len(sizes) > 1:
+        why.append("world sizes " + ", ".join(map(str, sizes)))
+    elif sizes and (len(files) > sizes[0] or max(by_rank) >= sizes[0]):
+        why.append(f"{len(files)} files, ranks up to {max(by_rank)}, for a world size of {sizes[0]}")
+    gpus = [any((run.device or "cpu") != "cpu" for run in f.runs) for f in files]
+    if any(gpus) and not all(gpus):
+        why.append(
+            "GPUs in " + _names([f.path.name for f, gpu in zip(files, gpus, strict=True) if gpu]) + " only"
+        )
+    return why
+
+
+def _names(names: Sequence[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _unless_one_job(files: list[_File]) -> None:
+    """Files that do not look like one job's ranks lose their ranks, with a note saying why:
+    they are labelled by their file names and never set side by side as ranks."""
+    why = not_one_job(files)
+    if not why:
+        return
+    note = (
+        f"these {len(files)} files do not look like the ranks of one job ({'; '.join(why)}): each run is "
+        "labelled by its file, and no run is compared with another as a rank"
+    )
+    for f in files:
+        f.rank = None
+        f.runs[:] = [replace(run, rank=None, notes=(*run.notes, note)) for run in f.runs]
 
 
 def _label(files: list[_File], single: bool) -> None:

@@ -624,3 +624,51 @@ def test_without_orjson_traces_are_read_with_the_standard_library() -> None:
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "101305344"
+
+
+def _traced(path: Path, rank: int | None = None, world_size: int | None = None) -> Path:
+    """The H100 trace at ``path``, with the distributed info a rank of a job records."""
+    import gzip
+
+    data = json.loads(gzip.decompress(gpu_file(H100).read_bytes()))
+    if rank is not None:
+        data["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return path
+
+
+def test_files_that_are_not_one_jobs_ranks_are_labelled_by_file_with_a_warning(tmp_path: Path) -> None:
+    # One trace of rank 1 of a job of 2, and five traces of nothing: their positions in the
+    # folder (a: 0, b: 1, ...) are not ranks ("ranks 0, 1, 2, 3, 4, 1 of 2" before).
+    _traced(tmp_path / "job.json.gz", rank=1, world_size=2)
+    for name in "abcde":
+        shutil.copy(gpu_file(H100), tmp_path / f"{name}.json.gz")
+    result = invoke(tmp_path, "-q")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"memprof: {tmp_path.name}: 6 chrome traces (nccl, torch 2.6.0)"
+    note = next(line for line in lines if line.startswith("note (all runs): these 6 files"))
+    said = " ".join(line.strip() for line in lines[lines.index(note) :])
+    assert (
+        "do not look like the ranks of one job (no rank recorded in a.json.gz, b.json.gz, c.json.gz and 2 "
+        "more; rank 1 in b.json.gz, job.json.gz; 6 files, ranks up to 4, for a world size of 2)"
+    ) in said
+    assert "each run is labelled by its file, and no run is compared with another as a rank" in said
+    assert not any(line.startswith("rank ") for line in lines)  # no ranks' table
+    assert "a/cuda:0" in result.stdout and "job/cuda:0" in result.stdout
+
+
+def test_the_ranks_of_one_job_agree(tmp_path: Path) -> None:
+    import memprof
+    from memprof.recordings import not_one_job
+
+    _traced(tmp_path / "rank0.json.gz", rank=0, world_size=2)
+    _traced(tmp_path / "rank1.json.gz", rank=1, world_size=2)
+    report = memprof.analyze(tmp_path)
+    assert list(report.runs) == ["rank0/cpu", "rank0/cuda:0", "rank1/cpu", "rank1/cuda:0"]
+    assert not any("one job" in note for run in report.runs.values() for note in run.notes)
+    _traced(tmp_path / "rank1.json.gz", rank=1, world_size=4)
+    report = memprof.analyze(tmp_path)
+    assert [run.rank for run in report.runs.values()] == [None] * 4
+    assert "world sizes 2, 4" in report.runs["rank0/cpu"].notes[-1]
+    assert not_one_job([]) == []

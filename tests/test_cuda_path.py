@@ -149,7 +149,8 @@ def test_a_live_cpu_run_says_its_device_and_knows_its_footprint_but_no_device_to
     untracked = memprof.profile(torch.ones, 1024, 1024, device="cpu", explain=False).runs["eager"]
     assert (untracked.footprint_bytes, untracked.live_at_start_bytes) == (4 * MiB, 0)
     assert untracked.at_peak is None
-    assert report.source is not None and report.source.kind == "live" and not report.recorded
+    assert report.source is not None and report.source.kind == "live"
+    assert report.kind is memprof.ReportKind.RUN
     assert report.to_dict()["source"] == {"kind": "live", "paths": [], "files": []}
 
 

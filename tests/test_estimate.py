@@ -94,8 +94,18 @@ def _agreement(spec: str) -> None:
     inputs = build_inputs(target, None, "cpu")
     _, measured = profile_calls(target.func, inputs.args, inputs.kwargs, module=target.module, explain=False)
     assert measured is not None
-    run = memprof.estimate(spec, device="cpu").runs["estimate"]
+    report = memprof.estimate(spec, device="cpu")
+    run = report.runs["estimate"]
     assert run.footprint_bytes is not None and run.live_at_start_bytes is not None
+    # It explains its peak as a run does: every byte of the footprint in an entry at the peak,
+    # in the JSON too.
+    at_peak = run.at_peak
+    assert at_peak is not None and report.to_dict()["runs"]["estimate"]["at_peak"]["entries"]
+    assert sum(at_peak.by_category.values()) == run.footprint_bytes
+    entries = sum(e.bytes for e in at_peak.entries) + sum(u.bytes for u in at_peak.unattributed)
+    assert entries == run.footprint_bytes
+    if spec.endswith("gpt:train_step"):  # the logits' log-softmax, on the loss line, as measured
+        assert at_peak.entries[0].source == "memprof/examples/gpt.py:109" and run.module_stats
     assert run.live_at_start_bytes == measured.live_at_start_bytes
     assert run.peak_bytes == ESTIMATED_PEAK[spec]
     if spec.endswith("channels_last:contiguous"):

@@ -706,3 +706,168 @@ def test_the_peak_explained_draws_its_chart_lists_its_entries_and_shows_sizes_on
     shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
     assert len(png_colours(shot)) > 1
     assert browser.console_errors() == []
+
+
+# ---- every screen: a 390 px phone and a 1,200 px window -------------------------------------------
+
+FIT_JS = r"""(() => {
+  const width = document.documentElement.clientWidth;
+  // Inside a box that scrolls sideways (a wide table's), an element may pass the window's edge.
+  function scrolled(el) {
+    for (let e = el.parentElement; e && e !== document.body; e = e.parentElement) {
+      const x = getComputedStyle(e).overflowX;
+      if (x === 'auto' || x === 'scroll') { return true; }
+    }
+    return false;
+  }
+  const past = [...document.querySelectorAll('body *')].filter(e => {
+    const r = e.getBoundingClientRect();
+    return (r.width > 0 || r.height > 0) && r.right > width + 0.5 && !scrolled(e);
+  }).map(e => `${e.tagName.toLowerCase()}.${e.getAttribute('class') || ''}`);
+  // A cell squeezed to a few characters a line: narrower than 3 characters, its text wrapped.
+  const cells = [...document.querySelectorAll('td, th, dt, dd')];
+  const probe = document.createElement('span');
+  probe.textContent = '000';
+  (cells[0] || document.body).appendChild(probe);
+  const three = probe.getBoundingClientRect().width;
+  probe.remove();
+  const squeezed = cells.filter(c => {
+    if (!c.offsetParent || !c.textContent.trim()) { return false; }
+    const style = getComputedStyle(c);
+    const inner = c.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const range = document.createRange();
+    range.selectNodeContents(c);
+    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.bottom))).size;
+    return inner < three && lines > 1;
+  }).map(c => c.textContent.slice(0, 40));
+  return {page: document.documentElement.scrollWidth, width: width, past: past.slice(0, 8),
+          squeezed: squeezed.slice(0, 8)};
+})()"""
+
+
+def estimate_sweep_report() -> Report:
+    """An estimate's sweep of batch (the explained run at three values, a search beyond them)
+    with a capacity and a reserve: what ``memprof estimate --sweep`` writes."""
+    from dataclasses import replace
+
+    from conftest import make_explained_report
+
+    from memprof.model import EstimateSection, Source, Sweep, SweepPoint
+    from memprof.pipeline import build_report
+
+    base = make_explained_report().runs["eager"]
+    mib = 1024 * 1024
+    values = [(8, False), (16, False), (32, False), (47, True), (48, True)]
+    runs = {
+        f"batch={v}": replace(
+            base,
+            label=f"batch={v}",
+            peak_bytes=v * mib,
+            footprint_bytes=(v + 4) * mib,
+            estimate=EstimateSection(),
+        )
+        for v, _ in values
+    }
+    points = tuple(
+        SweepPoint(
+            value=str(v),
+            label=f"batch={v}",
+            footprint_bytes=(v + 4) * mib,
+            fitted_bytes=(v + 4) * mib,
+            needed_bytes=(v + 4) * mib,
+            fits=v <= 47,
+            searched=searched,
+        )
+        for v, searched in values
+    )
+    sweep = Sweep(
+        parameter="batch",
+        needed="footprint_bytes",
+        points=points,
+        slope_bytes=float(mib),
+        intercept_bytes=float(4 * mib),
+        capacity_bytes=56 * mib,
+        reserve_bytes=4 * mib,
+        largest_fitting="47",
+        largest_fitting_label="batch=47",
+        largest_fitting_bytes=51 * mib,
+        verified=True,
+        verdict="largest batch that fits 56.0 MiB less a 4.0 MiB reserve: batch=47",
+    )
+    return build_report(
+        target="memprof.examples.gpt:train_step",
+        device="cpu",
+        runs=runs,
+        source=Source(kind="estimate"),
+        sweep=sweep,
+        environment={"torch": "2.13.0+cpu", "device_name": "x86_64"},
+    )
+
+
+def fit_reports() -> dict[str, Report]:
+    """A report of each kind, with long names: live runs compared (explained, compiled), a
+    snapshot and a trace read by ``memprof analyze``, an estimate's sweep."""
+    from gpu_data import gpu_file
+
+    import memprof
+
+    return {
+        "run": load_report(DATA / "gpt-explained.json"),
+        "compiled": load_report(DATA / "transformer-step.json"),
+        "snapshot": memprof.analyze(gpu_file("magma27_cs336.snapshot.pickle")),
+        "trace": memprof.analyze(gpu_file("tracelens_h100_bert_small.json.gz")),
+        "estimate": estimate_sweep_report(),
+    }
+
+
+@pytest.mark.parametrize("width", [390, 1200])
+def test_every_kind_of_report_fits_a_phone_and_a_window(
+    browser: DevTools, tmp_path: Path, width: int
+) -> None:
+    """No element passes the window's edge but inside a box that scrolls (a wide table's), the
+    page never scrolls sideways, and no cell is squeezed to a few letters a line."""
+    browser.resize(width, 900)
+    try:
+        for kind, report in fit_reports().items():
+            page = tmp_path / f"{kind}.html"
+            page.write_text(render_html(report), encoding="utf-8")
+            browser.open(page)
+            found = browser.evaluate(FIT_JS)
+            assert width - 20 <= found["width"] <= width, found  # less a scroll bar
+            assert found["page"] <= width and found["past"] == [], (kind, found)
+            assert found["squeezed"] == [], (kind, found)
+            assert browser.console_errors() == [], kind
+    finally:
+        browser.resize(1280, 900)
+
+
+@contextlib.contextmanager
+def colour_scheme(browser: DevTools, scheme: str) -> Iterator[None]:
+    """The page as a reader whose system prefers ``scheme`` (light or dark) sees it."""
+    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+    try:
+        yield
+    finally:
+        browser.call("Emulation.setEmulatedMedia", features=[])
+
+
+ICICLE_JS = r"""(() => {
+  function rgb(text) { return text.match(/[\d.]+/g).map(Number); }
+  return [...document.querySelectorAll('#at-peak .icicle .bar')].map(bar => {
+    const style = getComputedStyle(bar);
+    return [bar.textContent, rgb(style.color), rgb(style.backgroundColor)];
+  });
+})()"""
+
+
+def test_the_icicles_labels_read_on_their_boxes_light_or_dark(
+    browser: DevTools, explained_report: Report, tmp_path: Path
+) -> None:
+    (tmp_path / "explained.html").write_text(render_html(explained_report), encoding="utf-8")
+    for scheme in ("light", "dark"):
+        with colour_scheme(browser, scheme):
+            browser.open(tmp_path / "explained.html")
+            boxes = browser.evaluate(ICICLE_JS)
+        assert len(boxes) >= 6  # the footprint, the modules, the lines
+        for text, fg, bg in boxes:
+            assert contrast(fg, bg) >= 4.5, (scheme, text, fg, bg)

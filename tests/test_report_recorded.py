@@ -205,7 +205,7 @@ def test_a_live_cpu_run_knows_none_of_them_and_writes_none() -> None:
 
 def test_reports_written_before_these_fields_still_load() -> None:
     base = load_report(Path(__file__).parent / "data" / "gate" / "base.json")
-    assert base.source is None and not base.recorded
+    assert base.source is None and base.kind is memprof.ReportKind.RUN
     run = base.runs["eager"]
     assert (run.device, run.footprint_bytes, run.snapshot, run.allocator_model) == (None, None, None, None)
 

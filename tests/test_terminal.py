@@ -233,3 +233,40 @@ def test_explained_runs(data: str, golden: str, update_golden: bool) -> None:
     """Real explained reports (``memprof run memprof.examples.<similarity|gpt>:... --compare-compile
     --json tests/data/<name>-explained.json``, from the repository's root)."""
     check_golden(golden, render_terminal(load_report(DATA / data)), update_golden)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_last_lines_of_a_training_step_are_its_answer(width: int) -> None:
+    """The bottom line comes last: the peak, the footprint and the categories holding most of
+    it, the largest entries with the line that made each: on screen when the output stops."""
+    report = load_report(DATA / "gpt-explained.json")
+    eager = compared(dataclasses.replace(report, runs={"eager": report.runs["eager"]}))
+    lines = render_terminal(eager, width=width).splitlines()
+    assert max(map(len, lines)) <= width
+    start = max(i for i, line in enumerate(lines) if line.startswith("eager: peak"))
+    assert len(lines) - start <= 9  # the last lines of the output
+    tail = " ".join(line.strip() for line in lines[start:])
+    assert tail.startswith("eager: peak 38.0 MiB above the call's start during aten::_log_softmax_backward")
+    assert "footprint 52.2 MiB, most of it temporary 24.0 MiB, activation 17.5 MiB" in tail
+    assert "largest: 8.0 MiB activation (aten::_log_softmax) at memprof/examples/gpt.py:109" in tail
+    # Compared with its compiled run: each run's bottom line, the verdict, then what changed at
+    # the peak (why the verdict is what it is).
+    both = render_terminal(report, width=width).splitlines()
+    changed = both.index("What changed at the peak, compile vs eager:")
+    end = "\n".join(both[changed - 16 : changed])
+    assert "largest: 8.0 MiB temporary (aten::mm) at memprof/examples/gpt.py:108" in end
+    assert both[changed - 3].startswith("torch.compile lowers peak memory by 22.7 MiB")
+
+
+def test_an_at_peak_entry_shows_the_users_line_that_called_a_library(explained_report) -> None:
+    entry = explained_report.runs["eager"].at_peak.entries[0]
+    called = dataclasses.replace(entry, user_source="train.py:13", user_source_text="out = model(x)")
+    run = explained_report.runs["eager"]
+    at_peak = dataclasses.replace(run.at_peak, entries=(called, *run.at_peak.entries[1:]))
+    report = compared(
+        dataclasses.replace(explained_report, runs={"eager": dataclasses.replace(run, at_peak=at_peak)})
+    )
+    lines = render_terminal(report, width=80).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.lstrip().startswith(entry.source))
+    assert lines[row + 1] == "      called from train.py:13  out = model(x)"
+    assert "called from train.py:13  out = model(x)" in render_terminal(report, width=80).split("largest:")[1]

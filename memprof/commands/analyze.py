@@ -60,8 +60,7 @@ def analyze(
     Example: memprof analyze oom.pickle --expandable-segments
     """
     from memprof.api import analyze
-    from memprof.commands.common import status_printer, write_and_gate
-    from memprof.report.terminal import print_terminal
+    from memprof.commands.common import print_report, status_printer, write_and_gate
 
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile memprof runs; a recording has none")
@@ -77,7 +76,7 @@ def analyze(
     )
     if config.active:
         config.budgets.check_labels(list(report.runs))
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank, chains=output.op_chains)
+    print_report(report, output, rank=output.rank)
     write_and_gate(report, files, config, rank=output.rank)
 
 

@@ -3,6 +3,7 @@ the profile-and-report flow of ``run`` and ``compare`` (:func:`profile_and_repor
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,16 +27,20 @@ short already; this bounds the line whatever it quotes)."""
 def err(message: str) -> None:
     """Print one line to stderr: control and invisible characters, line breaks included,
     escaped, and cut to :data:`MESSAGE_LIMIT` characters."""
+    from memprof.commands.status import clear_status
     from memprof.text import one_line
 
+    clear_status()
     typer.echo(one_line(message, MESSAGE_LIMIT), err=True)
 
 
 def err_lines(text: str) -> None:
     """Print lines to stderr as they are (a user's traceback, already cut to size), with
     control and invisible characters escaped."""
+    from memprof.commands.status import clear_status
     from memprof.text import visible
 
+    clear_status()
     typer.echo(visible(text), err=True)
 
 
@@ -58,24 +63,48 @@ def read_inputs(specs: Sequence[str | None], baseline: Path | None) -> list[tupl
 
 
 def status_printer(quiet: bool) -> Callable[[str], None] | None:
-    """Status lines on stderr (``memprof: compiling … 5 s``), or None with ``-q``."""
+    """Status lines on stderr (``memprof: compiling … 5 s``: in place on a terminal, one line per
+    step otherwise, each within the width; :mod:`memprof.commands.status`), or None with ``-q``."""
     if quiet:
         return None
-    return lambda message: err(f"memprof: {message}")
+    from memprof.commands.status import status_line
+
+    return status_line()
 
 
-def hidden_line(count: int, examples: Sequence[tuple[str, int]] = ()) -> str | None:
+def print_report(report: Report, output: OutputOptions, rank: int | None = None) -> None:
+    """The terminal summary on stdout, the status line cleared first."""
+    from memprof.commands.status import clear_status
+    from memprof.report.terminal import print_terminal
+
+    clear_status()
+    print_terminal(report, sort=output.sort.value, top=output.top, rank=rank, chains=output.op_chains)
+
+
+def hidden_line(count: int, examples: Sequence[tuple[str, int]] = (), width: int = 100) -> str | None:
     """``12 torch warnings hidden (Profiler record function ... will be ignored x12); -v shows
-    them``, or None when nothing was hidden."""
+    them``, within ``width`` characters after ``memprof: `` (the example cut to fit), or None
+    when nothing was hidden."""
     if count <= 0:
         return None
     what = "torch warning" if count == 1 else "torch warnings"
-    first = ""
-    if examples:
-        text, times = examples[0]
-        text = text if len(text) <= 70 else text[:69] + "…"
-        first = f" ({text}{f' x{times}' if times > 1 else ''}{', ...' if len(examples) > 1 else ''})"
-    return f"{count} {what} hidden{first}; -v shows them"
+    line = f"{count} {what} hidden; -v shows them"
+    if not examples:
+        return line
+    text, times = examples[0]
+    after = f"{f' x{times}' if times > 1 else ''}{', ...' if len(examples) > 1 else ''})"
+    room = min(70, width - len("memprof: ") - len(line) - len(after) - 2)
+    if room < 12:
+        return line
+    text = text if len(text) <= room else text[: room - 1] + "…"
+    return f"{count} {what} hidden ({text}{after}; -v shows them"
+
+
+def stderr_width() -> int:
+    """The width of stderr's lines: ``COLUMNS``, else the terminal's, else 100."""
+    from memprof.report.layout import terminal_width
+
+    return terminal_width(sys.stderr)
 
 
 def report_hidden(report: Report) -> None:
@@ -86,7 +115,7 @@ def report_hidden(report: Report) -> None:
     for run in report.runs.values():
         for text, times in run.torch_messages:
             heard[text] += times
-    line = hidden_line(sum(heard.values()), heard.most_common())
+    line = hidden_line(sum(heard.values()), heard.most_common(), stderr_width())
     if line:
         err(f"memprof: {line}")
 
@@ -168,7 +197,6 @@ def profile_and_report(
     its error (exit 3) is raised, and no gate is applied."""
     from memprof.api import compare
     from memprof.interpreter import kept_from_user_code
-    from memprof.report.terminal import print_terminal
 
     try:
         with kept_from_user_code():  # then the report is printed and written as if it had not run
@@ -190,7 +218,7 @@ def profile_and_report(
     if not output.quiet:
         report_hidden(report)
     report = output.grouped(report)
-    print_terminal(report, sort=output.sort.value, top=output.top, chains=output.op_chains)
+    print_report(report, output)
     if failure is None:
         write_and_gate(report, files, gate)
         return report

@@ -170,12 +170,11 @@ def run_rank(
     if report is None:
         return
     report = output.grouped(report)
-    from memprof.commands.common import report_hidden
-    from memprof.report.terminal import print_terminal
+    from memprof.commands.common import print_report, report_hidden
 
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=output.rank, chains=output.op_chains)
+    print_report(report, output, rank=output.rank)
     write_outputs(report, merged, rank=output.rank)
     if any(run.failed for run in report.runs.values()):
         raise UserCodeError(

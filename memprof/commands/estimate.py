@@ -132,10 +132,9 @@ def estimate(
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
     from memprof.api import estimate
-    from memprof.commands.common import read_inputs, status_printer, write_outputs
+    from memprof.commands.common import print_report, read_inputs, status_printer, write_outputs
     from memprof.commands.distributed import refuse_rank
     from memprof.gpus import gpu_table
-    from memprof.report.terminal import print_terminal
 
     if gpu is not None and gpu.strip().lower() == "list":
         typer.echo(gpu_table(), nl=False)
@@ -170,7 +169,7 @@ def estimate(
         warmup=warmup,
         status=status_printer(output.quiet),
     )
-    print_terminal(report, sort=output.sort.value, top=output.top, chains=output.op_chains)
+    print_report(report, output)
     write_outputs(report, files)
     _gate(report, config)
 

@@ -7,7 +7,7 @@ makes these values, the pipeline puts them together, the renderers and the gate 
 saved report loads back (:func:`memprof.pipeline.load_report`) without torch or pandas;
 ``run.ops``, ``run.modules`` and ``report.diff.ops`` build pandas DataFrames on demand.
 
-- :mod:`.report`: :class:`Report` and :class:`ReportKind`;
+- :mod:`.report`: :class:`Report`; :mod:`.kind`: what a report is (:class:`ReportKind`);
 - :mod:`.run`: :class:`RunResult`, one run, and a run in one line;
 - :mod:`.ops`: :class:`OpStats`, per-op numbers; :mod:`.timeline`: :class:`Timeline`;
 - :mod:`.explanation`: what is live at the peak (:class:`AtPeak`), modules, kernels, calls;
@@ -29,6 +29,7 @@ from memprof.model.explanation import (
     ModuleStats,
     Unattributed,
 )
+from memprof.model.kind import ReportKind
 from memprof.model.ops import OP_COLUMNS, OpStats
 from memprof.model.ranks import Imbalance, RankRow, RankSummary
 from memprof.model.recorded import (
@@ -41,7 +42,7 @@ from memprof.model.recorded import (
     SourceFile,
     WhatIf,
 )
-from memprof.model.report import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, Report, ReportKind
+from memprof.model.report import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, Report
 from memprof.model.run import FAILED, OK, RunResult
 from memprof.model.sweep import Sweep, SweepPoint
 from memprof.model.timeline import CategoryTimeline, Timeline

@@ -9,7 +9,6 @@ never worked out here.
 from __future__ import annotations
 
 import datetime as _dt
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from memprof import fields, schema
 from memprof.errors import InputError, brief
 from memprof.model.diff import RunDiff
 from memprof.model.estimate import Fits
+from memprof.model.kind import ReportKind
 from memprof.model.ops import OP_COLUMNS
 from memprof.model.ranks import RankSummary
 from memprof.model.recorded import Source
@@ -36,20 +36,6 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-class ReportKind(str, enum.Enum):
-    """What a report is, decided once from where its numbers come from and what it holds: every
-    format lays out its sections by it."""
-
-    RUN = "run"
-    """Live runs of a target (one, or several compared: variants, eager vs compiled)."""
-    RECORDED = "recorded"
-    """Traces or snapshots recorded elsewhere (``memprof analyze``)."""
-    ESTIMATE = "estimate"
-    """One estimate on fake tensors (``memprof estimate``)."""
-    SWEEP = "sweep"
-    """Estimates of several values of one parameter (a sweep)."""
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -75,12 +61,12 @@ class Report:
 
     @property
     def kind(self) -> ReportKind:
-        """What the report is (:class:`ReportKind`)."""
-        if self.source is not None and self.source.kind == "estimate":
-            return ReportKind.SWEEP if self.sweep is not None else ReportKind.ESTIMATE
-        if self.recorded:
-            return ReportKind.RECORDED
-        return ReportKind.RUN
+        """What the report is (:class:`ReportKind`): where its numbers come from, or RANKS when
+        its runs are of two or more ranks (:meth:`ReportKind.of_source` then says what the
+        runs of one rank are)."""
+        if self.ranks is not None and len(self.ranks.ranks) > 1:
+            return ReportKind.RANKS
+        return ReportKind.of_source(self.source, swept=self.sweep is not None)
 
     @property
     def base(self) -> RunResult:
@@ -88,11 +74,6 @@ class Report:
 
     def ok_runs(self) -> list[RunResult]:
         return [r for r in self.runs.values() if not r.failed]
-
-    @property
-    def recorded(self) -> bool:
-        """Whether the runs were read from recordings (traces, snapshots), not profiled here."""
-        return self.source is not None and self.source.kind not in ("live", "estimate")
 
     @property
     def diff(self) -> RunDiff | None:

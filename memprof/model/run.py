@@ -22,6 +22,7 @@ from memprof.model.explanation import (
     ModuleStats,
     modules_frame,
 )
+from memprof.model.kind import ReportKind
 from memprof.model.ops import OpStats, ops_frame, sort_ops
 from memprof.model.recorded import AllocatorModel, SnapshotSection
 from memprof.model.timeline import Timeline
@@ -140,9 +141,10 @@ class RunResult:
         estimated peak (no wall time)."""
         if self.failed:
             return f"{self.label}: failed: {self.failed}"
-        if self.mode in ("trace", "snapshot"):  # a recording's: no wall time
+        kind = ReportKind.of_run(self)
+        if kind is ReportKind.RECORDED:  # a recording's: no wall time
             return peak_line(self)
-        if self.estimate is not None:  # nothing real ran: no wall time
+        if kind is ReportKind.ESTIMATE:  # nothing real ran: no wall time
             return f"{self.label}: {amount(self)}"
         during = f" during {self.peak_op}" if self.peak_op else ""
         wall = format_wall(self.wall_ms_all, self.wall_ms)
@@ -183,7 +185,7 @@ class RunResult:
 
 
 def _start_word(run: RunResult) -> str:
-    return "the call's start" if run.mode not in ("trace", "snapshot") else "the recording's start"
+    return "the recording's start" if ReportKind.of_run(run) is ReportKind.RECORDED else "the call's start"
 
 
 def peak_line(run: RunResult) -> str:

@@ -1,4 +1,7 @@
-"""Renderers: one module per format, each ``render(report, ...) -> str``; no computing here."""
+"""Reports for people and for machines. A report's document (:mod:`memprof.report.build`: its
+sections of blocks, in one order, by :attr:`memprof.model.Report.kind`) is rendered by each
+format's module: :mod:`.terminal`, :mod:`.markdown`, :mod:`.html`; JSON and the CSVs write the
+data. Each renderer is ``render(report, ...) -> str``; no numbers are computed here."""
 
 from __future__ import annotations
 

@@ -1,29 +1,59 @@
-"""What every format says of an estimate (``memprof estimate``), decided once: the one-line
-answer (how much, and whether it fits), the sweep's table and verdict, the measured workspaces,
-and the notes (said once when every run of a sweep has them)."""
+"""What every format says of an estimate (``memprof estimate``), decided once: the header
+(nothing ran: the device is modelled), the one-line answer (how much, and whether it fits), the
+runs, the sweep's chart, table and verdict (the searched values in one line), the measured
+workspaces, and the notes (said once when every run has them). A sweep details one run (its
+ops, what is live at its peak): :func:`chosen_run`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memprof.model.run import amount
+from memprof.report import document as doc
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import Fits, Report, RunResult
-    from memprof.model.sweep import Sweep
-
-
-def is_estimate(report: Report) -> bool:
-    return report.source is not None and report.source.kind == "estimate"
+    from memprof.model.sweep import Sweep, SweepPoint
 
 
 def title(report: Report) -> str:
-    """``estimate of pkg.mod:step on cuda (fake tensors; torch 2.13.0+cpu)``."""
+    """``estimate of pkg.mod:step for NVIDIA H100 80GB HBM3, modelled on fake tensors (torch
+    2.13.0+cpu)``."""
     torch_version = report.environment.get("torch", "?")
     device = report.environment.get("device_name") if report.device == "cuda" else report.device
-    return f"estimate of {report.target} for {device} (fake tensors; torch {torch_version})"
+    return f"estimate of {report.target} for {device}, modelled on fake tensors (torch {torch_version})"
+
+
+def facts(report: Report) -> list[tuple[str, str]]:
+    """The header of an estimate: that nothing ran, what was modelled, what it was worked out on."""
+    env = report.environment
+    modelled = report.device
+    if report.device == "cuda" and env.get("device_name"):
+        modelled += f": {env['device_name']}"
+    items = [
+        ("estimate", "on fake tensors: nothing ran on the device, its memory is modelled"),
+        ("target", report.target),
+        ("modelled device", modelled),
+    ]
+    if report.fits is not None:
+        items.append(("capacity", where(report.fits)))
+    torch_version, python = env.get("torch", "?"), env.get("python", "?")
+    items += [("worked out with", f"torch {torch_version}, python {python}")]
+    return [*items, ("on", env.get("platform", "?")), ("date", report.created or "?")]
+
+
+def chosen_run(report: Report) -> RunResult | None:
+    """The run an estimate details (its ops, what is live at its peak): the one estimated, or
+    of a sweep the largest value that fits, else the largest value estimated."""
+    runs = report.ok_runs()
+    if not runs:
+        return None
+    sweep = report.sweep
+    if sweep is not None and sweep.largest_fitting_label in report.runs:
+        chosen = report.runs[sweep.largest_fitting_label]
+        return chosen if not chosen.failed else runs[-1]
+    return runs[-1]
 
 
 def where(fits: Fits) -> str:
@@ -85,15 +115,6 @@ def answer(report: Report) -> str | None:
     return f"{line}: does not fit {where(fits)}: short by {format_bytes(-fits.headroom_bytes)}"
 
 
-def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
-    """What every format says last of an estimate, as :func:`memprof.report.rows.conclusions`
-    does of a run: the one-line answer, or the sweep's verdict, or that no estimate succeeded."""
-    said = answer(report) or (report.sweep.verdict if report.sweep is not None else None)
-    if said:
-        return ((said,),)
-    return (("no estimate succeeded",),) if not report.ok_runs() else ()
-
-
 RUN_HEADERS = (
     "run",
     "peak",
@@ -105,74 +126,129 @@ RUN_HEADERS = (
     "peak during",
 )
 
+# The runs table drops, when narrow, live at start first, then net, allocated, reserved peak;
+# never the footprint (the one-line answer's figure).
+_DROPS = {"live at start": 4, "net": 3, "allocated": 2, "reserved peak": 1}
 
-def run_cells(run: RunResult) -> list[str]:
-    """An estimated run's row (no times: nothing real ran): peak above the start, footprint,
-    live at the start, reserved peak (CUDA; else -), allocated, net, the op at the peak."""
-    if run.failed:
-        return [run.label, "failed", "", "", "", "", "", run.failed]
-    return [
-        run.label,
-        format_bytes(run.peak_bytes),
-        format_bytes(run.footprint_bytes),
-        format_bytes(run.live_at_start_bytes),
-        format_bytes(run.reserved_peak_bytes),
-        format_bytes(run.allocated_bytes),
-        format_bytes(run.net_bytes, signed=True),
-        run.peak_op or "-",
-    ]
+RUNS_HELP = (
+    "estimated on fake tensors: peak: most live bytes above the call's start; footprint: every live "
+    "byte then, what was live before the call included; live at start: live when the call began; "
+    "reserved peak (CUDA): the most the caching-allocator model holds from the device; allocated: all "
+    "bytes allocated; net: left allocated at the end."
+)
+LEGEND = (
+    "estimated on fake tensors; peak: most live bytes above the call's start; footprint: all live "
+    "bytes then; sizes are 1024-based."
+)
 
 
-@dataclass(frozen=True)
-class SweepRow:
-    """One value of a sweep, as every format shows it."""
-
-    label: str
-    value: str
-    footprint: str
-    line: str
-    needed: str
-    fits: str
-    how: str
-
-
-def sweep_headers(sweep: Sweep) -> tuple[str, ...]:
-    """The sweep table's columns: the footprint and the line's, then (CUDA) the reserve."""
-    needed = ("reserved",) if sweep.needed == "reserved_peak_bytes" else ()
-    return ("run", "value", "footprint", "line", *needed, "fits", "")
-
-
-def sweep_cells(row: SweepRow, sweep: Sweep) -> list[str]:
-    needed = [row.needed] if sweep.needed == "reserved_peak_bytes" else []
-    return [row.label, row.value, row.footprint, row.line, *needed, row.fits, row.how]
-
-
-def sweep_title(sweep: Sweep) -> str:
-    return f"Sweep of {sweep.parameter}:"
-
-
-def sweep_rows(sweep: Sweep) -> tuple[SweepRow, ...]:
-    """The listed values in order, then the search's, each with its bytes, the line's bytes,
-    whether it fits, and ``searched``/``largest that fits``."""
-    rows = []
-    for point in sweep.points:
-        how = []
-        if point.searched:
-            how.append("searched")
-        if point.label == sweep.largest_fitting_label:
-            how.append("largest that fits")
-        rows.append(
-            SweepRow(
-                label=point.label,
-                value=point.value,
-                footprint=format_bytes(point.footprint_bytes),
-                line=format_bytes(point.fitted_bytes),
-                needed=format_bytes(point.needed_bytes),
-                fits="-" if point.fits is None else "yes" if point.fits else "no",
-                how=", ".join(how),
-            )
+def runs_table(report: Report) -> doc.Table:
+    """One row per estimated run (of a sweep, the listed values and the largest that fits),
+    without times: nothing real ran."""
+    sizes = (
+        doc.Column(
+            header, doc.SIZE, signed=header == "net", delta=header == "net", drop=_DROPS.get(header, 0)
         )
-    return tuple(rows)
+        for header in RUN_HEADERS[2:7]
+    )
+    columns = (
+        doc.Column("run", doc.LABEL, width=12),
+        doc.Column("peak", doc.SIZE, strong=True),
+        *sizes,
+        doc.Column("peak during", doc.NAME, width=32),
+    )
+    shown = {p.label for p in shown_points(report.sweep)} if report.sweep is not None else None
+    rows = []
+    for run in report.runs.values():
+        if shown is not None and run.label not in shown:
+            continue
+        if run.failed:
+            rows.append(doc.Row((run.label,), failure=run.failed))
+            continue
+        figures = (run.footprint_bytes, run.live_at_start_bytes, run.reserved_peak_bytes, run.allocated_bytes)
+        rows.append(
+            doc.Row((run.label, run.peak_bytes, *figures, run.net_bytes, doc.name(run.peak_op or "-")))
+        )
+    return doc.Table(columns, tuple(rows), name="runs")
+
+
+# ---- a sweep -------------------------------------------------------------------------------------
+
+
+def shown_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
+    """The points a sweep's tables list: the listed values and the largest that fits (the
+    other searched values are said in one line: :func:`searched_line`)."""
+    return tuple(p for p in sweep.points if not p.searched or p.label == sweep.largest_fitting_label)
+
+
+def searched_line(sweep: Sweep) -> str | None:
+    """``searched batch: 4429 fits, 4430 fits (the largest that fits), 4431 does not fit``: the
+    values the search estimated beyond the listed ones, in order; None without a search."""
+    searched = [p for p in sweep.points if p.searched]
+    if not searched:
+        return None
+    said = {True: "fits", False: "does not fit", None: "-"}
+    parts = [
+        f"{p.value} {said[p.fits]}"
+        + (" (the largest that fits)" if p.label == sweep.largest_fitting_label else "")
+        for p in searched
+    ]
+    return f"searched {sweep.parameter}: " + ", ".join(parts)
+
+
+def sweep_table(sweep: Sweep) -> doc.Table:
+    """The sweep's values in order (:func:`shown_points`): each with its footprint, the line's
+    there, (CUDA) the reserve, whether it fits."""
+    reserved = sweep.needed == "reserved_peak_bytes"
+    columns = (
+        doc.Column("run", doc.LABEL, width=12),
+        doc.Column("value", doc.NUMBER),
+        doc.Column("footprint", doc.SIZE),
+        doc.Column("line", doc.SIZE, drop=1),
+        *([doc.Column("reserved", doc.SIZE)] if reserved else []),
+        doc.Column("fits", doc.TEXT),
+        doc.Column("", doc.NOTE),
+    )
+    rows = []
+    for point in shown_points(sweep):
+        fits = "-" if point.fits is None else "yes" if point.fits else "no"
+        how = "largest that fits" if point.label == sweep.largest_fitting_label else ""
+        needed = (point.needed_bytes,) if reserved else ()
+        value = doc.Value(point.value, _number(point.value))
+        rows.append(
+            doc.Row((point.label, value, point.footprint_bytes, point.fitted_bytes, *needed, fits, how))
+        )
+    return doc.Table(columns, tuple(rows), name="sweep")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def section(report: Report) -> doc.Section | None:
+    """An estimate's own section: a sweep's chart, table and searched values; what ops allocate
+    inside (measured on real tensors)."""
+    blocks: list = []
+    sweep = report.sweep
+    if sweep is not None:
+        blocks += [
+            doc.SweepChart(sweep),
+            doc.Heading(doc.words(f"Sweep of {sweep.parameter}")),
+            sweep_table(sweep),
+        ]
+        if (line := searched_line(sweep)) is not None:
+            blocks.append(doc.Paragraph(doc.words(line), "help"))
+    run = chosen_run(report)
+    if run is not None and (line := workspace_line(run)):
+        blocks.append(doc.Items((doc.words(line),)))
+    return (
+        doc.Section("estimate", "Sweep" if sweep is not None else "Estimate", tuple(blocks))
+        if blocks
+        else None
+    )
 
 
 def workspace_line(run: RunResult) -> str | None:

@@ -13,7 +13,8 @@ is what a log holds.
 
 How a table meets a width (:meth:`Table.lines`), in order, until it fits:
 
-1. a note column (``detach``) moves under its row, on a line of its own;
+1. a note column (``detach``) moves under its row, on lines of its own (wrapped; or, for lines
+   of source, ``clip``, each cut at the edge);
 2. name columns (``shrink``) are shortened in the middle, down to their ``min_width``;
 3. columns are dropped, least important first (highest ``drop`` number; 0 = never; columns
    with the same number go together), and the table says which;
@@ -71,6 +72,13 @@ def shorten(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def clip(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut at the end (a line of source)."""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + ELLIPSIS if width > 0 else ""
+
+
 # A size or a time is never split from its unit (``10.7 GiB``): the space between them is held
 # by a no-break space while wrapping (never in the text itself: visible() escapes those).
 NUMBER_UNIT = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|us|s)\b")
@@ -107,7 +115,8 @@ class Column:
     """A table column: ``header``, ``align`` ("left"/"right"), ``drop`` (0: kept at any width,
     else dropped in descending order when the table is too wide), ``shrink`` (a name: shortened
     in the middle down to ``min_width``), ``detach`` (a note: moves under its row when too
-    wide), ``label`` (the header holds a run's label and may be shortened)."""
+    wide), ``label`` (the header holds a run's label and may be shortened), ``clip`` (a
+    detached note's lines are lines of source: each cut at the edge, not wrapped)."""
 
     header: str
     align: str = "left"
@@ -116,16 +125,31 @@ class Column:
     min_width: int = 24
     detach: bool = False
     label: bool = False
+    clip: bool = False
+
+
+@dataclass(frozen=True)
+class Note:
+    """A note cell of several lines (a library's line, then the user's line that called it):
+    under its row, each on a line of its own; in the row, joined by ``; ``."""
+
+    lines: tuple[str, ...]
+    style: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "; ".join(line for line in self.lines if line)
 
 
 @dataclass
 class Table:
-    """Rows of cells (text, or ``(text, style)``) under :class:`Column` headers."""
+    """Rows of cells (text, ``(text, style)``, or a :class:`Note`) under :class:`Column`
+    headers."""
 
     columns: Sequence[Column]
-    rows: list[list[str | Segment]] = field(default_factory=list)
+    rows: list[list[str | Segment | Note]] = field(default_factory=list)
 
-    def add(self, *cells: str | Segment) -> None:
+    def add(self, *cells: str | Segment | Note) -> None:
         """A row: one cell per column, each shown :func:`~memprof.text.visible` (a line break
         in a name included: a row stays one line)."""
         assert len(cells) == len(self.columns), (cells, self.columns)
@@ -136,17 +160,23 @@ class Table:
         return _Layout(self, width).render()
 
 
-def _escaped(cell: str | Segment) -> str | Segment:
+def _escaped(cell: str | Segment | Note) -> str | Segment | Note:
     if isinstance(cell, str):
         return visible(cell, keep="")
+    if isinstance(cell, Note):
+        return Note(tuple(visible(line, keep="") for line in cell.lines), cell.style)
     return (visible(cell[0], keep=""), cell[1])
 
 
-def _text(cell: str | Segment) -> str:
+def _text(cell: str | Segment | Note) -> str:
+    if isinstance(cell, Note):
+        return cell.text
     return cell if isinstance(cell, str) else cell[0]
 
 
-def _style(cell: str | Segment) -> str | None:
+def _style(cell: str | Segment | Note) -> str | None:
+    if isinstance(cell, Note):
+        return cell.style
     return None if isinstance(cell, str) else cell[1]
 
 
@@ -218,13 +248,13 @@ class _Layout:
                 room = self.width - self._total()
                 self.widths[i] = min(self.natural[i], self.widths[i] + max(room, 0))
 
-    def _cell(self, i: int, cell: str | Segment) -> Segment:
+    def _cell(self, i: int, cell: str | Segment | Note) -> Segment:
         text = shorten(_text(cell), self.widths[i])
         pad = self.widths[i] - len(text)
         text = " " * pad + text if self.table.columns[i].align == "right" else text + " " * pad
         return (text, _style(cell))
 
-    def _row(self, cells: Sequence[str | Segment], style: str | None = None) -> Line:
+    def _row(self, cells: Sequence[str | Segment | Note], style: str | None = None) -> Line:
         line: Line = []
         for n, i in enumerate(i for i in self.keep if i != self.detached):
             if n:
@@ -233,6 +263,20 @@ class _Layout:
             line.append((text, cell_style or style))
         return _rstrip(line)
 
+    def _note(self, cell: str | Segment | Note) -> list[Line]:
+        """A detached note under its row: each of its lines wrapped, or cut at the edge."""
+        style = _style(cell) or "dim"
+        lines = cell.lines if isinstance(cell, Note) else (_text(cell),)
+        clipped = self.table.columns[self.detached or 0].clip
+        out: list[Line] = []
+        for n, line in enumerate(lines):
+            indent = "    " + "  " * bool(n)
+            if clipped:
+                out.append([(clip(indent + line, self.width), style)])
+            else:
+                out += [[(text, style)] for text in wrap(line, self.width, indent=indent, hanging=indent)]
+        return out
+
     def render(self) -> list[Line]:
         shown = [i for i in self.keep if i != self.detached]
         out = [self._row(self.headers, "bold")]
@@ -240,9 +284,7 @@ class _Layout:
         for row in self.table.rows:
             out.append(self._row(row))
             if self.detached is not None and _text(row[self.detached]):
-                note = _text(row[self.detached])
-                for text in wrap(note, self.width, indent="    ", hanging="    "):
-                    out.append([(text, _style(row[self.detached]) or "dim")])
+                out += self._note(row[self.detached])
         if self.dropped:
             out += paragraph(
                 f"(left out at {self.width} columns: {', '.join(self.dropped)})", self.width, "dim"

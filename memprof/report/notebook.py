@@ -1,7 +1,7 @@
 """Jupyter: a :class:`memprof.Report` shows itself as the HTML report (``Report._repr_html_``).
 
 The fragment brings the report's style and colours (light, or dark when the system asks for
-it), then the notebook's own (``notebook.css``, an asset of this package): inside JupyterLab,
+it), then the notebook's own (``assets/notebook.css``, a file of this package): inside JupyterLab,
 Notebook 7, VS Code and Colab the notebook's theme decides between light and dark, with the
 theme's own background, text and border colours where it defines them.
 
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 @functools.cache
 def notebook_css() -> str:
-    """The notebook themes' style (``memprof/report/notebook.css``), without its comments."""
-    text = resources.files("memprof.report").joinpath("notebook.css").read_text(encoding="utf-8")
+    """The notebook themes' style (``memprof/report/assets/notebook.css``), without its comments."""
+    text = (resources.files("memprof.report") / "assets" / "notebook.css").read_text(encoding="utf-8")
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 

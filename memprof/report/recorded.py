@@ -1,8 +1,10 @@
 """What every format says about runs read from recordings (chrome traces, CUDA memory
 snapshots), and about the device-wide numbers a live CUDA run also has: decided once here, so
-the terminal, Markdown and HTML say the same sentences and show the same rows.
+the terminal, Markdown and HTML say the same sentences and show the same rows: the header, the
+snapshots' details and what-if replays (:func:`snapshot_section`), the allocation sites live at
+the peak (:func:`sites_section`).
 
-Nothing here renders a format; each function returns plain text or plain rows.
+Nothing here renders a format: each function returns text, rows or document blocks.
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from memprof.model.run import SEPARATORS, SITE, peak_line, short_site
+from memprof.model.run import SEPARATORS, SITE, short_site
+from memprof.report import document as doc
+from memprof.report.context import TOP_SITES
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import OomEvent, Report, RunResult, SnapshotSite, WhatIf
 
-TOP_SITES = 10
 
 MEMORY_COLUMNS = (
     ("footprint", "footprint_bytes"),
@@ -76,12 +80,37 @@ def source_line(report: Report) -> str:
     return f"{report.target}: {what}" + (f" ({', '.join(details)})" if details else "")
 
 
-def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
-    """What a recorded report's summary ends with (its verdict section in HTML and Markdown):
-    each run's :func:`peak_line`, then each comparison's verdict."""
-    return tuple((peak_line(run),) for run in report.ok_runs()) + tuple(
-        (diff.verdict,) for diff in report.diffs
-    )
+RUNS_HELP = (
+    "peak above start: the most live bytes above what was live when the recording began; footprint: "
+    "everything live at that moment (the allocator's Total Allocated; for a snapshot, block sizes as "
+    "max_memory_allocated counts them); live at start: allocated before the recording began; reserved "
+    "peak: the most the CUDA caching allocator held from the device; allocated: all bytes allocated "
+    "during the recording. A snapshot's peak and live at start are requested bytes, as its trace "
+    "records them."
+)
+LEGEND = (
+    "peak above start: the most live bytes above what was live when the recording began; footprint: "
+    "everything live at that moment; reserved peak: the most the CUDA caching allocator held; snapshots "
+    "count requested bytes, their footprint and reserve block sizes; sizes are 1024-based."
+)
+
+
+def facts(report: Report) -> list[tuple[str, str]]:
+    """The header of a report read from recordings: what was read, each file (its kind, rank,
+    torch and runs), each device's name, when it was analysed."""
+    assert report.source is not None
+    items: list[tuple[str, str]] = [("read", source_line(report))]
+    for file in report.source.files:
+        about = [_KIND_NAMES.get(file.kind, file.kind)]
+        if file.rank is not None:
+            about.append(f"rank {file.rank}" + (f" of {file.world_size}" if file.world_size else ""))
+        if file.torch_version:
+            about.append(f"torch {file.torch_version}")
+        about.append("runs " + ", ".join(file.runs))
+        items.append(("file", f"{file.path}: {'; '.join(about)}"))
+    named = {run.device: run.device_name for run in report.ok_runs() if run.device_name}
+    items += [("device", f"{device or '?'}: {device_name}") for device, device_name in named.items()]
+    return [*items, ("analysed", report.created or "?")]
 
 
 def _percent(part: int, whole: int) -> str:
@@ -254,24 +283,9 @@ WHAT_IF_HEADERS = (
 )
 
 
-def what_if_rows(run: RunResult) -> list[list[str]]:
-    """One row per what-if replay: default settings first, then the settings asked for."""
-    snap = run.snapshot
-    if snap is None:
-        return []
-    recorded = len(snap.ooms)
-    return [
-        [
-            item.settings,
-            format_bytes(item.reserved_peak_bytes),
-            format_bytes(item.allocated_peak_bytes),
-            format_bytes(item.reserve_overhead_bytes),
-            f"{item.segment_allocations:,}",
-            format_bytes(item.largest_free_block_bytes),
-            _oom_text(item, recorded),
-        ]
-        for item in snap.what_if
-    ]
+def _ooms(item: WhatIf) -> int | None:
+    """How many recorded out-of-memory requests still fail (None: the capacity is unknown)."""
+    return item.ooms if item.capacity_bytes is not None else None
 
 
 def _oom_text(item: WhatIf, recorded: int) -> str:
@@ -285,3 +299,89 @@ def what_if_title(run: RunResult) -> str:
         f"What if, {run.label}: its allocations replayed from an empty allocator (the recorded reserve "
         "also holds what was cached before the trace)"
     )
+
+
+# ---- the document's sections ----------------------------------------------------------------------
+
+# The what-if table's columns, the first to go when narrow last: the settings and the reserve
+# always; the out-of-memory verdict last to go.
+_WHAT_IF_DROPS = (0, 0, 3, 2, 5, 4, 1)
+
+
+def what_if_table(run: RunResult) -> doc.Table:
+    """One row per what-if replay: default settings first, then the settings asked for."""
+    snap = run.snapshot
+    assert snap is not None
+    kinds = (doc.NAME, doc.SIZE, doc.SIZE, doc.SIZE, doc.COUNT, doc.SIZE, doc.NUMBER)
+    columns = tuple(
+        doc.Column(header, kind, drop=drop)
+        for header, kind, drop in zip(WHAT_IF_HEADERS, kinds, _WHAT_IF_DROPS, strict=True)
+    )
+    sizes = attrgetter(
+        "reserved_peak_bytes",
+        "allocated_peak_bytes",
+        "reserve_overhead_bytes",
+        "segment_allocations",
+        "largest_free_block_bytes",
+    )
+    recorded = len(snap.ooms)
+    rows = tuple(
+        doc.Row((doc.name(item.settings), *sizes(item), doc.Value(_oom_text(item, recorded), _ooms(item))))
+        for item in snap.what_if
+    )
+    return doc.Table(columns, rows, name="what-if")
+
+
+def snapshot_section(report: Report) -> doc.Section | None:
+    """Each snapshot's details (the reserve, trace, fragmentation, model check, out-of-memory
+    events) and its what-if replays; None without a snapshot."""
+    blocks: list = []
+    for run in report.ok_runs():
+        if run.snapshot is None:
+            continue
+        facts = doc.Items(tuple(doc.words(line) for line in snapshot_lines(run)), nested=True)
+        blocks += [doc.Heading(doc.words(f"{run.label}, snapshot")), facts]
+        if run.snapshot.what_if:
+            blocks += [doc.Heading(doc.words(what_if_title(run)), level=4), what_if_table(run)]
+    return doc.Section("snapshot", "Snapshots", tuple(blocks)) if blocks else None
+
+
+def sites_section(report: Report, top: int = TOP_SITES) -> doc.Section | None:
+    """The ``top`` allocation sites live at each snapshot's peak, largest first; None without a
+    snapshot."""
+    snapshots = [run for run in report.ok_runs() if run.snapshot is not None]
+    if not snapshots:
+        return None
+    blocks: list = []
+    for run in snapshots:
+        rows = site_rows(run, top)
+        if not rows:
+            continue
+        largest = max(row.bytes for row in rows) or 1
+        total = (run.snapshot.peak_requested_bytes if run.snapshot is not None else 0) or 1
+        columns = (
+            doc.Column("site", doc.NAME, width=30),
+            doc.Column("bytes", doc.SIZE),
+            doc.Column("of peak", doc.NUMBER),
+            doc.Column("blocks", doc.COUNT, drop=1),
+            doc.Column("", doc.BAR, only=frozenset({doc.HTML})),
+        )
+        cells = (
+            (
+                doc.name(row.site),
+                row.bytes,
+                doc.Value(row.share, row.bytes / total),
+                row.count,
+                row.bytes / largest,
+            )
+            for row in rows
+        )
+        table = doc.Table(columns, tuple(doc.Row(c) for c in cells), name="sites", sortable=True)
+        blocks += [doc.Heading(doc.words(sites_title(run, top)), level=4), table]
+    if not blocks:
+        empty = (
+            "No allocation was live at a peak above the start (a snapshot without history: "
+            "torch.cuda.memory._record_memory_history records it)."
+        )
+        blocks.append(doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})))
+    return doc.Section("sites", "Allocation sites at the peak", tuple(blocks))

@@ -29,26 +29,25 @@ rows left are the ops that hold the bytes, in eager and compiled runs alike. Wit
 they are shown, each with the chain it wraps.
 
 Fused kernels, which explain where the eager ops went, have their own section
-(:func:`fused_rows`), the same in every format, most memory first. :func:`conclusions` gives
-the lines every format ends with: each comparison's verdict and its memory-and-time summary.
-What is live at an explained run's peak (:func:`at_peak_views`) shows the largest entries and
-modules: 10 and 6 in the terminal, 5 in Markdown, all in HTML; a run whose modules were grouped
-by layer kind shows its groups (10 in the summaries) instead of its modules in the summaries,
-and above them in HTML.
+(:func:`fused_rows`), the same in every format, most memory first. What is live at an explained
+run's peak (:func:`at_peak_views`) shows the largest entries, modules and kernels: as many as
+each format has room for (:class:`memprof.report.context.Limits`); a run whose modules were
+grouped by layer kind shows its groups instead of its modules in the summaries, and above them
+in HTML.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memprof.model.explanation import nonzero_categories
 from memprof.model.ops import SORT_FIELDS, OpStats, sort_ops
 from memprof.names import COMPILED_REGION, WRAPPER_RANGES
-from memprof.units import format_bytes
+from memprof.report.document import Inline, join, names, words
+from memprof.report.document import name as code
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
@@ -103,42 +102,47 @@ class LeftOut:
     def __len__(self) -> int:
         return len(self.no_activity) + len(self.repeats) + len(self.folded)
 
-    def sentence(self, name: Callable[[str], str] = str, groups: int = 3) -> str:
+    def inline(self, groups: int = 3) -> Inline:
         """``3 ops not shown: aten::_to_copy, aten::empty_strided (same figures as aten::to);
-        1 with no memory activity.`` (empty when none; at most ``groups`` chains named);
-        ``name`` formats op names."""
+        1 with no memory activity.`` (empty when none; at most ``groups`` chains named)."""
         if not len(self):
-            return ""
-        parts = []
+            return ()
+        parts: list[Inline] = []
         chains: dict[str, list[str]] = {}
         for op, kept in self.repeats:
             chains.setdefault(kept, []).append(op)
         for kept, ops in list(chains.items())[:groups]:
-            parts.append(f"{', '.join(name(op) for op in ops)} (same figures as {name(kept)})")
+            parts.append(join(names(ops), " (same figures as ", code(kept), ")"))
         if len(chains) > groups:
             rest = sum(len(ops) for ops in list(chains.values())[groups:])
-            parts.append(f"{rest} more with the same figures as an op shown")
-        parts += self._folded_parts(name, groups)
+            parts.append(words(f"{rest} more with the same figures as an op shown"))
+        parts += self._folded_parts(groups)
         if self.no_activity:
-            parts.append(f"{len(self.no_activity)} with no memory activity")
+            parts.append(words(f"{len(self.no_activity)} with no memory activity"))
         total = len(self)
-        return f"{total} op{'s' if total > 1 else ''} not shown: {'; '.join(parts)}."
+        out = join(f"{total} op{'s' if total > 1 else ''} not shown: ")
+        for n, part in enumerate(parts):
+            out = join(out, "; " if n else "", part)
+        return join(out, ".")
 
-    def _folded_parts(self, name: Callable[[str], str], groups: int) -> list[str]:
+    def sentence(self, name: Callable[[str], str] = str, groups: int = 3) -> str:
+        """:meth:`inline` as text, ``name`` formatting op names."""
+        return "".join(name(span.text) if span.code else span.text for span in self.inline(groups))
+
+    def _folded_parts(self, groups: int) -> list[Inline]:
         """``aten::linear, aten::matmul (folded into aten::mm)``, then the wrapper ranges."""
         into: dict[str, list[str]] = {}
         for op, kept in self.folded:
             into.setdefault(kept, []).append(op)
         ranges = into.pop("", [])
         parts = [
-            f"{', '.join(name(op) for op in ops)} (folded into {name(kept)})"
-            for kept, ops in list(into.items())[:groups]
+            join(names(ops), " (folded into ", code(kept), ")") for kept, ops in list(into.items())[:groups]
         ]
         if len(into) > groups:
             rest = sum(len(ops) for ops in list(into.values())[groups:])
-            parts.append(f"{rest} more wrappers folded into the op inside them")
+            parts.append(words(f"{rest} more wrappers folded into the op inside them"))
         if ranges:
-            parts.append(f"{len(ranges)} wrapper range{'s' if len(ranges) > 1 else ''}")
+            parts.append(words(f"{len(ranges)} wrapper range{'s' if len(ranges) > 1 else ''}"))
         return parts
 
 
@@ -197,11 +201,15 @@ def op_tables(
             shown, left_out, kept = _cut(diff_rows(diff, sort, None), hidden, top, keep_hidden)
             tables.append(DiffTable(diff, shown, left_out, kept, chains=shown_chains))
         return tuple(tables)
-    run_tables = []
-    for run in report.ok_runs():
-        hidden = hidden_reasons([(op.name, (op,)) for op in run.op_stats], sort)
-        run_tables.append(RunTable(run, *_cut(run_rows(run, sort, None), hidden, top, keep_hidden)))
-    return tuple(run_tables)
+    return tuple(run_table(run, sort, top, keep_hidden) for run in report.ok_runs())
+
+
+def run_table(
+    run: RunResult, sort: str = "peak", top: int | None = None, keep_hidden: bool = False
+) -> RunTable:
+    """One run's op table (see :func:`op_tables`)."""
+    hidden = hidden_reasons([(op.name, (op,)) for op in run.op_stats], sort)
+    return RunTable(run, *_cut(run_rows(run, sort, None), hidden, top, keep_hidden))
 
 
 def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) -> tuple:
@@ -219,9 +227,7 @@ def _cut(rows: Sequence, hidden: dict[str, str], top: int | None, keep: bool) ->
             shown.append(row)
     left_out = LeftOut(
         no_activity=tuple(n for n, why in hidden.items() if why == NO_ACTIVITY),
-        repeats=tuple(
-            (n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why.startswith(REPEATS)
-        ),
+        repeats=tuple((n, why.removeprefix(REPEATS)) for n, why in hidden.items() if why.startswith(REPEATS)),
         folded=tuple(
             (n, why.removeprefix(FOLDED) if why != WRAPPER else "")
             for n, why in hidden.items()
@@ -412,42 +418,7 @@ def fused_count(report: Report) -> int:
     return sum(1 for diff in report.diffs for op in diff.op_diffs if op.fused_ops)
 
 
-def replaced_text(row: FusedRow, name: Callable[[str], str] = str, text: Callable[[str], str] = str) -> str:
-    """``aten::abs (64.0 MiB peak in eager), aten::sub (256.0 MiB peak in eager)``: the ops a
-    kernel replaced, with their peaks in the base run. ``name`` formats op names and ``text``
-    the rest (escaping for HTML, say)."""
-    return ", ".join(
-        name(op.op)
-        + (
-            f" ({text(format_bytes(op.base_peak_bytes))} peak in {text(row.base)})"
-            if op.base_peak_bytes is not None
-            else ""
-        )
-        for op in row.replaced
-    )
-
-
-def conclusions(report: Report) -> tuple[tuple[str, ...], ...]:
-    """What every format ends with, one group of lines per comparison in order: its memory
-    verdict and its summary (peak and wall time, "within noise" when the calls' spreads
-    overlap). A single successful run: its own line; none: "no run succeeded"."""
-    if report.diffs:
-        return tuple((diff.verdict, diff.summary) for diff in report.diffs)
-    ok = report.ok_runs()
-    if len(ok) == 1:
-        run = ok[0]
-        during = f" during {run.peak_op}" if run.peak_op else ""
-        return ((f"{run.label}: peak {format_bytes(run.peak_bytes)} above the call's start{during}",),)
-    return (("no run succeeded",),)
-
-
 # ---- what is live at the peak -------------------------------------------------------------------
-
-AT_PEAK_ROWS = {"terminal": (10, 6, 5), "markdown": (5, 5, 3), "html": (None, None, None)}
-"""Per format: how many at-peak entries, modules and kernels each explained run shows (None:
-all), largest first."""
-GROUP_ROWS = {"terminal": 10, "markdown": 10, "html": None}
-"""Per format: how many groups of modules each explained run shows (when grouped by layer kind)."""
 
 
 @dataclass(frozen=True)
@@ -467,12 +438,17 @@ class AtPeakView:
     hidden_groups: int = 0
 
 
-def at_peak_views(report: Report, fmt: str) -> tuple[AtPeakView, ...]:
-    """The at-peak section of every successful run that was explained, cut to ``fmt``'s
-    lengths (:data:`AT_PEAK_ROWS`)."""
-    entries, modules, kernels = AT_PEAK_ROWS[fmt]
+def at_peak_views(
+    runs: Sequence[RunResult],
+    entries: int | None = None,
+    modules: int | None = None,
+    kernels: int | None = None,
+    groups: int | None = None,
+) -> tuple[AtPeakView, ...]:
+    """What is live at the peak of each of ``runs`` that was explained: its largest ``entries``,
+    ``modules``, ``kernels`` and module ``groups`` (None: all)."""
     views = []
-    for run in report.ok_runs():
+    for run in runs:
         at_peak = run.at_peak
         if at_peak is None:
             continue
@@ -488,51 +464,11 @@ def at_peak_views(report: Report, fmt: str) -> tuple[AtPeakView, ...]:
                 kernels=run.kernels[:kernels],
                 hidden_entries=len(hidden),
                 hidden_bytes=sum(e.bytes for e in hidden),
-                groups=run.module_groups[: GROUP_ROWS[fmt]],
-                hidden_groups=len(run.module_groups) - len(run.module_groups[: GROUP_ROWS[fmt]]),
+                groups=run.module_groups[:groups],
+                hidden_groups=len(run.module_groups[groups:]) if groups is not None else 0,
             )
         )
     return tuple(views)
-
-
-def footprint_text(run: RunResult) -> str:
-    """``footprint 52.2 MiB = 14.2 MiB live at the start + 38.0 MiB peak above it``."""
-    if run.footprint_bytes is None or run.live_at_start_bytes is None:
-        return f"peak {format_bytes(run.peak_bytes)} above the call's start"
-    call = f" (call {run.peak_call} of {len(run.call_numbers)})" if len(run.call_numbers) > 1 else ""
-    return (
-        f"footprint {format_bytes(run.footprint_bytes)} = {format_bytes(run.live_at_start_bytes)} live at "
-        f"the start + {format_bytes(run.peak_bytes)} peak above it{call}"
-    )
-
-
-def categories_text(by_category: Mapping[str, int]) -> str:
-    """``parameter 3.5 MiB, optimizer_state 7.1 MiB, ...``: the categories holding bytes."""
-    parts = nonzero_categories(by_category)
-    return ", ".join(f"{name} {format_bytes(nbytes)}" for name, nbytes in parts) or "nothing"
-
-
-def calls_text(run: RunResult) -> str | None:
-    """Each measured call's peak and live bytes at its start, when there are several."""
-    if len(run.call_numbers) < 2:
-        return None
-    parts = [
-        f"{c.call}: {format_bytes(c.peak_bytes)} above {format_bytes(c.live_at_start_bytes)}"
-        for c in run.call_numbers
-    ]
-    return "each call's peak above live at its start: " + ", ".join(parts)
-
-
-def grouping_text(groups: Sequence[ModuleGroup]) -> str:
-    """``by class`` or ``by path pattern``: what a grouped table's rows are."""
-    return "by path pattern" if groups and groups[0].by == "pattern" else "by class"
-
-
-def group_text(group: ModuleGroup) -> str:
-    """``GPT2Attention x2``, ``transformer.h.*.attn x2 (backward)``: a group, how many
-    outermost modules it holds, its phase."""
-    text = f"{group.group} x{group.modules}" if group.modules > 1 else group.group
-    return f"{text} ({group.phase})" if group.phase in ("backward", "recompute") else text
 
 
 def module_text(module: str, phase: str, module_class: str = "") -> str:
@@ -545,84 +481,3 @@ def module_text(module: str, phase: str, module_class: str = "") -> str:
     if phase == "optimizer" and not module:
         return "(optimizer)"
     return module or "-"
-
-
-def _clipped(text: str, width: int | None) -> str:
-    return text[: width - 1] + "…" if width is not None and len(text) > width else text
-
-
-def line_text(entry: AtPeakEntry, width: int | None = None) -> str:
-    """``gpt.py:109 loss = F.cross_entropy(...)``, the statement cut to ``width`` characters;
-    a library's line then the user's that called it (``modeling_gpt2.py:698 logits = ...,
-    called from train.py:13 out = model(...)``); for state made before the call, ``before the
-    call`` and its shape."""
-    if entry.source:
-        line = f"{entry.source}  {_clipped(entry.source_text, width)}".rstrip()
-        if entry.user_source:
-            line += f", called from {entry.user_source}  {_clipped(entry.user_source_text, width)}".rstrip()
-        return line
-    what = f", {entry.shape} {entry.dtype}".rstrip() if entry.shape else ""
-    return ("before the call" if entry.before_call else "no line") + what
-
-
-@dataclass
-class IcicleNode:
-    """A node of the peak by module -> source line: ``name`` as shown, ``path`` in full (a
-    module's dotted path, or the leaf's line), ``bytes`` under it, the ``category`` of a leaf
-    (None for a module), and its children, largest first."""
-
-    name: str
-    path: str
-    bytes: int = 0
-    category: str | None = None
-    children: list[IcicleNode] | None = None
-
-    def child(self, name: str, path: str, category: str | None = None) -> IcicleNode:
-        self.children = self.children if self.children is not None else []
-        for node in self.children:
-            if node.path == path and node.category == category:
-                return node
-        node = IcicleNode(name, path, category=category)
-        self.children.append(node)
-        return node
-
-
-def icicle(run: RunResult) -> IcicleNode | None:
-    """What is live at ``run``'s peak as a tree: the footprint, then module paths (``blocks`` ->
-    ``blocks.0`` -> ``blocks.0.attn``), then the source lines (or, for state made before the
-    call, the category) inside each; what memprof could not attribute under its own node."""
-    at_peak = run.at_peak
-    if at_peak is None:
-        return None
-    root = IcicleNode(f"{run.label}: footprint", run.label)
-    leaves: list[tuple[list[str], str, str, int]] = []
-    for entry in at_peak.entries:
-        parts = entry.module.split(".") if entry.module else ["(no module)"]
-        if entry.source:
-            leaf = entry.source + (" (backward)" if entry.phase == "backward" else "")
-        else:
-            leaf = entry.category + (" (before the call)" if entry.before_call else "")
-        leaves.append((parts, leaf, entry.category, entry.bytes))
-    for u in at_peak.unattributed:
-        leaves.append((["(not attributed)"], u.reason, "other", u.bytes))
-    for parts, leaf, category, nbytes in leaves:
-        node = root
-        node.bytes += nbytes
-        for depth in range(len(parts)):
-            # An index (blocks.0) says little alone: shown with its container's name.
-            name = (
-                ".".join(parts[depth - 1 : depth + 1]) if parts[depth].isdigit() and depth else parts[depth]
-            )
-            node = node.child(name, ".".join(parts[: depth + 1]))
-            node.bytes += nbytes
-        node = node.child(leaf, leaf, category)
-        node.bytes += nbytes
-    _sort_tree(root)
-    return root
-
-
-def _sort_tree(node: IcicleNode) -> None:
-    if node.children:
-        node.children.sort(key=lambda child: -child.bytes)
-        for child in node.children:
-            _sort_tree(child)

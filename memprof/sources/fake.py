@@ -512,10 +512,11 @@ def _run(
             mode="eager",
             raw=raw,
             device="cuda" if cuda else "cpu",
-            explained=explained,
+            # The attribution's words are a profile's; an estimate has none. (The pipeline adds
+            # the attribution's notes after the source's.)
+            explained=replace(explained, notes=tuple(n.replace(_PROFILE_WORDS, "") for n in explained.notes)),
             timed_ops=False,
-            # The attribution's words are a profile's; an estimate has none.
-            notes=(*notes, *(note.replace(_PROFILE_WORDS, "") for note in explained.notes)),
+            notes=tuple(notes),
             fields={
                 "device_total_bytes": options.capacity_bytes,
                 "reserved_peak_bytes": estimate.allocator.reserved_peak_bytes if estimate.allocator else None,

@@ -1,0 +1,68 @@
+"""What a report is (:class:`ReportKind`), and what a run is: decided here once, from where
+the numbers come from and what the report holds. Every format lays out its sections by it
+(:mod:`memprof.report.document`); nothing else asks ``source.kind`` or a run's mode what a
+report is."""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+
+class _Source(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+
+class _Run(Protocol):
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def estimate(self) -> object: ...
+
+
+RECORDED_MODES = ("trace", "snapshot")
+"""The modes of runs read from recordings."""
+
+LIVE_SOURCE, ESTIMATE_SOURCE = "live", "estimate"
+"""``Source.kind`` of runs profiled here and of estimates; any other names recordings."""
+
+
+class ReportKind(str, enum.Enum):
+    """What a report is, decided once from where its numbers come from and what it holds: every
+    format lays out its sections by it."""
+
+    RUN = "run"
+    """Live runs of a target (one, or several compared: variants, eager vs compiled)."""
+    RECORDED = "recorded"
+    """Traces or snapshots recorded elsewhere (``memprof analyze``)."""
+    ESTIMATE = "estimate"
+    """One estimate on fake tensors (``memprof estimate``)."""
+    SWEEP = "sweep"
+    """Estimates of several values of one parameter (a sweep)."""
+    RANKS = "ranks"
+    """Runs of several ranks of one job (live, or per-rank recordings): every rank side by side,
+    then one rank detailed as a report of its own kind."""
+
+    @classmethod
+    def of_source(cls, source: _Source | None, swept: bool = False) -> ReportKind:
+        """The kind of the numbers of ``source`` (a :class:`memprof.model.Source`; None:
+        profiled here); ``swept``: an estimate holds a sweep."""
+        name = LIVE_SOURCE if source is None else source.kind
+        if name == ESTIMATE_SOURCE:
+            return cls.SWEEP if swept else cls.ESTIMATE
+        return cls.RUN if name == LIVE_SOURCE else cls.RECORDED
+
+    @classmethod
+    def of_run(cls, run: _Run) -> ReportKind:
+        """Where one run's numbers come from (a :class:`memprof.model.RunResult`): RECORDED,
+        ESTIMATE or RUN (profiled here)."""
+        if run.mode in RECORDED_MODES:
+            return cls.RECORDED
+        return cls.ESTIMATE if run.estimate is not None else cls.RUN
+
+    @property
+    def estimated(self) -> bool:
+        """An estimate or a sweep of estimates: nothing real ran."""
+        return self in (ReportKind.ESTIMATE, ReportKind.SWEEP)
