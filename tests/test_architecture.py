@@ -119,7 +119,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 # The layers, lowest first: a module imports from its own layer and the ones below, never
-# above. docs/contributing/architecture.md draws them.
+# above. README.md and CONTRIBUTING.md draw them (test_the_documented_layers_are_the_checked_ones).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "foundations",
@@ -312,3 +312,20 @@ def test_the_pure_parts_import_no_heavy_library(module: str, heavy: str) -> None
         [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+def diagram_layers(path: Path) -> list[str]:
+    """The layer names a document's layer diagram lists, highest first: the first code block
+    after its heading whose lines start with a layer's name."""
+    text = path.read_text()
+    names = {name for name, _ in LAYERS}
+    for block in text.split("```")[1::2]:
+        found = [name for line in block.splitlines() for name in names if line.startswith(name + "  ")]
+        if len(found) >= 3:
+            return found
+    raise AssertionError(f"{path.name} has no layer diagram")
+
+
+@pytest.mark.parametrize("document", ["README.md", "CONTRIBUTING.md"])
+def test_the_documented_layers_are_the_checked_ones(document: str) -> None:
+    assert diagram_layers(ROOT / document) == [name for name, _ in reversed(LAYERS)]
