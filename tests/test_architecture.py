@@ -147,6 +147,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "front doors",
         (
             "memprof.api",
+            "memprof.estimating",
             "memprof.jobs",
             "memprof.blocks",
             "memprof.commands",

@@ -9,10 +9,9 @@ them out, saying how many; the HTML report keeps them, hidden behind a toggle
 (:func:`hidden_reasons` says why each is hidden):
 
 - rows with no memory activity: every byte figure 0 in every run;
-- rows that repeat another's figures: ``aten::scaled_dot_product_attention`` and its
-  ``aten::_scaled_dot_product_attention_math``, ``aten::to``, ``aten::_to_copy`` and
-  ``aten::empty_strided`` show the same calls and bytes, because all of a caller's memory is
-  its child's. Ops are taken for such a chain when they have the same calls, total, allocated
+- rows that repeat another's figures (``aten::to``, ``aten::_to_copy`` and
+  ``aten::empty_strided`` show the same calls and bytes: all of a caller's memory is its
+  child's). Ops are taken for such a chain when they have the same calls, total, allocated
   and peak bytes in every run, each took longer than the next (a child runs inside its caller),
   and all but the innermost allocate nothing themselves (self bytes 0). One row stays: the
   outermost aten op (the call the user's code made, as "peak during" names it), or, with no
@@ -20,13 +19,8 @@ them out, saying how many; the HTML report keeps them, hidden behind a toggle
   sorted by self bytes, the innermost, which holds them.
 
 A comparison's table also folds wrappers into the op inside them (:func:`wrapper_reasons`):
-an op whose peak was wholly another's in every run (``OpStats.wraps``: ``aten::linear`` ->
-``aten::matmul`` -> ``aten::mm``, ``autograd::engine::evaluate_function: X`` -> ``X`` -> its aten
-op) is left out for that innermost op (allocators such as ``aten::empty`` skipped), and ranges
-that only wrap other ops (autograd's nodes and their ``evaluate_function``, ``ProfilerStep#N``,
-``Optimizer.step#...``, the compiled region's wrappers) are left out as wrapper ranges: the
-rows left are the ops that hold the bytes, in eager and compiled runs alike. With ``chains``
-they are shown, each with the chain it wraps.
+the rows left are the ops that hold the bytes, in eager and compiled runs alike; with
+``chains`` they are shown, each with the chain it wraps.
 
 Fused kernels, which explain where the eager ops went, have their own section
 (:func:`fused_rows`), the same in every format, most memory first. What is live at an explained
@@ -323,7 +317,14 @@ def _inner(name: str, stats: OpStats) -> str | None:
 
 def wrapper_reasons(ops: Sequence[tuple[str, Sequence[OpStats | None]]]) -> dict[str, str]:
     """Which of a comparison's ops are wrappers: ``folded into <op>`` when in every run its peak
-    was wholly that (shown) op's, :data:`WRAPPER` for a range that only wraps other ops."""
+    was wholly that (shown) op's, :data:`WRAPPER` for a range that only wraps other ops.
+
+    An op whose peak was wholly another's in every run (``OpStats.wraps``: ``aten::linear`` ->
+    ``aten::matmul`` -> ``aten::mm``, ``autograd::engine::evaluate_function: X`` -> ``X`` -> its
+    aten op) is left out for that innermost op (allocators such as ``aten::empty`` skipped);
+    ranges that only wrap other ops (autograd's nodes and their ``evaluate_function``,
+    ``ProfilerStep#N``, ``Optimizer.step#...``, the compiled region's wrappers) are left out as
+    wrapper ranges."""
     sides_of = dict(ops)
     targets: dict[str, str | None] = {}
     for name, sides in ops:
