@@ -15,9 +15,11 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import MISSING
-from typing import Any
+from typing import Any, TypeVar
 
 SPEC = "memprof.json"
+
+_T = TypeVar("_T")
 
 # Kinds of value (what schema.py knows how to write and check).
 TEXT = "text"  # a string
@@ -169,3 +171,11 @@ def optional(item: type, **spec: Any) -> Any:
 def python_only(default: Any = None) -> Any:
     """A field kept in Python and never written (e.g. torch's printed table)."""
     return _field(MAYBE_TEXT, default, write=False)
+
+
+def copied(cls: type[_T], source: object, **given: Any) -> _T:
+    """A ``cls`` (a report dataclass) made from a value of the analysis that holds the same
+    facts: each field is ``given``, else ``source``'s attribute of the same name. A field that
+    ``source`` lacks and that is not given is an error (AttributeError), never a default."""
+    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    return cls(**{name: given[name] if name in given else getattr(source, name) for name in names})

@@ -23,6 +23,7 @@ from memprof.analysis.peaks import analyze
 from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_frames, site_of
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
 from memprof.errors import InputError, UsageError, param
+from memprof.fields import copied
 from memprof.fileio import special_file_kind
 from memprof.model import (
     AllocatorModel,
@@ -354,46 +355,16 @@ def _snapshot_run(
 def _section(
     records: SnapshotRecords, device: SnapshotDevice, settings: AllocatorSettings | None
 ) -> SnapshotSection:
-    frag = device.fragmentation
-    return SnapshotSection(
-        segments=device.segments,
-        small_segments=device.small_segments,
-        large_segments=device.large_segments,
-        expandable_segments=device.expandable_segments,
-        reserved_bytes=device.reserved_bytes,
-        allocated_bytes=device.allocated_bytes,
-        requested_bytes=device.requested_bytes,
-        trace_events=device.trace_events,
+    return copied(
+        SnapshotSection,
+        device,
         # In the order torch's trace names its actions (alloc, free_requested, free_completed, ...).
         trace_actions={
             a: device.trace_actions[a] for a in (*SNAPSHOT_ACTIONS, "other") if a in device.trace_actions
         },
-        frees_without_alloc=device.frees_without_alloc,
-        peak_requested_bytes=device.peak_requested_bytes,
-        peak_time_us=device.peak_time_us,
-        capacity_bytes=device.capacity_bytes,
-        sites_at_peak=tuple(
-            SnapshotSite(site=s.site, bytes=s.bytes, count=s.count) for s in device.sites_at_peak
-        ),
-        fragmentation=Fragmentation(
-            cached_bytes=frag.cached_bytes,
-            largest_free_block_bytes=frag.largest_free_block_bytes,
-            largest_request_bytes=frag.largest_request_bytes,
-            unusable_bytes=frag.unusable_bytes,
-        ),
-        ooms=tuple(
-            OomEvent(
-                index=o.index,
-                time_us=o.time_us,
-                requested_bytes=o.requested_bytes,
-                free_on_device_bytes=o.free_on_device_bytes,
-                reserved_bytes=o.reserved_bytes,
-                allocated_bytes=o.allocated_bytes,
-                largest_free_block_bytes=o.largest_free_block_bytes,
-                cause=o.cause,
-            )
-            for o in device.ooms
-        ),
+        sites_at_peak=tuple(copied(SnapshotSite, s) for s in device.sites_at_peak),
+        fragmentation=copied(Fragmentation, device.fragmentation),
+        ooms=tuple(copied(OomEvent, o) for o in device.ooms),
         what_if=_what_if(records, device, settings) if settings is not None else (),
     )
 
@@ -407,18 +378,7 @@ def _what_if(
     for chosen in (AllocatorSettings(), settings):
         chosen = replace(chosen, capacity_bytes=device.capacity_bytes)
         result = what_if(records, device.device_index, chosen)
-        out.append(
-            WhatIf(
-                settings=result.settings,
-                reserved_peak_bytes=result.reserved_peak_bytes,
-                allocated_peak_bytes=result.allocated_peak_bytes,
-                reserve_overhead_bytes=result.reserve_overhead_bytes,
-                segment_allocations=result.segment_allocations,
-                largest_free_block_bytes=result.largest_free_block_bytes,
-                capacity_bytes=device.capacity_bytes,
-                ooms=len(result.ooms),
-            )
-        )
+        out.append(copied(WhatIf, result, capacity_bytes=device.capacity_bytes, ooms=len(result.ooms)))
     return tuple(out)
 
 
@@ -426,19 +386,7 @@ def _model_check(device: SnapshotDevice) -> AllocatorModel | None:
     check = device.allocator_model
     if check is None:
         return None
-    return AllocatorModel(
-        placements_matched=check.placements_matched,
-        placements=check.placements,
-        segments_matched=check.segments_matched,
-        segments=check.segments,
-        segments_unexpected=check.segments_unexpected,
-        blocks_matched=check.blocks_matched,
-        blocks=check.blocks,
-        reserved_matched=check.reserved_matched,
-        allocated_matched=check.allocated_matched,
-        settings=check.settings,
-        settings_differ=check.settings_differ,
-    )
+    return copied(AllocatorModel, check)
 
 
 # --------------------------------------------------------------------------------------------

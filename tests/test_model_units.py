@@ -338,3 +338,20 @@ def test_report_files_raise_only_memprof_errors(data: bytes) -> None:
             return
         assert all(run.peak_bytes >= 0 for run in report.runs.values())
         report.to_json()
+
+
+def test_a_report_value_copied_from_the_analysis_takes_every_field_and_never_a_default() -> None:
+    from types import SimpleNamespace
+
+    from memprof.fields import copied
+    from memprof.model.recorded import Fragmentation
+
+    facts = SimpleNamespace(
+        cached_bytes=3, largest_free_block_bytes=2, largest_request_bytes=5, unusable_bytes=1, extra=9
+    )
+    assert copied(Fragmentation, facts, unusable_bytes=0) == Fragmentation(
+        cached_bytes=3, largest_free_block_bytes=2, largest_request_bytes=5, unusable_bytes=0
+    )
+    del facts.cached_bytes
+    with pytest.raises(AttributeError, match="cached_bytes"):
+        copied(Fragmentation, facts)

@@ -302,25 +302,16 @@ def combine(measured: Attribution, explained: Attribution) -> Attribution:
             "at the peak is that of the attribution pass"
         )
     notes.extend(n for n in explained.notes if n not in notes and "grew" not in n)
-    return Attribution(
-        footprint_bytes=measured.footprint_bytes,
-        live_at_start_bytes=measured.live_at_start_bytes,
-        peak_bytes=measured.peak_bytes,
-        records_peak_bytes=measured.records_peak_bytes,
-        freed_before_peak_bytes=measured.freed_before_peak_bytes,
-        peak_call=measured.peak_call,
+    return replace(
+        measured,  # its numbers; what is live at the peak, the explaining pass's
         peak_time_ns=explained.peak_time_ns,
         at_peak=explained.at_peak,
         modules=explained.modules,
-        calls=measured.calls,
         timeline_t_ns=explained.timeline_t_ns,
         timeline_by_category=explained.timeline_by_category,
         notes=tuple(notes),
         kernels=explained.kernels,
         fused_kernels=explained.fused_kernels,
-        peak_at_ns=measured.peak_at_ns,
-        live_t_ns=measured.live_t_ns,
-        live_bytes=measured.live_bytes,
     )
 
 

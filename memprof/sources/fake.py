@@ -51,6 +51,7 @@ from torch.utils._pytree import tree_leaves  # noqa: TID253
 from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.errors import UserCodeError, format_user_traceback, user_code
+from memprof.fields import copied
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.records import Allocations, RawProfile, TrackedFacts
@@ -427,14 +428,9 @@ def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> Allo
         if options.capacity_bytes is not None
         else None
     )
-    return AllocatorReplay(
-        settings=free.settings,
-        allocated_peak_bytes=free.allocated_peak_bytes,
-        reserved_peak_bytes=free.reserved_peak_bytes,
-        reserve_overhead_bytes=free.reserve_overhead_bytes,
-        segments=free.segments,
-        segment_allocations=free.segment_allocations,
-        largest_free_block_bytes=free.largest_free_block_bytes,
+    return copied(
+        AllocatorReplay,
+        free,
         capacity_bytes=options.capacity_bytes,
         capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
         ooms=len(within.ooms) if within is not None else 0,
