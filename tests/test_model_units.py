@@ -355,3 +355,22 @@ def test_a_report_value_copied_from_the_analysis_takes_every_field_and_never_a_d
     del facts.cached_bytes
     with pytest.raises(AttributeError, match="cached_bytes"):
         copied(Fragmentation, facts)
+
+
+@settings(deadline=None)  # the first example imports pandas
+@given(st.lists(st.sampled_from(["aten::mm", "aten::add", "[memory]", "x"]), max_size=40))
+def test_op_names_are_coded_in_order_of_first_appearance_interned_or_not(names: list[str]) -> None:
+    """Both ways the analysis codes op names give pandas.factorize's codes and uniques."""
+    import numpy as np
+    import pandas as pd
+
+    from memprof.analysis.codes import factorize, name_codes
+
+    values = np.array(names, dtype=object)
+    expected_codes, expected_uniques = pd.factorize(values)
+    codes, uniques = factorize(values)
+    assert codes.tolist() == expected_codes.tolist() and uniques == list(expected_uniques)
+    table = ["unused", "x", "aten::mm", "[memory]", "aten::add"]  # a reader's interned names
+    interned = np.array([table.index(n) for n in names], dtype=np.int32)
+    codes, uniques = name_codes(values, interned, table)
+    assert codes.tolist() == expected_codes.tolist() and uniques == list(expected_uniques)

@@ -15,7 +15,7 @@ calls (fused kernels, extern kernels such as ``aten::mm``) starts at the first a
 after the previous one ended, so it owns the buffers it produces. The same rule places
 buffers on kernels in the attribution (:mod:`memprof.analysis.attribution`).
 
-Pure: numpy and pandas, no torch.
+Pure: numpy, no torch.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
+from memprof.analysis.codes import name_codes
 from memprof.analysis.nesting import _parents
 from memprof.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
 from memprof.records import RawProfile
@@ -38,7 +38,7 @@ def compiled_view(raw: RawProfile) -> RawProfile:
     count = len(raw.op_name)
     if not count:
         return raw
-    codes, uniques = pd.factorize(raw.op_name)
+    codes, uniques = name_codes(raw.op_name, raw.op_code, raw.op_code_names)
     normalized = np.array([normalize_name(str(name)) for name in uniques], dtype=object)
     wrapper = np.isin(normalized, list(WRAPPER_RANGES))[codes]
     bookkeeping = np.isin(normalized, list(BOOKKEEPING_RANGES))[codes]

@@ -165,10 +165,9 @@ def _name_codes(raw: RawProfile, order: np.ndarray) -> np.ndarray:
     """Int codes of the names of the ops at ``order`` (equal names, equal codes)."""
     if raw.op_code is not None:
         return raw.op_code[order].astype(np.int64)
-    import pandas as pd
+    from memprof.analysis.codes import factorize
 
-    codes, _ = pd.factorize(raw.op_name[order])
-    return codes.astype(np.int64)
+    return factorize(raw.op_name[order])[0]
 
 
 def _smallest_int(largest: int) -> type[np.integer]:

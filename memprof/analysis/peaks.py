@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from memprof.analysis.codes import factorize, name_codes
 from memprof.analysis.compiled import compiled_view
 from memprof.analysis.nesting import _parents
 from memprof.analysis.running import ops_at
@@ -185,9 +185,9 @@ def _op_frame(
         duration = (raw.op_end - raw.op_start).astype(np.float64) / 1e3
         child_time = np.bincount(parent[has_parent], weights=duration[has_parent], minlength=count)
         # Normalise each distinct name once (not once per op), then group by integer codes.
-        raw_codes, raw_names = pd.factorize(raw.op_name)
+        raw_codes, raw_names = name_codes(raw.op_name, raw.op_code, raw.op_code_names)
         normalized = np.array([normalize_name(str(n)) for n in raw_names], dtype=object)
-        group_of_raw, names = pd.factorize(normalized)
+        group_of_raw, names = factorize(normalized)
         group = group_of_raw[raw_codes]
         groups = len(names)
         peak = np.zeros(groups, dtype=np.int64)
