@@ -160,5 +160,10 @@ def test_the_estimate_guides_example_prints_what_it_shows(command, expected, mon
     # If this fails after an intended change: python scripts/docs_estimate_outputs.py
     monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(app, shlex.split(command)[1:])
-    assert result.exit_code == (1 if "does not fit" in expected else 0), result.output
+    # Exit 1 when the verdict, repeated last, says it does not fit (a sweep's searched values
+    # that do not fit are not a failure: it found the largest that does).
+    fails = any(
+        line.startswith("memprof estimate:") and "does not fit" in line for line in expected.splitlines()
+    )
+    assert result.exit_code == (1 if fails else 0), result.output
     assert result.stdout.rstrip("\n") + "\n" == expected

@@ -57,6 +57,8 @@ def compiled_view(raw: RawProfile) -> RawProfile:
         op_end=raw.op_end[keep],
         op_thread=raw.op_thread[keep],
         op_async=raw.op_async[keep],
+        op_code=None,  # the names changed (wrappers renamed): the reader's codes no longer hold
+        op_code_names=(),
     )
 
 

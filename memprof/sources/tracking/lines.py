@@ -164,18 +164,19 @@ def is_source_file(filename: str) -> bool:
 
 
 def shown_path(filename: str) -> str:
-    """The file as a report shows it: relative to the working directory when inside it, a
-    library's relative to its site directory (``transformers/models/gpt2/modeling_gpt2.py``),
+    """The file as a report shows it: a library's relative to its site directory
+    (``transformers/models/gpt2/modeling_gpt2.py``, also when the environment lies inside the
+    project, as ``.venv`` often does), else relative to the working directory when inside it,
     else as given."""
     if filename.startswith("<"):
         return filename
     path = os.path.abspath(filename)
-    cwd = _folder(os.getcwd())
-    if path.startswith(cwd):
-        return os.path.relpath(path, cwd)
     for folder in site_dirs():
         if path.startswith(folder):
             return path[len(folder) :]
+    cwd = _folder(os.getcwd())
+    if path.startswith(cwd):
+        return os.path.relpath(path, cwd)
     return filename
 
 
