@@ -72,6 +72,12 @@ class RawProfile:
     reading); lets the analysis group ops without hashing every name again."""
     op_code_names: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # A profile whose ops were filtered or renamed (``dataclasses.replace``) must filter its
+        # codes alike or drop them: codes that no longer match the names would group ops wrongly.
+        if self.op_code is not None and len(self.op_code) != len(self.op_name):
+            raise ValueError(f"{len(self.op_code)} op codes for {len(self.op_name)} ops")
+
     @staticmethod
     def from_lists(
         ops: Sequence[tuple[str, int, int, int]] | Sequence[tuple[str, int, int, int, bool]],

@@ -4,8 +4,12 @@ it. And a baseline saved before that change is not compared op by op."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 from memprof.analysis.compiled import compiled_view
 from memprof.analysis.peaks import analyze
@@ -103,3 +107,19 @@ def test_a_baseline_saved_before_kernels_owned_their_buffers_is_not_compared_op_
     # Both saved the same way (new against new, old against old): compared op by op.
     assert evaluate(report, GateConfig(baseline=report, per_op=True)).checks == 2 + 3 + 2
     assert evaluate(baseline, GateConfig(baseline=baseline, per_op=True)).checks == 2 + 3 + 2
+
+
+def test_the_view_of_a_profile_read_with_name_codes_is_analysed_like_one_without() -> None:
+    """The reader keeps each op's name as a code into its interned names; the view renames and
+    drops ops, so its codes go (codes that no longer match the names are refused outright)."""
+    plain = compiled_step()
+    names = sorted(set(plain.op_name))
+    coded = dataclasses.replace(
+        plain,
+        op_code=np.array([names.index(n) for n in plain.op_name], dtype=np.int32),
+        op_code_names=tuple(names),
+    )
+    assert compiled_view(coded).op_code is None
+    assert analyze(coded).ops == analyze(plain).ops
+    with pytest.raises(ValueError, match="7 op codes for 3 ops"):
+        dataclasses.replace(compiled_view(plain), op_code=coded.op_code)

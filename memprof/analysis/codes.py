@@ -24,7 +24,7 @@ def name_codes(
     """The ops' names as codes and the distinct names: from the reader's interned codes when
     it kept them (``op_code`` into ``code_names``; only the names used, in order of first
     appearance), else by hashing the names."""
-    if op_code is None or not len(code_names) or len(op_code) != len(op_name):
+    if op_code is None or not len(code_names):
         return factorize(op_name)
     used, codes = np.unique(op_code, return_inverse=True)
     first = np.full(len(used), len(codes), dtype=np.int64)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memprof.analysis.codes import factorize
 from memprof.records import RawProfile
 
 
@@ -165,8 +166,6 @@ def _name_codes(raw: RawProfile, order: np.ndarray) -> np.ndarray:
     """Int codes of the names of the ops at ``order`` (equal names, equal codes)."""
     if raw.op_code is not None:
         return raw.op_code[order].astype(np.int64)
-    from memprof.analysis.codes import factorize
-
     return factorize(raw.op_name[order])[0]
 
 
