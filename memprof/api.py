@@ -16,15 +16,13 @@ from memprof.errors import UsageError, UserCodeError, param
 from memprof.estimating import estimate as estimate  # ... and for estimates
 from memprof.model import Report, RunResult, Source
 from memprof.pipeline import build_report, failed_run
-from memprof.sources.options import RunOptions
+from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.target import Inputs, InputsFactory, Target
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MODES = ("eager", "compile", "both")
-
-StatusFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)

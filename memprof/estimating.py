@@ -13,9 +13,8 @@ from typing import Any
 from memprof.errors import UsageError, param
 from memprof.model import Report, RunResult, Source
 from memprof.pipeline import build_report
+from memprof.sources.options import StatusFn
 from memprof.sources.target import Inputs, InputsFactory, Target
-
-StatusFn = Callable[[str], None]
 
 ESTIMATE_LABEL = "estimate"
 

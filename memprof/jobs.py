@@ -19,14 +19,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from memprof.errors import EXIT_USER_CODE, MemprofError, UsageError, UserCodeError, param
-from memprof.sources.options import DEFAULT_RANK_TIMEOUT
+from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 
 if TYPE_CHECKING:
     from memprof.api import Variant
     from memprof.model import Report
     from memprof.sources.distributed import Exchange, RankEnv
-
-StatusFn = Callable[[str], None]
 
 
 @dataclass
@@ -105,9 +103,7 @@ def run_rank(
             "profile_ranks runs on every rank of a torch.distributed job: start it with torchrun "
             "(RANK and WORLD_SIZE are not set here); for one process, use memprof.compare"
         )
-    local, failure = profile_rank(
-        env, variants, status, keep_table=keep_table, verbose=verbose, **settings
-    )
+    local, failure = profile_rank(env, variants, status, keep_table=keep_table, verbose=verbose, **settings)
     if before_hand_in is not None:
         before_hand_in(local)
     exchange = Exchange(env, timeout, store=process_group_store())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from memprof.model import (
 from memprof.model.timeline import Timeline
 from memprof.pipeline import build_report, build_run
 from memprof.records import SNAPSHOT_ACTIONS, SnapshotRecords
+from memprof.sources.options import StatusFn
 from memprof.sources.snapshot import read_snapshot, snapshot_files
 from memprof.sources.trace import Trace, TraceDevice, input_kind, iter_trace_folder, read_trace, trace_files
 from memprof.units import format_bytes
@@ -47,7 +48,6 @@ from memprof.units import format_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-StatusFn = Callable[[str], None]
 
 TRACE, SNAPSHOT = "trace", "snapshot"
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 LAUNCHED = "MEMPROF_LAUNCHED_RANKS"
 RANK_PLACEHOLDER = "{rank}"
 
-StatusFn = Callable[[str], None]
 
 _INVOCATION: list[str] = []
 
@@ -83,8 +82,11 @@ def run_distributed(
     if env is None:
         assert options.nproc_per_node is not None
         _check_labels(gate, variants, options.nproc_per_node, output.rank)
-        outputs = [Path(str(path).replace(RANK_PLACEHOLDER, str(rank))) for path in files.values()
-                   for rank in range(options.nproc_per_node)]
+        outputs = [
+            Path(str(path).replace(RANK_PLACEHOLDER, str(rank)))
+            for path in files.values()
+            for rank in range(options.nproc_per_node)
+        ]
         with noting_outputs(outputs):
             launch(options.nproc_per_node, quiet=output.quiet)
         return

@@ -29,7 +29,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,10 @@ from typing import Any
 from memprof.errors import InputError, UsageError, param
 from memprof.model import Report, RunResult
 from memprof.pipeline import compared, failed_run, report_from_dict
-from memprof.sources.options import DEFAULT_RANK_TIMEOUT
+from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 
 __all__ = ["DEFAULT_RANK_TIMEOUT", "Exchange", "RankEnv", "rank_env"]
 
-StatusFn = Callable[[str], None]
 
 # Files older than this before rank 0 started are left over from an earlier job of the same name.
 _STALE_SECONDS = 60.0

@@ -56,13 +56,11 @@ from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.guesses import Guesses
-from memprof.sources.options import EstimateOptions
+from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
 from memprof.sources.workspaces import Workspaces
 from memprof.units import format_bytes
-
-StatusFn = Callable[[str], None]
 
 # What ``.item()`` (and ``float(t)``, ``int(t)``, ``bool(t)``) of a fake tensor whose value is
 # unknown returns: fake tensors have no data. One, so that divisions by it still run.

@@ -42,7 +42,7 @@ from memprof.sources.failures import check_ran, failure_error, first_line, warm_
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import mapped_files
 from memprof.sources.noise import Heard, hidden_torch_messages
-from memprof.sources.options import RunOptions
+from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.profiling import (
     cuda_counters_after,
     cuda_counters_before,
@@ -56,8 +56,6 @@ from memprof.sources.profiling import (
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
 from memprof.sources.timing import Timed, stop_after, time_calls
-
-StatusFn = Callable[[str], None]
 
 
 def resolve_device(spec: str | None) -> str:
@@ -476,5 +474,3 @@ def torch_aten_vocabulary() -> frozenset[str]:
     except Exception:  # pragma: no cover - private API moved; the run's own names still work
         all_ops = []
     return aten_names(all_ops)
-
-

@@ -3,7 +3,11 @@ command line and the API build them before torch loads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+StatusFn = Callable[[str], None]
+"""Where a run says what it is doing (``profiling step (eager, 1 call)``): a line at a time."""
 
 DEFAULT_RANK_TIMEOUT = 300.0
 """Seconds a rank of a distributed job that has finished waits for the others (rank 0) or for

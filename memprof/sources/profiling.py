@@ -11,14 +11,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch  # noqa: TID253 - a live source's helpers, like sources/live.py
 from torch.profiler import ProfilerActivity, profile  # noqa: TID253
 
-StatusFn = Callable[[str], None]
-
+from memprof.sources.options import StatusFn
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ from torch.autograd.profiler import profile, record_function  # noqa: TID253
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten  # noqa: TID253
 
 from memprof.records import CALL_MARKER
+from memprof.sources.options import StatusFn
 from memprof.sources.profiling import quiet_profiler_stderr
 from memprof.sources.tracking import read_calls
 
@@ -58,7 +59,6 @@ MIN_WORKSPACE = 512
 measurement does) boxes its number arguments into tensors of a few bytes, which the user's
 call does not make."""
 
-StatusFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
