@@ -152,6 +152,22 @@ def test_parse_and_check_load_no_pandas(tmp_path: Path) -> None:
     assert pandas_or_torch_after_cli(runs[:1], first="import pandas") == ["pandas"]  # the probe sees it
 
 
+def test_a_profiled_run_loads_no_pandas(tmp_path: Path) -> None:
+    """A run's analysis groups ops without pandas (importing it costs a quarter of a second):
+    explained or not, and with its report files; only ``run.ops``, asked for, builds a DataFrame."""
+    (tmp_path / "step.py").write_text(
+        "import torch\n\ndef step(x):\n    return (x * 2).sum()\n\n"
+        "def step_inputs():\n    return (torch.ones(1000),)\n"
+    )
+    target = f"{tmp_path / 'step.py'}:step"
+    outputs = ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    runs = [
+        ["run", target, "-q", "--time-budget", "0", "--no-explain"],
+        ["run", target, "-q", "--time-budget", "0", "--html", str(tmp_path / "r.html"), *outputs],
+    ]
+    assert pandas_or_torch_after_cli(runs) == ["torch"]
+
+
 def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     report = {
         "schema_version": 1,
