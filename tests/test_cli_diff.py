@@ -49,6 +49,9 @@ def test_the_checkpointed_compile_regression_at_the_terminal(update_golden: bool
     if update_golden:
         golden.write_text(block)
     assert block == golden.read_text()
+    # docs/guides/diff.md shows the same block.
+    shown = block[block.index("What changed at the peak, compile vs eager:") :]
+    assert f"```\n{shown}```" in (DATA.parent.parent / "docs" / "guides" / "diff.md").read_text()
 
 
 def test_the_diff_adds_up_and_names_the_cross_entropy_line(tmp_path: Path) -> None:
