@@ -5,7 +5,8 @@ one of the helpers below, e.g. ``peak_bytes: int = fields.size(required=True)``.
 is the whole contract for it: :mod:`memprof.schema` writes and reads (and checks) every field
 from these declarations, so adding a field to the JSON is adding one line to a dataclass.
 
-This module only declares; it has no dependencies, so any stage (the analysis included) can
+This module only declares (and :func:`copied` makes a report value from an analysis value
+holding the same facts); it has no dependencies, so any stage (the analysis included) can
 describe its values without importing the serialiser.
 """
 
