@@ -130,8 +130,21 @@ def _register() -> None:
 _register()
 
 
+def console() -> None:
+    """The ``memprof`` console script and ``python -m memprof``: :func:`main`, then the process
+    ends as Python's exit would end it, less the interpreter's teardown
+    (:func:`memprof.exiting.exit_fast`)."""
+    from memprof.exiting import exit_fast
+
+    try:
+        main()
+    except SystemExit as done:
+        exit_fast(done.code)
+    exit_fast(EXIT_OK)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """The ``memprof`` console script and ``python -m memprof``: the typer app, with the errors
+    """The command line (``argv``, default ``sys.argv[1:]``): the typer app, with the errors
     of option parsing (unknown option, bad value, missing argument) shown as one line, like
     memprof's own, instead of a framed panel."""
     import sys

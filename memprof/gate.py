@@ -514,9 +514,7 @@ def growth(
             f"an older memprof): gated on the numbers only; {again} to see what grew"
         )
     if run.at_peak is None:
-        return Explanation(
-            f"run {_quoted(run.label)} was not explained: gated on the numbers only"
-        )
+        return Explanation(f"run {_quoted(run.label)} was not explained: gated on the numbers only")
     diff = diff_at_peak(base, run, labels)
     assert diff is not None and base.at_peak is not None and run.at_peak is not None
     grew = [row for row in contributors(base.at_peak, run.at_peak) if row.delta_bytes > 0]

@@ -234,9 +234,7 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         time_budget = kwargs.pop("time_budget", 0)
         try:
             with spelled_as(_spelling):
-                report = profile(
-                    fn, *args, mode=mode or default_mode, time_budget=time_budget, **kwargs
-                )
+                report = profile(fn, *args, mode=mode or default_mode, time_budget=time_budget, **kwargs)
         except UserCodeError as failed:
             if failed.raised is None:
                 raise

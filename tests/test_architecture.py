@@ -152,6 +152,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memprof.blocks",
             "memprof.commands",
             "memprof.cli",
+            "memprof.exiting",
             "memprof.integrations",
             "memprof.ipython",
             "memprof.pytest_plugin",

@@ -214,7 +214,6 @@ def _report_with(tmp_path: Path, name: str, label: str, failed: str | None = Non
 
     from conftest import make_single_report
 
-
     report = make_single_report()
     run = replace(report.runs["eager"], label=label)
     if failed is not None:

@@ -285,9 +285,7 @@ def test_a_baseline_without_at_peak_entries_is_gated_on_the_numbers_and_says_so(
     bare = replace(explained, runs={"eager": replace(explained.runs["eager"], at_peak=None)})
     (violation,) = evaluate(bare, GateConfig(baseline=load("gpt-batch2.json"))).violations
     assert violation.explanation is not None
-    assert violation.explanation.heading == (
-        "run 'eager' was not explained: gated on the numbers only"
-    )
+    assert violation.explanation.heading == ("run 'eager' was not explained: gated on the numbers only")
 
 
 CROSS_ENTROPY = "memprof/examples/gpt.py:109 loss = F.cross_entropy(logits.view(-1, l…"
@@ -299,8 +297,7 @@ def test_a_budget_lists_the_largest_entries_at_the_peak() -> None:
         "eager peak 17.2 MiB exceeds budget 16.0 MiB by 7.6%",
         "  largest at the peak (footprint 31.4 MiB):",
         "  4.0 MiB  optimizer_state  tok_emb",
-        "  4.0 MiB  activation       GPT             "
-        f"{CROSS_ENTROPY}  aten::_log_softmax",
+        f"  4.0 MiB  activation       GPT             {CROSS_ENTROPY}  aten::_log_softmax",
         f"  4.0 MiB  temporary        GPT (backward)  {CROSS_ENTROPY}  aten::_log_softmax_backward_data",
         f"  4.0 MiB  temporary        GPT (backward)  {CROSS_ENTROPY}  aten::nll_loss_backward",
         "  4.0 MiB  temporary        lm_head         memprof/examples/gpt.py:108 logits = self.lm_head(x)"

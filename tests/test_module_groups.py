@@ -278,6 +278,7 @@ def test_compare_groups_every_run(runner: CliRunner, make_module, tmp_path: Path
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     runs = load_report(out).runs
+
     # Three Linear outputs at the peak, of 64 rows and of 32.
     def groups(label: str) -> list[tuple[str, int, int]]:
         return [(g.group, g.modules, g.at_peak_bytes) for g in runs[label].module_groups]

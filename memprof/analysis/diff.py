@@ -18,7 +18,6 @@ from memprof.names import aten_names
 from memprof.names import fused_kernels as kernels_from_names
 
 if TYPE_CHECKING:
-
     from memprof.model import RunResult
 
 

@@ -338,5 +338,3 @@ class Window:
     lo: int  # first merged event inside the call
     hi: int  # one past the last
     peak: int  # live bytes at the peak are prefix[peak]: events [0, peak) have happened
-
-

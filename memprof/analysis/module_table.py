@@ -139,5 +139,3 @@ def kernel_stats(
         if allocated
     ]
     return tuple(sorted(stats, key=lambda k: (-k.at_peak_bytes, -k.allocated_bytes, k.name)))
-
-

@@ -310,5 +310,3 @@ class _Describer:
                     site = int(sites[row]) if which == 0 and sites is not None else -1
                     return facts.shapes[shape], facts.dtypes[dtype], site
         return "", "", -1
-
-

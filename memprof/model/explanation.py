@@ -19,6 +19,7 @@ from memprof import fields
 if TYPE_CHECKING:
     import pandas as pd
 
+
 class Category(str, enum.Enum):
     """What live bytes are, in the order reports show them; each with its colour (the same in
     every chart, table and icicle) and what it means (docs/concepts/at-peak.md says more).

@@ -201,7 +201,6 @@ def diff_lines(
     return document_lines(build(report, limits(sort, top, chains=chains)), width, leave_out=("at-peak",))
 
 
-
 def render_terminal(
     report: Report,
     *,

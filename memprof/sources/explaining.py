@@ -165,7 +165,7 @@ def explaining_call(
                 history as allocator,
                 profile(activities=activities, profile_memory=True) as prof,
             ):
-                with record_function(CALL_MARKER):
+                with record_function(CALL_MARKER), _unprofiled_ops(tracker):
                     # Its result is dropped at once, inside the profile: only the peak matters here.
                     fn(*inputs.args, **inputs.kwargs)
                     sync(options.device)
@@ -211,3 +211,9 @@ def completion(
     order = np.argsort(raw.mem_time, kind="stable")
     time, nbytes = raw.mem_time[order], raw.mem_bytes[order]
     return lambda tree: with_addresses(tree, time, nbytes, history)
+
+
+def _unprofiled_ops(tracker: Tracker) -> contextlib.AbstractContextManager[None]:
+    """Inside the call marker: the profiler records the allocator alone (and backward's ops),
+    as the tracker's dispatch mode sees the ops (:meth:`memprof.sources.tracking.ops.Ops.unprofiled`)."""
+    return contextlib.nullcontext() if tracker.ops is None else tracker.ops.unprofiled()

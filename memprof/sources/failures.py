@@ -147,7 +147,6 @@ def out_of_memory_message(name: str, first_line: str, peak: int, peak_op: str | 
     return f"{name} ran out of memory{asked}{reached}: {first_line}"
 
 
-
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` is running out of memory: torch's (CUDA), Python's, or the CPU
     allocator's (a RuntimeError from c10's DefaultCPUAllocator)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import os
 import platform
 import sys
@@ -33,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from memprof.analysis.attribution import Attribution
 from memprof.analysis.peaks import analyze
 from memprof.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
+from memprof.gcpause import survivors_frozen
 from memprof.model import RunResult
 from memprof.names import aten_names
 from memprof.pipeline import Recording, run_of
@@ -55,7 +55,7 @@ from memprof.sources.profiling import (
 )
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
-from memprof.sources.timing import Timed, stop_after, time_calls
+from memprof.sources.timing import Timed, time_calls
 
 
 def resolve_device(spec: str | None) -> str:
@@ -172,7 +172,12 @@ def run_target(
         raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
     explaining = Explaining(func, module)
     import_path = list(sys.path)
-    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
+    with (
+        hidden_torch_messages(show=options.verbose) as heard,
+        _counted(heard),
+        _compile_config(options),
+        survivors_frozen() as collect,
+    ):
         with explaining.compiling(options):
             warm = _warm_up(func, inputs, options, name, status)
             restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
@@ -184,6 +189,7 @@ def run_target(
                 name=name,
                 status=status,
                 explaining=explaining,
+                collect=collect,
             )
             restore_import_path(import_path)
         if measured.explained is not None and options.explain and options.mode == "eager":
@@ -212,8 +218,8 @@ def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: S
     numbers stand."""
     if warm.failed or options.time_budget <= 0:
         return Timed(())
-    if warm.last_ms is not None and warm.last_ms / 1e3 >= stop_after(options.time_budget):
-        # A call this long would be timed once: the warm-up call, unprofiled, already was.
+    if warm.last_ms is not None and warm.last_ms / 1e3 >= options.time_budget:
+        # A call that takes the budget alone is timed once: the warm-up call, unprofiled, was.
         return Timed((warm.last_ms,), warm_up=True)
     if status:
         status(f"timing {name} ({options.mode}, without the profiler)")
@@ -323,6 +329,7 @@ def _profile_calls(
     name: str,
     status: StatusFn | None,
     explaining: Explaining,
+    collect: Callable[[], None],
 ) -> _Measured:
     """``options.repeat`` calls under torch.profiler, each in its ``record_function`` range,
     with program state tracked. Raises the failure of a call (with the peak reached before it)
@@ -335,7 +342,7 @@ def _profile_calls(
     warm_profiler(activities)
     # Garbage made before (by the inputs factory, the warm-up, earlier runs in this process) is
     # collected now, not by a collection during a measured call, where its frees would count.
-    gc.collect()
+    collect()
     walls: list[float] = []
     failure: BaseException | None = None
     result: Any = None

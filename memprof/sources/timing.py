@@ -8,9 +8,10 @@ profiled calls only, which follow the warm-up directly.
 
 How many calls: at least :data:`MIN_CALLS` and at least ``budget_s`` seconds of them, so a short
 call is timed many times; but no more than :data:`MAX_CALLS` calls or ``5 * budget_s`` seconds
-(at least 1 s), so a long call is timed a few times, or once. A budget of 0 times nothing. A
-call that long is not called once more for its time when a warm-up call already timed it
-(:mod:`memprof.sources.live`: the last warm-up call that compiled nothing, not the first on a GPU).
+(at least 1 s). A call that alone takes the budget is timed once, as ``timeit``'s autorange
+times it once, and is not called once more for its time when a warm-up call already timed it
+(:mod:`memprof.sources.live`: the last warm-up call that compiled nothing, not the first on a
+GPU). A budget of 0 times nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ DEFAULT_BUDGET_S = 0.2
 @dataclass(frozen=True)
 class Timed:
     """Each timed call's wall time (ms), and the error that stopped the timing, if one did;
-    ``warm_up``: the time is the last warm-up call's (a call so long that it would be timed
-    once, and was, unprofiled, before the profiled calls)."""
+    ``warm_up``: the time is the last warm-up call's (a call that takes the budget alone, so it
+    would be timed once, and was, unprofiled, before the profiled calls)."""
 
     walls_ms: tuple[float, ...]
     error: BaseException | None = None
@@ -69,5 +70,6 @@ def time_calls(
         del result  # the output is freed before the next call, as between profiled calls
         walls.append((after - before) * 1e3)
         elapsed = after - start
-        if len(walls) >= MAX_CALLS or elapsed >= limit or (len(walls) >= MIN_CALLS and elapsed >= budget_s):
+        enough = len(walls) >= MIN_CALLS or len(walls) == 1  # one call that takes the budget alone
+        if len(walls) >= MAX_CALLS or elapsed >= limit or (enough and elapsed >= budget_s):
             return Timed(tuple(walls))

@@ -60,7 +60,6 @@ measurement does) boxes its number arguments into tensors of a few bytes, which 
 call does not make."""
 
 
-
 @dataclass(frozen=True)
 class _TensorDesc:
     """A tensor of the fake run, as much of it as a measuring call needs."""

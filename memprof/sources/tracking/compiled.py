@@ -316,8 +316,10 @@ def _recomputed(metas: list[NodeMeta]) -> bool:
     aside) is a recomputed node (a backward kernel that fuses recomputed work into a gradient
     is backward work)."""
     working = [meta for meta in metas if meta.op not in _VIEW_OPS]
-    return bool(working) and all(meta.recompute for meta in working) or (
-        not working and any(meta.recompute for meta in metas)
+    return (
+        bool(working)
+        and all(meta.recompute for meta in working)
+        or (not working and any(meta.recompute for meta in metas))
     )
 
 
