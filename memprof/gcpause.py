@@ -34,8 +34,11 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
     collection walks every object alive: a million once ``torch._dynamo`` is imported, 0.1-0.2 s
     a collection. What survives the first is what the program holds, and a later collection
     would find it alive again. Nothing is frozen when the program froze objects itself (it
-    unfreezes them when it chooses)."""
-    ours = gc.get_freeze_count() == 0
+    unfreezes them when it chooses); what the command line froze at its start
+    (:func:`start_up_imports`) is unfrozen with the rest, so that the garbage a run leaves is
+    collected before the next run."""
+    global _start_up_frozen
+    ours = gc.get_freeze_count() == 0 or _start_up_frozen
 
     def collect() -> None:
         gc.collect()
@@ -47,3 +50,25 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
     finally:
         if ours:
             gc.unfreeze()
+            _start_up_frozen = False
+
+
+_start_up_frozen = False  # the command line froze what its imports made (start_up_imports)
+
+
+@contextlib.contextmanager
+def start_up_imports() -> Iterator[None]:
+    """The command line's imports of torch and memprof before it runs a target: no collection
+    meanwhile, and what they made (modules, classes, functions: never garbage) frozen after,
+    so that no later collection walks it again. Each automatic collection during an import of
+    torch walks everything imported so far (measured: ``import torch, torch._dynamo`` 3.9 s, 3.4 s
+    this way). For the command line only: a program that imports memprof keeps its collector
+    as it set it."""
+    global _start_up_frozen
+    if gc.get_freeze_count():
+        yield
+        return
+    with gc_paused():
+        yield
+    gc.freeze()
+    _start_up_frozen = True

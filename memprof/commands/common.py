@@ -195,8 +195,12 @@ def profile_and_report(
     """Profile (:func:`memprof.compare`), print the terminal summary, write the files, then
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
-    from memprof.api import compare
+    from memprof.gcpause import start_up_imports
     from memprof.interpreter import kept_from_user_code
+
+    with start_up_imports():
+        import memprof.sources.live  # noqa: F401 - torch and the profiler, with the rest of memprof
+        from memprof.api import compare
 
     try:
         with kept_from_user_code():  # then the report is printed and written as if it had not run

@@ -131,9 +131,9 @@ def estimate(
 
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
-    from memprof.api import estimate
     from memprof.commands.common import print_report, read_inputs, status_printer, write_outputs
     from memprof.commands.distributed import refuse_rank
+    from memprof.gcpause import start_up_imports
     from memprof.gpus import gpu_table
 
     if gpu is not None and gpu.strip().lower() == "list":
@@ -157,6 +157,9 @@ def estimate(
         raise UsageError("--require-compile-saves compares compiled with eager; an estimate is eager only")
     if swept is None:
         config.budgets.check_labels(["estimate"])
+    with start_up_imports():
+        import memprof.sources.fake  # noqa: F401 - torch and fake tensors, with the rest of memprof
+        from memprof.api import estimate
     report = estimate(
         target,
         device=device.value,

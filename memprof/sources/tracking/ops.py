@@ -77,7 +77,8 @@ class Ops:
         self.rewrap_op: list[int] = []
         self.rewrap_bytes: list[int] = []
         self.backward_from_profile = False
-        self.sites: dict[tuple[Any, int], int] = {}
+        self.sites: dict[tuple[int, int], int] = {}  # (id of the code, line) -> site id
+        self.site_lines: list[tuple[str, int]] = []  # by site id: (file, line)
         self.first_op_of_sequence: dict[int, int] = {}
         self.out_ptr: list[int] = []
         self.out_op: list[int] = []
@@ -90,7 +91,10 @@ class Ops:
         self.dtypes: dict[Any, int] = {}
         self.saved_ptr: list[int] = []
         self.saved_time: list[int] = []
-        self._kinds: dict[Any, str] = {}
+        # By the code object's id: hashing a code object hashes its bytecode and constants (~1 us,
+        # tens of frames per op); the codes are kept alive, so that their ids are not reused.
+        self._kinds: dict[int, str] = {}
+        self._codes: list[Any] = []
         self._ops_unprofiled = False
 
     # ---- the hot path -------------------------------------------------------------------------
@@ -173,9 +177,10 @@ class Ops:
         inside = False  # past memprof's frames at the bottom (the tracker's own)
         while frame is not None:
             code = frame.f_code
-            kind = kinds.get(code)
+            kind = kinds.get(id(code))
             if kind is None:
-                kind = kinds[code] = frame_kind(code.co_filename)
+                kind = kinds[id(code)] = frame_kind(code.co_filename)
+                self._codes.append(code)
             if kind == MEMPROF:
                 if inside:
                     break
@@ -191,10 +196,11 @@ class Ops:
         return site, -1
 
     def _intern(self, code: Any, line: int) -> int:
-        key = (code, line)
+        key = (id(code), line)  # the code is alive: its kind was looked up first
         found = self.sites.get(key)
         if found is None:
             found = self.sites[key] = len(self.sites)
+            self.site_lines.append((code.co_filename, line))
         return found
 
     def _backward_origin(self, node: Any) -> tuple[int, int, int]:

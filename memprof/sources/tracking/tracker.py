@@ -184,7 +184,7 @@ class Tracker:
         return replace(
             base,
             ops=ops.table(),
-            sites=resolve_sites((code.co_filename, line) for code, line in ops.sites),
+            sites=resolve_sites(ops.site_lines),
             outputs_ptr=int_array(ops.out_ptr),
             outputs_op=int_array(ops.out_op),
             outputs_shape=int_array(ops.out_shape),
