@@ -179,7 +179,8 @@ def bench_run(rounds: int) -> list[tuple[str, float, float, float, float]]:
         bare = Path(tmp) / "bare.py"
         bare.write_text(BARE_SCRIPT)
         # Explained (the default: one more, instrumented call), then the numbers alone.
-        for warmup, extra in ((1, []), (0, []), (1, ["--no-explain"])):
+        settings = ((1, []), (0, []), (1, ["--no-explain"]), (1, ["--no-explain", "--time-budget", "0"]))
+        for warmup, extra in settings:
             memprof_cmd = [PY, "-m", "memprof", "run", "memprof.examples.similarity:similarity", "-q"]
             memprof_cmd += ["--device", "cpu", "--warmup", str(warmup), *extra]
             bare_cmd = [PY, str(bare), str(warmup)]

@@ -30,15 +30,20 @@ def _profiled(
     kwargs: dict[str, Any],
     calls: int,
     tracker: Tracker | None,
+    *,
+    unprofiled: bool = False,
 ) -> tuple[RawProfile, Any]:
-    """Profile ``calls`` calls, each in a CALL_MARKER range, inside ``tracker`` when given."""
+    """Profile ``calls`` calls, each in a CALL_MARKER range, inside ``tracker`` when given;
+    ``unprofiled``: the profiler records no op but backward's inside the range, as in
+    ``memprof run``'s explaining call (the tracker's ops see them)."""
     result: Any = None
     gc.collect()  # as memprof run does: garbage of earlier tests is not freed inside the calls
     with tracker if tracker is not None else contextlib.nullcontext():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             for _ in range(calls):
                 result = None  # the previous call's result is freed between calls
-                with record_function(CALL_MARKER):
+                ops = tracker.ops if tracker is not None and unprofiled else None
+                with record_function(CALL_MARKER), ops.unprofiled() if ops else contextlib.nullcontext():
                     result = func(*args, **kwargs)
     del result
     return raw_from_profiler(prof), prof

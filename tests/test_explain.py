@@ -17,6 +17,7 @@ import pytest
 import torch
 from explaining import _profiled, explain, profile_calls, reconcile
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
@@ -136,6 +137,35 @@ def test_the_attribution_pass_allocates_what_the_measured_run_does_and_its_own_s
     assert extra == Counter({8: len(facts.rewrap_op)})
     assert Counter(facts.rewrap_bytes.tolist()) == Counter({8: len(facts.rewrap_op)})
     assert len(facts.rewrap_op) > 100  # AdamW's scalar arithmetic, per parameter
+
+
+def test_the_explaining_call_profiles_the_allocator_and_backward_alone() -> None:
+    """memprof run's explaining call has the profiler record no op of forward or of the
+    optimizer (the tracker's dispatch mode sees them; each op the profiler records costs its
+    stop and the reading of its event tree), only the allocator and the ops autograd runs in
+    backward: what is live at the peak is what a call with every op profiled explains."""
+    inputs = gpt.train_step_inputs()
+    gpt.train_step(*inputs)
+    explained, names, made = {}, {}, {}
+    for unprofiled in (False, True):
+        tracker = Tracker(inputs, func=gpt.train_step)
+        _, prof = _profiled(gpt.train_step, inputs, {}, 1, tracker, unprofiled=unprofiled)
+        facts = tracker.facts(prof)
+        explained[unprofiled] = attribute(None, facts)
+        names[unprofiled] = Counter(e.name() for e in prof.profiler.kineto_results.events())
+        made[unprofiled] = sorted(facts.allocations.bytes[facts.allocations.bytes > 0].tolist())
+    full, lean = explained[False], explained[True]
+    assert (lean.peak_bytes, lean.footprint_bytes) == (full.peak_bytes, full.footprint_bytes)
+    assert lean.at_peak == full.at_peak and len(lean.at_peak.entries) > 10
+    assert made[True] == made[False] and len(made[True]) > 100  # every allocation recorded
+    assert names[True]["aten::embedding"] == 0 < names[False]["aten::embedding"]  # forward
+    assert names[True]["aten::add_"] < names[False]["aten::add_"]  # AdamW's, not backward's
+    backward = [name for name in names[True] if name.startswith("autograd::engine::evaluate_function")]
+    assert backward and all(names[True][n] == names[False][n] for n in backward)
+    # Record functions are on again after the call: a later profile records its ops.
+    with profile(activities=[ProfilerActivity.CPU]) as after:
+        torch.ones(4).add_(1)
+    assert "aten::add_" in {e.name() for e in after.profiler.kineto_results.events()}
 
 
 def test_the_flat_event_list_is_only_a_cross_check() -> None:
