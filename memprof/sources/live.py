@@ -172,31 +172,28 @@ def run_target(
         raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
     explaining = Explaining(func, module)
     import_path = list(sys.path)
-    with (
-        hidden_torch_messages(show=options.verbose) as heard,
-        _counted(heard),
-        _compile_config(options),
-        survivors_frozen() as collect,
-    ):
-        with explaining.compiling(options):
-            warm = _warm_up(func, inputs, options, name, status)
-            restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
-            measured = _profile_calls(
-                warm.fn,
-                inputs,
-                options,
-                label=label or options.mode,
-                name=name,
-                status=status,
-                explaining=explaining,
-                collect=collect,
-            )
-            restore_import_path(import_path)
-        if measured.explained is not None and options.explain and options.mode == "eager":
-            measured.explained = explaining_call(warm.fn, inputs, options, explaining, measured.explained)
-            restore_import_path(import_path)
+    with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
+        with survivors_frozen() as collect:
+            with explaining.compiling(options):
+                warm = _warm_up(func, inputs, options, name, status)
+                restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
+                measured = _profile_calls(
+                    warm.fn,
+                    inputs,
+                    options,
+                    label=label or options.mode,
+                    name=name,
+                    status=status,
+                    explaining=explaining,
+                    collect=collect,
+                )
+                restore_import_path(import_path)
+            if measured.explained is not None and options.explain and options.mode == "eager":
+                measured.explained = explaining_call(warm.fn, inputs, options, explaining, measured.explained)
+                restore_import_path(import_path)
         # Timed last: the profiled call is the first after the warm-up (with --warmup 0, the
         # first of all), and state the calls leave (an optimizer's) does not grow before it.
+        # With nothing frozen: a collection during a timed call walks what it would in the program.
         timed = _time(warm, inputs, options, name, status)
         restore_import_path(import_path)
     return _assemble(measured, warm, inputs, options, timed, heard)
