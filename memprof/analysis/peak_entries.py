@@ -148,6 +148,26 @@ def _op_slot(t1: np.ndarray, times: np.ndarray) -> np.ndarray:
 # ---- what is live at the peak -------------------------------------------------------------------
 
 
+def _entry_order(entry: AtPeakEntry) -> tuple[object, ...]:
+    """Largest first, then by every field of the group: ties (the same bytes, e.g. forward's and
+    backward's matmul of one line) in one order, whatever order the lifetimes came in."""
+    return (
+        -entry.bytes,
+        CATEGORIES.index(entry.category),
+        entry.module,
+        entry.source,
+        entry.op,
+        entry.shape,
+        entry.phase,
+        entry.dtype,
+        entry.user_source,
+        entry.before_call,
+        entry.count,
+        entry.source_text,
+        entry.user_source_text,
+    )
+
+
 def live_at_peak(
     facts: TrackedFacts, lt: Lifetimes, what: What, window: Window, backward: Backward
 ) -> tuple[AtPeak, np.ndarray]:
@@ -197,14 +217,14 @@ def live_at_peak(
             )
             for key, (total, count) in groups.items()
         ),
-        key=lambda e: (-e.bytes, CATEGORIES.index(e.category), e.module, e.source, e.op, e.shape),
+        key=_entry_order,
     )
     unattributed = sorted(
         (
             Unattributed(bytes=total, count=count, reason=reason, before_call=before)
             for (reason, before), (total, count) in loose.items()
         ),
-        key=lambda u: -u.bytes,
+        key=lambda u: (-u.bytes, u.reason, u.before_call, u.count),
     )
     freed = (lt.alloc_pos < window.lo) & (lt.free_pos >= window.lo) & (lt.free_pos < window.peak)
     footprint = int(lt.nbytes[live].sum())
