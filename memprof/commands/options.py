@@ -133,7 +133,8 @@ TimeBudget = Annotated[
         min=0,
         metavar="SECONDS",
         help="Time the call without the profiler for this long (at least 5 calls, at most 1,000 "
-        "calls or 5x this, at least 1 s; a call this long alone, once); wall time is their median. "
+        "calls or 5x this, at least 1 s; a call that takes this long alone is timed once); wall time "
+        "is their median. "
         "0: time the profiled calls.",
         rich_help_panel=RUNS_PANEL,
     ),

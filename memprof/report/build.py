@@ -333,6 +333,9 @@ def _live_help(report: Report) -> str:
     )
 
 
+_TIMED_ONCE = "a call that takes the time budget alone is timed once"
+
+
 def _wall_legend(report: Report) -> str | None:
     runs = report.ok_runs()
     if not runs:
@@ -340,16 +343,10 @@ def _wall_legend(report: Report) -> str | None:
     if any(run.wall_timing == "profiled" for run in runs):
         return "wall/call: timed with the profiler on, which slows calls unevenly"
     if all(run.wall_timing == "warm-up" for run in runs):
-        return (
-            "wall/call: the warm-up call's, without the profiler (a call that takes the time budget "
-            "alone is timed once)"
-        )
+        return f"wall/call: the warm-up call's, without the profiler ({_TIMED_ONCE})"
     calls = sorted({len(run.wall_ms_all) for run in runs})
     if calls[-1] <= 1:
-        return (
-            "wall/call: one call each, timed without the profiler (a call that takes the time budget "
-            "alone is timed once)"
-        )
+        return f"wall/call: one call each, timed without the profiler ({_TIMED_ONCE})"
     counts = f"{calls[0]}" if len(calls) == 1 else f"{calls[0]} to {calls[-1]}"
     return (
         f"wall/call: median of {counts} calls timed without the profiler; ±: half the spread of the "

@@ -55,7 +55,7 @@ from memprof.sources.profiling import (
 )
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
-from memprof.sources.timing import Timed, time_calls
+from memprof.sources.timing import Timed, time_calls, timed_once
 
 
 def resolve_device(spec: str | None) -> str:
@@ -215,7 +215,7 @@ def _time(warm: _Warm, inputs: Inputs, options: RunOptions, name: str, status: S
     numbers stand."""
     if warm.failed or options.time_budget <= 0:
         return Timed(())
-    if warm.last_ms is not None and warm.last_ms / 1e3 >= options.time_budget:
+    if warm.last_ms is not None and timed_once(warm.last_ms / 1e3, options.time_budget):
         # A call that takes the budget alone is timed once: the warm-up call, unprofiled, was.
         return Timed((warm.last_ms,), warm_up=True)
     if status:

@@ -37,6 +37,11 @@ class Timed:
     warm_up: bool = False
 
 
+def timed_once(seconds: float, budget_s: float) -> bool:
+    """Whether a call of ``seconds`` takes the budget alone, and so is timed once."""
+    return seconds >= budget_s
+
+
 def stop_after(budget_s: float) -> float:
     """The most seconds spent timing for a budget: five budgets, at least one second."""
     return max(1.0, 5 * budget_s)
@@ -70,6 +75,7 @@ def time_calls(
         del result  # the output is freed before the next call, as between profiled calls
         walls.append((after - before) * 1e3)
         elapsed = after - start
-        enough = len(walls) >= MIN_CALLS or len(walls) == 1  # one call that takes the budget alone
-        if len(walls) >= MAX_CALLS or elapsed >= limit or (enough and elapsed >= budget_s):
+        once = len(walls) == 1 and timed_once(elapsed, budget_s)
+        enough = len(walls) >= MIN_CALLS and elapsed >= budget_s
+        if once or enough or len(walls) >= MAX_CALLS or elapsed >= limit:
             return Timed(tuple(walls))
