@@ -2,9 +2,9 @@
 tearing the interpreter down.
 
 Once torch (and ``torch._dynamo``, which an optimizer or the profiler imports) is loaded,
-Python's own exit spends about 0.7 s after the last exit handler freeing every module's objects
-and running torch's C++ static destructors (measured: ``python -c "import torch, torch._dynamo"``
-4.8 s, 4.1 s when it leaves with ``os._exit``). Nothing of that is the program's: the command
+Python's own exit spends most of a second after the last exit handler freeing every module's
+objects and running torch's C++ static destructors (``scripts/bench_phases.py`` part 3 times
+``import torch, torch._dynamo`` leaving both ways). Nothing of that is the program's: the command
 line leaves as Python would up to that point (threads waited for, exit handlers run, open files
 flushed), then ends the process.
 """

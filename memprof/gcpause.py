@@ -61,8 +61,8 @@ def start_up_imports() -> Iterator[None]:
     """The command line's imports of torch and memprof before it runs a target: no collection
     meanwhile, and what they made (modules, classes, functions: never garbage) frozen after,
     so that no later collection walks it again. Each automatic collection during an import of
-    torch walks everything imported so far (measured: ``import torch, torch._dynamo`` 3.9 s, 3.4 s
-    this way). For the command line only: a program that imports memprof keeps its collector
+    torch walks everything imported so far (``scripts/bench_phases.py`` part 3 times the import
+    both ways). For the command line only: a program that imports memprof keeps its collector
     as it set it."""
     global _start_up_frozen
     if gc.get_freeze_count():

@@ -1,0 +1,156 @@
+"""Where an explained ``memprof run`` spends its time, phase by phase, on the CPU training step of
+``scripts/bench.py`` (f), and what the command line's start and exit cost. The figures the
+performance page gives for "where the time goes".
+
+    PYTHONPATH=. python scripts/bench_phases.py               # 36 steps: ~98k profiler events
+    PYTHONPATH=. python scripts/bench_phases.py --steps 146   # ~400k
+
+(1) In one process, ``memprof.compare`` of the step (explained, ``time_budget=0``) with a timer
+    around each phase: the explaining call, the step inside it (under the op tracker), every
+    profiler stop, every read of an event tree, the collections, the attribution.
+(2) The step alone, under a dispatch mode that does nothing, and under memprof's op tracker
+    without the profiler: what torch's Python dispatch costs, and what memprof's record of each
+    op adds.
+(3) Whole processes: ``import torch, torch._dynamo`` with Python's exit and with ``os._exit``
+    (the interpreter's teardown), and with the collector paused during the import and what it
+    made frozen (``memprof.gcpause.start_up_imports``). Medians of 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench import TRAIN_STEP  # noqa: E402 - the (f) step, one definition
+
+
+def _timed(owner: Any, name: str, label: str, times: dict[str, float]) -> None:
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            times[label] = times.get(label, 0.0) + time.perf_counter() - start
+
+    setattr(owner, name, wrapper)
+
+
+def phases(folder: str) -> dict[str, float]:
+    import gc
+
+    from torch.profiler import profile
+
+    import memprof
+    from memprof.sources import explaining
+    from memprof.sources.tracking import ops, tracker
+
+    times: dict[str, float] = {}
+    _timed(explaining, "explaining_call", "explaining call", times)
+    _timed(explaining, "attribute", "attribution (both passes)", times)
+    _timed(tracker, "read_profile", "event-tree reads (both passes)", times)
+    _timed(profile, "__exit__", "profiler stops (both passes)", times)
+    _timed(gc, "collect", "collections before the profiled calls", times)
+    unprofiled = ops.Ops.unprofiled
+
+    @contextlib.contextmanager
+    def step(self: Any) -> Any:
+        start = time.perf_counter()
+        with unprofiled(self):
+            yield
+        times["the step under the op tracker"] = time.perf_counter() - start
+
+    ops.Ops.unprofiled = step  # type: ignore[method-assign]
+    start = time.perf_counter()
+    memprof.compare(f"{folder}/train_step.py:train", device="cpu", time_budget=0.0)
+    times["memprof.compare"] = time.perf_counter() - start
+    return times
+
+
+def dispatch(folder: str) -> dict[str, float]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from memprof.sources.tracking import Tracker
+
+    sys.path.insert(0, folder)
+    from train_step import train, train_inputs  # type: ignore[import-not-found]
+
+    class Nothing(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    inputs = train_inputs()
+    train(*inputs)
+    out: dict[str, float] = {}
+    for label, make in (
+        ("the step alone", contextlib.nullcontext),
+        ("under a dispatch mode that does nothing", Nothing),
+        ("under memprof's op tracker (no profiler)", lambda: Tracker(inputs, func=train)),
+    ):
+        walls = []
+        for _ in range(3):
+            with make():
+                start = time.perf_counter()
+                train(*inputs)
+                walls.append(time.perf_counter() - start)
+        out[label] = statistics.median(walls)
+    return out
+
+
+def whole(code: str) -> float:
+    walls = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
+
+
+def start_and_exit() -> dict[str, float]:
+    imports = "import torch, torch._dynamo"
+    return {
+        f"`{imports}`, Python's exit": whole(imports),
+        f"`{imports}`, `os._exit`": whole(f"{imports}, os; os._exit(0)"),
+        f"`{imports}` in `start_up_imports()`, `os._exit`": whole(
+            "import os\nfrom memprof.gcpause import start_up_imports\n"
+            f"with start_up_imports():\n    {imports}\nos._exit(0)"
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=36, help="training steps per call (~2,726 events each)")
+    parser.add_argument("--part", default="123", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "train_step.py").write_text(TRAIN_STEP)
+        os.environ["MEMPROF_BENCH_STEPS"] = str(args.steps)
+        if args.part == "123":  # each part in a fresh process: the first profiler start is slow
+            for part in "123":
+                command = [sys.executable, __file__, "--steps", str(args.steps), "--part", part]
+                subprocess.run(command, check=True)
+            return
+        found = {"1": phases, "2": dispatch}.get(args.part)
+        rows = found(folder) if found else start_and_exit()
+    for label, seconds in rows.items():
+        print(f"| ({args.part}) {label} | {seconds:.2f} s |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
