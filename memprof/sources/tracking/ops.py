@@ -34,20 +34,55 @@ _NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
 _SOURCE_KINDS = frozenset({USER, LIBRARY})
 
 
+_set_eval_frame: Callable[[Any], Any] | None
+try:  # torch.compile's frame evaluation hook, set while compiled code runs
+    from torch._C._dynamo.eval_frame import (  # noqa: TID253
+        _FrameAction,
+        _FrameExecStrategy,
+        set_code_exec_strategy,
+    )
+    from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame  # noqa: TID253
+except ImportError:  # a torch without them: torch's own wrapper keeps the hook off
+    _set_eval_frame = None
+
+
 class _Mode(TorchDispatchMode):
-    """Records each op's window, outputs, lines, module call and phase."""
+    """Records each op's window, outputs, lines, module call and phase.
+
+    No frame of the mode's is handed to ``torch.compile`` when compiled code calls an op. torch
+    keeps them out by wrapping a mode's ``__torch_dispatch__`` in ``torch._dynamo.disable``, a
+    chain of Python calls around every op (~3 us each on a small op; 0.1 s of the 1.07 s a
+    98k-event training step took under the tracker, ``scripts/bench_phases.py``); this mode does
+    what that wrapper does itself: the hook skips ``__torch_dispatch__``'s own frame, and is off
+    while it runs.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return _set_eval_frame is None  # True: torch wraps __torch_dispatch__ (its default)
 
     def __init__(self, ops: Ops) -> None:
         super().__init__()
         self.ops = ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        clock = self.ops.clock
-        t0 = clock()
-        out = func(*args, **kwargs) if kwargs else func(*args)
-        t1 = clock()
-        self.ops.record(func, t0, t1, out, args, kwargs)
-        return out
+        hook = _set_eval_frame(None) if _set_eval_frame is not None else None
+        try:
+            clock = self.ops.clock
+            t0 = clock()
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            t1 = clock()
+            self.ops.record(func, t0, t1, out, args, kwargs)
+            return out
+        finally:
+            if hook is not None and _set_eval_frame is not None:
+                _set_eval_frame(hook)
+
+
+if _set_eval_frame is not None:
+    set_code_exec_strategy(
+        _Mode.__torch_dispatch__.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
+    )
 
 
 class Ops:
@@ -71,7 +106,8 @@ class Ops:
         self.user_site: list[int] = []
         self.call: list[int] = []
         self.phase: list[int] = []
-        self.names: dict[Any, int] = {}
+        self.names: dict[int, int] = {}  # id of the op -> its name's index
+        self._funcs: list[Any] = []
         self.name_list: list[str] = []
         self._tensor_arguments: list[tuple[tuple[int, str], ...]] = []
         self.rewrap_op: list[int] = []
@@ -101,9 +137,10 @@ class Ops:
 
     def record(self, func: Any, t0: int, t1: int, out: Any, args: Any, kwargs: Any) -> None:
         index = len(self.t0)
-        name = self.names.get(func)
+        name = self.names.get(id(func))  # by id: an op's hash is a Python call
         if name is None:
-            name = self.names[func] = len(self.name_list)
+            name = self.names[id(func)] = len(self.name_list)
+            self._funcs.append(func)  # alive, so that its id is not reused
             self.name_list.append(_op_name(func))
             self._tensor_arguments.append(_tensor_arguments(func))
         # A Python number passed for a Tensor argument is wrapped in a new tensor when the mode
