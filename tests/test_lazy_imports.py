@@ -114,9 +114,11 @@ def test_analyze_reads_a_trace_and_a_snapshot_without_torch(tmp_path: Path) -> N
     assert heavy_modules_after_cli("analyze", "--help") == ["rich"]
 
 
-def pandas_or_torch_after_cli(runs: list[list[str]], first: str = "") -> list[str]:
+def pandas_or_torch_after_cli(
+    runs: list[list[str]], first: str = "", watched: tuple[str, ...] = ("pandas", "torch")
+) -> list[str]:
     """Run ``memprof <args>`` for each of ``runs`` in one fresh interpreter (each must exit 0),
-    after the code ``first``; return which of pandas and torch were imported by the end."""
+    after the code ``first``; return which of the ``watched`` modules were imported by the end."""
     code = (
         f"import sys\n{first}\n"
         "from memprof.cli import app\n"
@@ -125,7 +127,7 @@ def pandas_or_torch_after_cli(runs: list[list[str]], first: str = "") -> list[st
         "        app(args, prog_name='memprof')\n"
         "    except SystemExit as done:\n"
         "        assert done.code == 0, (args, done.code)\n"
-        "print('\\n' + ' '.join(sorted(m for m in ('pandas', 'torch') if m in sys.modules)))\n"
+        f"print('\\n' + ' '.join(sorted(m for m in {watched!r} if m in sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60, check=False
@@ -166,6 +168,24 @@ def test_a_profiled_run_loads_no_pandas(tmp_path: Path) -> None:
         ["run", target, "-q", "--time-budget", "0", "--html", str(tmp_path / "r.html"), *outputs],
     ]
     assert pandas_or_torch_after_cli(runs) == ["torch"]
+
+
+def test_an_explained_run_of_code_that_compiles_nothing_loads_no_torch_compile(tmp_path: Path) -> None:
+    """torch.compile's packages (``torch._dynamo``, ``torch._inductor``: ~1.8 s to import) are
+    loaded by the code a run profiles, or by ``--compare-compile``; not by memprof's profiler
+    sessions (``torch.profiler.profile`` imports them at each start) nor by its op tracker."""
+    (tmp_path / "step.py").write_text(
+        "import torch\n\ndef step(x):\n    return (x * 2).sum()\n\n"
+        "def step_inputs():\n    return (torch.ones(1000),)\n"
+    )
+    runs = [["run", f"{tmp_path / 'step.py'}:step", "-q", "--time-budget", "0"]]
+    watched = ("torch", "torch._dynamo", "torch._inductor")
+    assert pandas_or_torch_after_cli(runs, watched=watched) == ["torch"]
+    assert pandas_or_torch_after_cli(runs, first="import torch._dynamo", watched=watched) == [
+        "torch",
+        "torch._dynamo",
+        "torch._inductor",
+    ]  # the probe sees them
 
 
 def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch  # noqa: TID253 - a live source, like sources/live.py
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: TID253
+from torch.profiler import record_function  # noqa: TID253
 
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.lifetimes import without_rewrapped
@@ -56,6 +56,7 @@ from memprof.sources.options import RunOptions
 from memprof.sources.profiling import (
     cuda_counters_after,
     cuda_counters_before,
+    memory_profile,
     quiet_profiler_stderr,
     sync,
     thread_starts,
@@ -134,8 +135,7 @@ class Block:
             self._tracker = self._enter_tracker()
             if cuda and self._tracker is not None and options.explain:
                 self._history = stack.enter_context(recorded(options.device))
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            self._prof = stack.enter_context(profile(activities=activities, profile_memory=True))
+            self._prof = stack.enter_context(memory_profile(options.device))
             marker = record_function(CALL_MARKER)
             marker.__enter__()
         except BaseException:

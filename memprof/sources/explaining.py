@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch  # noqa: TID253 - a live source, like sources/live.py
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: TID253
+from torch.profiler import record_function  # noqa: TID253
 
 from memprof.analysis.attribution import Attribution, attribute, combine, counters_differ
 from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
@@ -29,6 +29,7 @@ from memprof.sources.options import RunOptions
 from memprof.sources.profiling import (
     cuda_counters_after,
     cuda_counters_before,
+    memory_profile,
     quiet_profiler_stderr,
     sync,
 )
@@ -143,7 +144,6 @@ def explaining_call(
     is live at the ``measured`` calls' peak. The measured numbers stay those of the measured
     calls; a note says when this call's peak differs (:func:`combine`)."""
     cuda = options.device.startswith("cuda")
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
     gc.collect()  # as before the measured calls
     counters = cuda_counters_before(options.device) if cuda else {}
@@ -163,7 +163,7 @@ def explaining_call(
             with (
                 quiet_profiler_stderr(ignored),
                 history as allocator,
-                profile(activities=activities, profile_memory=True) as prof,
+                memory_profile(options.device) as prof,
             ):
                 with record_function(CALL_MARKER), _unprofiled_ops(tracker):
                     # Its result is dropped at once, inside the profile: only the peak matters here.

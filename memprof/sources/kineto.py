@@ -51,22 +51,25 @@ _device_value = attrgetter("value")
 
 
 def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | None = None) -> RawProfile:
-    """:func:`raw_from_kineto` of a finished ``torch.profiler.profile``'s events.
+    """:func:`raw_from_kineto` of a finished profile's events: a ``torch.profiler.profile``, or
+    the ``torch.autograd.profiler.profile`` session it wraps.
 
     The event list is read and released block by block; when the session traced the CPU only
-    (``prof.activities``), the per-op device check is skipped: every non-memory event of such a
-    session is a CPU event (kineto records device-side activities only for device activities).
+    (``prof.activities``; ``use_device`` None for the autograd profiler), the per-op device
+    check is skipped: every non-memory event of such a session is a CPU event (kineto records
+    device-side activities only for device activities).
     """
     activities = getattr(prof, "activities", None)
-    device_events = activities is None or any(
-        getattr(activity, "name", str(activity)) != "CPU" for activity in activities
-    )
+    if activities is not None:
+        device_events = any(getattr(activity, "name", str(activity)) != "CPU" for activity in activities)
+    else:
+        device_events = getattr(prof, "use_device", "unknown") is not None
     # The flat list, not ``experimental_event_tree()`` (which memprof.sources.tracking walks for
     # addresses anyway): the tree's nodes carry neither an op's end thread nor its async flag, so
     # an op that ended on another thread (a TorchScript function resuming after
     # ``torch.jit.wait`` on a worker thread) could not be told from one that nests its children.
     with gc_paused():
-        events = prof.profiler.kineto_results.events()
+        events = getattr(prof, "profiler", prof).kineto_results.events()
         raw = _read(events, device_type, device_index, device_events=device_events, owned=True)
         del events
     _return_freed_memory()

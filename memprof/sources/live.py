@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import record_function
 
 from memprof.analysis.attribution import Attribution
 from memprof.analysis.peaks import analyze
@@ -47,6 +47,7 @@ from memprof.sources.profiling import (
     cuda_counters_after,
     cuda_counters_before,
     cuda_device,
+    memory_profile,
     quiet_profiler_stderr,
     sync,
     thread_starts,
@@ -332,11 +333,10 @@ def _profile_calls(
     with program state tracked. Raises the failure of a call (with the peak reached before it)
     after reading the records."""
     cuda = options.device.startswith("cuda")
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     counters = cuda_counters_before(options.device) if cuda else {}
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
-    warm_profiler(activities)
+    warm_profiler(options.device)
     # Garbage made before (by the inputs factory, the warm-up, earlier runs in this process) is
     # collected now, not by a collection during a measured call, where its frees would count.
     collect()
@@ -349,7 +349,7 @@ def _profile_calls(
         thread_starts() as threads,
         mapped_files() as mapped,
         explaining.tracked(explaining.tracker(inputs, options, ops=False)) as tracker,
-        profile(activities=activities, profile_memory=True) as prof,
+        memory_profile(options.device) as prof,
     ):
         for _ in range(options.repeat):
             result = None  # the previous call's output is freed here, between calls

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch  # noqa: TID253 - a live source's helpers, like sources/live.py
-from torch.profiler import ProfilerActivity, profile  # noqa: TID253
 
 from memprof.sources.options import StatusFn
 
@@ -105,19 +104,33 @@ def sync(device: str) -> None:
         torch.cuda.synchronize(torch.device(device))
 
 
-_profiler_started: set[tuple[str, ...]] = set()
+def memory_profile(device: str) -> torch.autograd.profiler.profile:
+    """A profiler session of the CPU (and of the GPU when ``device`` is CUDA) that records the
+    allocator: the Kineto session ``torch.profiler.profile(activities=..., profile_memory=True)``
+    starts, without that wrapper. Its every start looks up Inductor's CUDA-graph setting, which
+    imports ``torch._dynamo`` and ``torch._inductor``: ~1.8 s where the profiled code needs
+    neither (a model's forward; an optimizer imports them anyway)."""
+    return torch.autograd.profiler.profile(
+        use_cpu=True,
+        use_device="cuda" if device.startswith("cuda") else None,
+        profile_memory=True,
+        use_kineto=True,
+    )
 
 
-def warm_profiler(activities: list[ProfilerActivity]) -> None:
-    """Start and stop one throw-away profile per process and set of activities. The first
+_profiler_started: set[bool] = set()
+
+
+def warm_profiler(device: str) -> None:
+    """Start and stop one throw-away profile per process and kind of device. The first
     profiler session in a process is slow to start (~1 s), and calls timed inside it often ran
     slower than the same calls in later sessions: without this, the first of several compared
     runs would tend to look slower than it is."""
-    key = tuple(sorted(str(a) for a in activities))
+    key = device.startswith("cuda")
     if key in _profiler_started:
         return
     notes: list[str] = []
-    with quiet_profiler_stderr(notes), profile(activities=activities, profile_memory=True):
+    with quiet_profiler_stderr(notes), memory_profile(device):
         torch.ones(1).add_(1)
     _profiler_started.add(key)
 
