@@ -3,6 +3,7 @@
     PYTHONPATH=. python scripts/bench.py            # everything (the 1M-event key_averages takes minutes)
     PYTHONPATH=. python scripts/bench.py --quick    # skips the 1M-event profiles and the compile section
     PYTHONPATH=. python scripts/bench.py --only hi --steps 36 --rounds 3    # issue 18's ratios
+    PYTHONPATH=. python scripts/bench.py --only f --step transformer --steps 55 --rounds 3
 
 (a) ``memprof run`` on the built-in example against a bare script that profiles the same call
     with torch.profiler and prints ``key_averages().table()``: wall times of whole processes,
@@ -20,7 +21,8 @@
     time within ``--time-budget``, the profiled call) and with ``--time-budget 0`` (no timing
     call), and with ``--time-budget 0 --no-explain`` (nor the explaining call: what reading the
     profile and the analysis add to the floor);
-    wall, CPU time and peak RSS of whole processes, alternating, medians.
+    wall, CPU time and peak RSS of whole processes, alternating, medians. ``--step transformer``:
+    the same on a step of another shape (a 2-layer transformer encoder, SGD with momentum).
 (g) where memprof's own time and memory go on those profiles, in a fresh process each: torch's
     ``kineto_results.events()`` alone (what any reader of the events pays), then memprof's
     reading (``raw_from_profiler``, which includes it) and ``analyze``.
@@ -308,6 +310,37 @@ TRAIN_STEP = textwrap.dedent(
     """
 )
 
+# A second ~100k-event step of another shape (55 steps ~ 108k events, ~1,970 each): attention,
+# dropout and SGD with momentum, for the (f) goal on more than one kind of step (`--step`).
+TRANSFORMER_STEP = textwrap.dedent(
+    """
+    import os
+
+    import torch
+
+    STEPS = int(os.environ["MEMPROF_BENCH_STEPS"])
+
+
+    def train_inputs():
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True)
+        encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        model = torch.nn.Sequential(encoder, torch.nn.Linear(64, 10))
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False)
+        return model, optimizer, torch.randn(4, 16, 64), torch.randint(0, 10, (4, 16))
+
+
+    def train(model, optimizer, x, y):
+        for _ in range(STEPS):
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            loss.backward()
+            optimizer.step()
+        return loss.detach()
+    """
+)
+TRAIN_STEPS = {"mlp": TRAIN_STEP, "transformer": TRANSFORMER_STEP}
+
 # The floor: what `memprof run` (one warm-up call, then the profiled call) cannot avoid.
 FLOOR_SCRIPT = textwrap.dedent(
     """
@@ -423,15 +456,15 @@ def _ratio_rows(name: str, results: dict[str, list[tuple[float, float, float]]],
     return rows
 
 
-def _train_folder(tmp: str) -> None:
-    (Path(tmp) / "train_step.py").write_text(TRAIN_STEP)
+def _train_folder(tmp: str, step: str = "mlp") -> None:
+    (Path(tmp) / "train_step.py").write_text(TRAIN_STEPS[step])
     (Path(tmp) / "floor.py").write_text(FLOOR_SCRIPT)
 
 
-def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
+def bench_floor(steps: int, rounds: int, against: Path | None, step: str = "mlp") -> list[str]:
     """``memprof run`` (and the --against checkout's) vs the floor, alternating rounds."""
     with tempfile.TemporaryDirectory() as tmp:
-        _train_folder(tmp)
+        _train_folder(tmp, step)
         steps_env = {"MEMPROF_BENCH_STEPS": str(steps)}
         count = _event_count(tmp, steps_env)
         run = [PY, "-m", "memprof", "run", f"{tmp}/train_step.py:train", "--device", "cpu", "-q"]
@@ -445,7 +478,8 @@ def bench_floor(steps: int, rounds: int, against: Path | None) -> list[str]:
             bare = [*run, "--time-budget", "0", "--no-explain"]
             commands[f"{label} run --time-budget 0 --no-explain"] = (bare, env(root, **steps_env))
         results = _alternate(commands, rounds, tmp)
-    return _ratio_rows(f"{count:,} events", results, "floor")
+    name = f"{count:,} events" + (f" ({step} step)" if step != "mlp" else "")
+    return _ratio_rows(name, results, "floor")
 
 
 def bench_bare(steps: int, rounds: int) -> list[str]:
@@ -891,7 +925,7 @@ def _section_f(args: argparse.Namespace) -> None:
     print("(f) memprof run vs the profile floor (CPU training step, whole processes, medians)\n")
     print(f"| {args.rounds} alternating rounds {_RATIO_HEAD}")
     for steps in _steps(args):
-        print("\n".join(bench_floor(steps, args.rounds, args.against)), flush=True)
+        print("\n".join(bench_floor(steps, args.rounds, args.against, args.step)), flush=True)
 
 
 def _section_g(args: argparse.Namespace) -> None:
@@ -993,6 +1027,13 @@ def main() -> None:
         default="36,585",
         help="(f), (g), (h): training steps per profile, ~2,726 events each (default 36,585: ~98k, ~1.59M; "
         "(h) uses the first)",
+    )
+    parser.add_argument(
+        "--step",
+        choices=sorted(TRAIN_STEPS),
+        default="mlp",
+        help="(f): the training step: 'mlp' (8 linear layers, AdamW; ~2,726 events a step) or "
+        "'transformer' (a 2-layer encoder, SGD with momentum; ~1,970 events a step, 55 ~ 108k)",
     )
     args = parser.parse_args()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start\n", flush=True)
