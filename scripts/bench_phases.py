@@ -52,7 +52,7 @@ def _timed(owner: Any, name: str, label: str, times: dict[str, float]) -> None:
 def phases(folder: str) -> dict[str, float]:
     import gc
 
-    from torch.profiler import profile
+    from torch.autograd.profiler import profile  # the session memprof starts (profiling.memory_profile)
 
     import memprof
     from memprof.sources import explaining
