@@ -122,10 +122,10 @@ _profiler_started: set[bool] = set()
 
 
 def warm_profiler(device: str) -> None:
-    """Start and stop one throw-away profile per process and kind of device. The first
-    profiler session in a process is slow to start (~1 s), and calls timed inside it often ran
-    slower than the same calls in later sessions: without this, the first of several compared
-    runs would tend to look slower than it is."""
+    """Start and stop one throw-away profile per process and kind of device (milliseconds):
+    calls timed inside the first profiler session of a process often ran slower than the same
+    calls in later sessions; without this, the first of several compared runs would tend to
+    look slower than it is."""
     key = device.startswith("cuda")
     if key in _profiler_started:
         return
