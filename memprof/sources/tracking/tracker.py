@@ -209,8 +209,8 @@ class Tracker:
         )
 
 
-# A real storage's identity: its data pointer (the allocator records' address), read unbound.
-_data_ptr: Callable[[Any], int] = torch.UntypedStorage.data_ptr
+def _data_ptr(storage: Any) -> int:
+    return int(storage.data_ptr())
 
 
 def storage_key(storage: Any) -> int:
