@@ -50,6 +50,13 @@ _FIRST_OP_CODE = len(_FIXED_NAMES)
 _device_value = attrgetter("value")
 
 
+def kineto_results(prof: Any) -> Any:
+    """A finished profile's results: those of a ``torch.autograd.profiler.profile`` session (what
+    memprof starts: :func:`memprof.sources.profiling.memory_profile`), or of the one a
+    ``torch.profiler.profile`` wraps."""
+    return getattr(prof, "profiler", prof).kineto_results
+
+
 def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | None = None) -> RawProfile:
     """:func:`raw_from_kineto` of a finished profile's events: a ``torch.profiler.profile``, or
     the ``torch.autograd.profiler.profile`` session it wraps.
@@ -62,14 +69,14 @@ def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | N
     activities = getattr(prof, "activities", None)
     if activities is not None:
         device_events = any(getattr(activity, "name", str(activity)) != "CPU" for activity in activities)
-    else:
-        device_events = getattr(prof, "use_device", "unknown") is not None
+    else:  # an autograd profiler session: ``use_device`` names the device traced besides the CPU
+        device_events = getattr(prof, "use_device", "unknown") is not None  # unknown: check each op
     # The flat list, not ``experimental_event_tree()`` (which memprof.sources.tracking walks for
     # addresses anyway): the tree's nodes carry neither an op's end thread nor its async flag, so
     # an op that ended on another thread (a TorchScript function resuming after
     # ``torch.jit.wait`` on a worker thread) could not be told from one that nests its children.
     with gc_paused():
-        events = getattr(prof, "profiler", prof).kineto_results.events()
+        events = kineto_results(prof).events()
         raw = _read(events, device_type, device_index, device_events=device_events, owned=True)
         del events
     _return_freed_memory()

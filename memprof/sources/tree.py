@@ -25,6 +25,7 @@ import numpy as np
 import torch  # noqa: TID253 - reads torch's profiler objects
 
 from memprof.records import AUTOGRAD_NODE, BACKWARD, CALL_MARKER, FORWARD, Allocations, TrackedOps
+from memprof.sources.kineto import kineto_results
 
 HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
 # Inductor's wrapper of one compiled graph, as a profiler range (profiler_mark_wrapper_call).
@@ -217,13 +218,6 @@ def _walk_with_context(
             stack += children
         else:
             sequence, inside, wrapper = before
-
-
-def kineto_results(prof: Any) -> Any:
-    """The finished profile's results: ``torch.profiler.profile`` wraps the autograd profiler
-    that holds them (``torch.autograd.profiler.profile``, which starts without importing
-    ``torch._dynamo``: seconds saved where only allocations are wanted)."""
-    return getattr(prof, "profiler", prof).kineto_results
 
 
 def int_array(values: list[int]) -> np.ndarray:
