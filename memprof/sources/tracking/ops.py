@@ -34,16 +34,21 @@ _NUMBER_BYTES = {float: 8, int: 8, bool: 1, complex: 16}
 _SOURCE_KINDS = frozenset({USER, LIBRARY})
 
 
-_set_eval_frame: Callable[[Any], Any] | None
+def _no_hook(callback: Any) -> Any:
+    return None
+
+
 try:  # torch.compile's frame evaluation hook, set while compiled code runs
     from torch._C._dynamo.eval_frame import (  # noqa: TID253
         _FrameAction,
         _FrameExecStrategy,
         set_code_exec_strategy,
+        set_eval_frame,
     )
-    from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame  # noqa: TID253
+
+    _set_hook: Callable[[Any], Any] = set_eval_frame
 except ImportError:  # a torch without them: torch's own wrapper keeps the hook off
-    _set_eval_frame = None
+    _set_hook = _no_hook
 
 
 class _Mode(TorchDispatchMode):
@@ -51,22 +56,21 @@ class _Mode(TorchDispatchMode):
 
     No frame of the mode's is handed to ``torch.compile`` when compiled code calls an op. torch
     keeps them out by wrapping a mode's ``__torch_dispatch__`` in ``torch._dynamo.disable``, a
-    chain of Python calls around every op (~3 us each on a small op; 0.1 s of the 1.07 s a
-    98k-event training step took under the tracker, ``scripts/bench_phases.py``); this mode does
-    what that wrapper does itself: the hook skips ``__torch_dispatch__``'s own frame, and is off
-    while it runs.
+    chain of Python calls around every op (``scripts/bench_phases.py`` part 2 times a mode that
+    does nothing both ways); this mode does what that wrapper does itself: the hook skips
+    ``__torch_dispatch__``'s own frame, and is off while it runs.
     """
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        return _set_eval_frame is None  # True: torch wraps __torch_dispatch__ (its default)
+        return _set_hook is _no_hook  # True: torch wraps __torch_dispatch__ (its default)
 
     def __init__(self, ops: Ops) -> None:
         super().__init__()
         self.ops = ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        hook = _set_eval_frame(None) if _set_eval_frame is not None else None
+        hook = _set_hook(None)
         try:
             clock = self.ops.clock
             t0 = clock()
@@ -75,11 +79,11 @@ class _Mode(TorchDispatchMode):
             self.ops.record(func, t0, t1, out, args, kwargs)
             return out
         finally:
-            if hook is not None and _set_eval_frame is not None:
-                _set_eval_frame(hook)
+            if hook is not None:
+                _set_hook(hook)
 
 
-if _set_eval_frame is not None:
+if _set_hook is not _no_hook:
     set_code_exec_strategy(
         _Mode.__torch_dispatch__.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
     )
