@@ -8,10 +8,13 @@ performance page gives for "where the time goes".
 (1) In one process, ``memprof.compare`` of the step (explained, ``time_budget=0``) with a timer
     around each phase: the explaining call, the step inside it (under the op tracker), every
     profiler stop, every read of an event tree, the collections, the attribution.
-(2) The step alone, under a dispatch mode that does nothing, and under memprof's op tracker
-    without the profiler: what torch's Python dispatch costs, and what memprof's record of each
-    op adds.
-(3) Whole processes: ``import torch, torch._dynamo`` with Python's exit and with ``os._exit``
+(2) The step alone, under a dispatch mode that does nothing (in the ``torch._dynamo.disable``
+    wrapper torch puts around a mode, and keeping torch.compile's frame hook off itself, as
+    memprof's op tracker does), and under memprof's op tracker without the profiler: what
+    torch's Python dispatch costs, what its wrapper adds, and what memprof's record of each op
+    adds. The modes that do nothing see backward's ops too; the tracker takes its mode off there.
+(3) Whole processes: ``import torch`` alone, then ``import torch, torch._dynamo`` (what
+    ``torch.profiler.profile`` or an optimizer imports) with Python's exit and with ``os._exit``
     (the interpreter's teardown), and with the collector paused during the import and what it
     made frozen (``memprof.gcpause.start_up_imports``). Medians of 3.
 """
@@ -81,6 +84,7 @@ def phases(folder: str) -> dict[str, float]:
 
 
 def dispatch(folder: str) -> dict[str, float]:
+    from torch._C._dynamo.eval_frame import set_eval_frame
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from memprof.sources.tracking import Tracker
@@ -88,16 +92,30 @@ def dispatch(folder: str) -> dict[str, float]:
     sys.path.insert(0, folder)
     from train_step import train, train_inputs  # type: ignore[import-not-found]
 
-    class Nothing(TorchDispatchMode):
+    class Nothing(TorchDispatchMode):  # torch wraps it in torch._dynamo.disable
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             return func(*args, **(kwargs or {}))
+
+    class NothingHookOff(TorchDispatchMode):  # not wrapped: it keeps the hook off as memprof's does
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            hook = set_eval_frame(None)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                if hook is not None:
+                    set_eval_frame(hook)
 
     inputs = train_inputs()
     train(*inputs)
     out: dict[str, float] = {}
     for label, make in (
         ("the step alone", contextlib.nullcontext),
-        ("under a dispatch mode that does nothing", Nothing),
+        ("under a dispatch mode that does nothing, in torch's torch._dynamo.disable wrapper", Nothing),
+        ("under a dispatch mode that does nothing, keeping the hook off itself", NothingHookOff),
         ("under memprof's op tracker (no profiler)", lambda: Tracker(inputs, func=train)),
     ):
         walls = []
@@ -122,6 +140,7 @@ def whole(code: str) -> float:
 def start_and_exit() -> dict[str, float]:
     imports = "import torch, torch._dynamo"
     return {
+        "`import torch`, `os._exit`": whole("import torch, os; os._exit(0)"),
         f"`{imports}`, Python's exit": whole(imports),
         f"`{imports}`, `os._exit`": whole(f"{imports}, os; os._exit(0)"),
         f"`{imports}` in `start_up_imports()`, `os._exit`": whole(
