@@ -171,7 +171,8 @@ def test_a_profiled_run_loads_no_pandas(tmp_path: Path) -> None:
 
 
 def test_an_explained_run_of_code_that_compiles_nothing_loads_no_torch_compile(tmp_path: Path) -> None:
-    """torch.compile's packages (``torch._dynamo``, ``torch._inductor``: ~1.8 s to import) are
+    """torch.compile's packages (``torch._dynamo``, ``torch._inductor``: over a second to import,
+    ``scripts/bench_phases.py`` part 3) are
     loaded by the code a run profiles, or by ``--compare-compile``; not by memprof's profiler
     sessions (``torch.profiler.profile`` imports them at each start) nor by its op tracker."""
     (tmp_path / "step.py").write_text(

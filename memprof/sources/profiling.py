@@ -108,8 +108,9 @@ def memory_profile(device: str) -> torch.autograd.profiler.profile:
     """A profiler session of the CPU (and of the GPU when ``device`` is CUDA) that records the
     allocator: the Kineto session ``torch.profiler.profile(activities=..., profile_memory=True)``
     starts, without that wrapper. Its every start looks up Inductor's CUDA-graph setting, which
-    imports ``torch._dynamo`` and ``torch._inductor``: ~1.8 s where the profiled code needs
-    neither (a model's forward; an optimizer imports them anyway)."""
+    imports ``torch._dynamo`` and ``torch._inductor`` (``scripts/bench_phases.py`` part 3 times
+    that import), where the profiled code may need neither (a model's forward; an optimizer
+    imports them anyway)."""
     return torch.autograd.profiler.profile(
         use_cpu=True,
         use_device="cuda" if device.startswith("cuda") else None,
