@@ -114,7 +114,7 @@ def test_analyze_reads_a_trace_and_a_snapshot_without_torch(tmp_path: Path) -> N
     assert heavy_modules_after_cli("analyze", "--help") == ["rich"]
 
 
-def pandas_or_torch_after_cli(
+def modules_after_cli(
     runs: list[list[str]], first: str = "", watched: tuple[str, ...] = ("pandas", "torch")
 ) -> list[str]:
     """Run ``memprof <args>`` for each of ``runs`` in one fresh interpreter (each must exit 0),
@@ -149,9 +149,9 @@ def test_parse_and_check_load_no_pandas(tmp_path: Path) -> None:
         ["diff", gpt[1], gpt[0], "--tolerance", "5%", "--markdown", str(tmp_path / "d.md"),
          "--html", str(tmp_path / "d.html"), "--json", str(tmp_path / "d.json")],
     ]  # fmt: skip
-    assert pandas_or_torch_after_cli(runs) == []
+    assert modules_after_cli(runs) == []
     assert (tmp_path / "t.csv").read_text(encoding="utf-8").startswith("name,")
-    assert pandas_or_torch_after_cli(runs[:1], first="import pandas") == ["pandas"]  # the probe sees it
+    assert modules_after_cli(runs[:1], first="import pandas") == ["pandas"]  # the probe sees it
 
 
 def test_a_profiled_run_loads_no_pandas(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_a_profiled_run_loads_no_pandas(tmp_path: Path) -> None:
         ["run", target, "-q", "--time-budget", "0", "--no-explain"],
         ["run", target, "-q", "--time-budget", "0", "--html", str(tmp_path / "r.html"), *outputs],
     ]
-    assert pandas_or_torch_after_cli(runs) == ["torch"]
+    assert modules_after_cli(runs) == ["torch"]
 
 
 def test_an_explained_run_of_code_that_compiles_nothing_loads_no_torch_compile(tmp_path: Path) -> None:
@@ -181,8 +181,8 @@ def test_an_explained_run_of_code_that_compiles_nothing_loads_no_torch_compile(t
     )
     runs = [["run", f"{tmp_path / 'step.py'}:step", "-q", "--time-budget", "0"]]
     watched = ("torch", "torch._dynamo", "torch._inductor")
-    assert pandas_or_torch_after_cli(runs, watched=watched) == ["torch"]
-    assert pandas_or_torch_after_cli(runs, first="import torch._dynamo", watched=watched) == [
+    assert modules_after_cli(runs, watched=watched) == ["torch"]
+    assert modules_after_cli(runs, first="import torch._dynamo", watched=watched) == [
         "torch",
         "torch._dynamo",
         "torch._inductor",
