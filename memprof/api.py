@@ -253,12 +253,21 @@ def _target_name(target: Callable[..., Any] | str) -> str:
 def _profile_variants(variants: Sequence[Variant], options: RunOptions, status: StatusFn | None) -> Report:
     """Resolve the device, every target and its inputs (in order, before any profiling), then
     profile each variant. A failing variant is kept as a failed run while the rest still run."""
+    from memprof.gcpause import memprof_freezes
+
+    with memprof_freezes():
+        return _profiled(variants, options, status)
+
+
+def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn | None) -> Report:
+    from memprof.gcpause import imports_frozen
     from memprof.sources.live import environment, resolve_device, run_target
     from memprof.sources.target import restore_import_path
 
     device = resolve_device(options.device)
     import_path = list(sys.path)
-    resolved = _resolve(variants, device)
+    with imports_frozen():
+        resolved = _resolve(variants, device)
     restore_import_path(import_path)  # what the target's import removed
     runs: dict[str, RunResult] = {}
     first_error: UserCodeError | None = None

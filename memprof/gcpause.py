@@ -1,11 +1,15 @@
-"""Pause Python's cyclic garbage collector around work that makes many objects at once, and
-freeze what survives the collection before a profiled call."""
+"""Pause Python's cyclic garbage collector around work that makes many objects at once (imports
+among them), and freeze what survives the collection before a profiled call."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import gc
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -34,11 +38,11 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
     collection walks every object alive: a million once ``torch._dynamo`` is imported, 0.1-0.2 s
     a collection. What survives the first is what the program holds, and a later collection
     would find it alive again. Nothing is frozen when the program froze objects itself (it
-    unfreezes them when it chooses); what the command line froze at its start
-    (:func:`start_up_imports`) is unfrozen with the rest, so that the garbage a run leaves is
-    collected before the next run."""
-    global _start_up_frozen
-    ours = gc.get_freeze_count() == 0 or _start_up_frozen
+    unfreezes them when it chooses); what memprof froze before (the command line's start-up,
+    :func:`start_up_imports`; the imports of :func:`imports_frozen`) is unfrozen with the rest,
+    so that the garbage a run leaves is collected before the next run."""
+    global _memprof_froze
+    ours = _ours()
 
     def collect() -> None:
         gc.collect()
@@ -50,10 +54,16 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
     finally:
         if ours:
             gc.unfreeze()
-            _start_up_frozen = False
+            _memprof_froze = False
 
 
-_start_up_frozen = False  # the command line froze what its imports made (start_up_imports)
+# Everything frozen now was frozen by memprof (start_up_imports, imports_frozen), none of it by
+# the program, which may unfreeze its own objects when it chooses.
+_memprof_froze = False
+
+
+def _ours() -> bool:
+    return gc.get_freeze_count() == 0 or _memprof_froze
 
 
 @contextlib.contextmanager
@@ -64,11 +74,101 @@ def start_up_imports() -> Iterator[None]:
     torch walks everything imported so far (``scripts/bench_phases.py`` part 3 times the import
     both ways). For the command line only: a program that imports memprof keeps its collector
     as it set it."""
-    global _start_up_frozen
+    global _memprof_froze
     if gc.get_freeze_count():
         yield
         return
     with gc_paused():
         yield
-    gc.freeze()
-    _start_up_frozen = True
+        # Frozen before the collector is back on: the first collection after it would otherwise
+        # walk everything the paused imports left in the youngest generation (~0.07 s after torch).
+        gc.freeze()
+    _memprof_froze = True
+
+
+@contextlib.contextmanager
+def memprof_freezes() -> Iterator[None]:
+    """What memprof froze inside (:func:`imports_frozen`, :func:`survivors_frozen`) is unfrozen
+    when the block ends, however it ends: a program that profiles keeps no object of its own
+    frozen, which would never be collected."""
+    try:
+        yield
+    finally:
+        global _memprof_froze
+        if _memprof_froze:
+            gc.unfreeze()
+            _memprof_froze = False
+
+
+@contextlib.contextmanager
+def imports_frozen() -> Iterator[None]:
+    """Inside, an import made on this thread that loads modules (the target's own imports, a
+    library its inputs factory or its first call imports lazily: ``torch._dynamo`` when an
+    optimizer is made, ``torch._inductor`` when torch.compile compiles) runs with the collector
+    paused, after one collection of what is garbage before it; what the import made is frozen
+    after it (when memprof may freeze: :func:`survivors_frozen`), so that later collections, the
+    one before the measured calls among them, walk only what was made since.
+
+    For the work before the measured calls only: a collection a measured call would make stays
+    as it would be. Each automatic collection during an import walks everything made so far;
+    the first full collection after it walks all of it once more (``torch._dynamo``'s import
+    makes ~0.5 million objects; ``scripts/bench_phases.py`` part 3 times it both ways).
+    Imports of modules already loaded pass straight through; ``importlib.import_module`` is not
+    seen (the collector stays as it is there)."""
+    original = builtins.__import__
+    hook = _PausedImports(original)
+    builtins.__import__ = hook
+    sys.meta_path.insert(0, hook)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(hook)  # type: ignore[arg-type]
+        if builtins.__import__ is hook:
+            builtins.__import__ = original
+        hook.close()
+
+
+class _PausedImports:
+    """``builtins.__import__`` (counting the nesting of imports) and the first of the import
+    system's finders (asked only for a module not loaded yet: where an import starts to load)."""
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.thread = threading.get_ident()
+        self.original = original
+        self.depth = 0
+        self.loading = False  # the outermost import is loading: collector paused
+        self.freeze = False
+
+    def __call__(
+        self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> Any:
+        if threading.get_ident() != self.thread:
+            return self.original(name, globals, locals, fromlist, level)
+        self.depth += 1
+        try:
+            return self.original(name, globals, locals, fromlist, level)
+        finally:
+            self.depth -= 1
+            if not self.depth:
+                self.close()
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if self.depth and not self.loading and gc.isenabled() and threading.get_ident() == self.thread:
+            self.loading, self.freeze = True, _ours()
+            # What is garbage now is collected, not frozen with the import's objects (little is
+            # left unfrozen to walk: what earlier imports made is frozen already).
+            gc.collect()
+            gc.disable()
+        return None  # the other finders find it
+
+    def close(self) -> None:
+        """The outermost import is done: what it made frozen, the collector on again."""
+        if not self.loading:
+            return
+        global _memprof_froze
+        self.loading = False
+        if self.freeze:
+            gc.freeze()
+            _memprof_froze = True
+        gc.enable()

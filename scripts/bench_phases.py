@@ -16,7 +16,10 @@ performance page gives for "where the time goes".
 (3) Whole processes: ``import torch`` alone, then ``import torch, torch._dynamo`` (what
     ``torch.profiler.profile`` or an optimizer imports) with Python's exit and with ``os._exit``
     (the interpreter's teardown), and with the collector paused during the import and what it
-    made frozen (``memprof.gcpause.start_up_imports``). Medians of 3.
+    made frozen (``memprof.gcpause.start_up_imports``); and, timed inside the process, the lazy
+    import of ``torch._dynamo`` after the command line's start-up with the full collection made
+    before the measured calls, as is and in ``memprof.gcpause.imports_frozen`` (the collector
+    paused during the import, what it made frozen). Medians of 3.
 """
 
 from __future__ import annotations
@@ -137,9 +140,44 @@ def whole(code: str) -> float:
     return statistics.median(walls)
 
 
+def inside(code: str) -> float:
+    """Median of 3 fresh processes of the seconds ``code`` prints (its last line)."""
+    seconds = []
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        seconds.append(float(done.stdout.split()[-1]))
+    return statistics.median(seconds)
+
+
+# After the command line's start-up (torch imported in start_up_imports): torch._dynamo imported
+# lazily, as an optimizer's first use imports it, then the full collection made before the
+# measured calls; with the collector as it is, and in imports_frozen() as memprof's setup runs.
+LAZY_IMPORT = """
+import gc, os, time
+from memprof.gcpause import imports_frozen, start_up_imports
+with start_up_imports():
+    import torch
+start = time.perf_counter()
+with {context}:
+    import torch._dynamo
+gc.collect()
+print(time.perf_counter() - start)
+os._exit(0)
+"""
+
+
 def start_and_exit() -> dict[str, float]:
     imports = "import torch, torch._dynamo"
+    lazy = "`import torch._dynamo` after the start-up, then a full collection"
     return {
+        lazy: inside(LAZY_IMPORT.format(context="open(os.devnull)")),
+        f"{lazy}, in `imports_frozen()`": inside(LAZY_IMPORT.format(context="imports_frozen()")),
         "`import torch`, `os._exit`": whole("import torch, os; os._exit(0)"),
         f"`{imports}`, Python's exit": whole(imports),
         f"`{imports}`, `os._exit`": whole(f"{imports}, os; os._exit(0)"),

@@ -1,27 +1,33 @@
 """The garbage collector around a run: paused while many objects are made, what survives the
 collection before the measured calls frozen for the run (later collections walk only what the
-run made), and the command line's start-up objects frozen until the first run."""
+run made), the command line's start-up objects frozen until the first run, and the imports the
+profiled code makes before its measured calls paused and frozen the same way."""
 
 from __future__ import annotations
 
+import builtins
 import gc
+import sys
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memprof import gcpause
-from memprof.gcpause import gc_paused, start_up_imports, survivors_frozen
+from memprof.gcpause import gc_paused, imports_frozen, memprof_freezes, start_up_imports, survivors_frozen
 
 
 @pytest.fixture(autouse=True)
 def unfrozen() -> Iterator[None]:
     """Each test starts and ends with nothing frozen and the collector on."""
     gc.unfreeze()
-    gcpause._start_up_frozen = False
+    gcpause._memprof_froze = False
     yield
     gc.unfreeze()
-    gcpause._start_up_frozen = False
+    gcpause._memprof_froze = False
     gc.enable()
 
 
@@ -78,3 +84,135 @@ def test_the_command_lines_start_up_objects_are_frozen_until_the_first_run_ends(
     del imported
     gc.collect()
     assert start_up() is None
+
+
+Modules = Callable[[str, str], str]
+
+
+@pytest.fixture
+def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Modules:
+    """Writes a module to import (a new name each test) and returns its name."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(name: str, body: str) -> str:
+        unique = f"{name}_{tmp_path.name.replace('-', '_')}"
+        (tmp_path / f"{unique}.py").write_text(body)
+        monkeypatch.delitem(sys.modules, unique, raising=False)
+        return unique
+
+    return write
+
+
+# A module that notes whether the collector ran during its import and keeps a cycle alive.
+NOTING = """
+import gc
+collector_on = gc.isenabled()
+class Held:
+    def __init__(self):
+        self.me = self
+held = Held()
+"""
+
+
+def test_an_import_runs_with_the_collector_paused_and_what_it_made_is_frozen(modules: Modules) -> None:
+    name = modules("noting", NOTING)
+    with imports_frozen():
+        module = __import__(name)
+        assert gc.isenabled()  # on again once the import is done
+    assert module.collector_on is False
+    assert not any(o is module.held for o in gc.get_objects())  # frozen: later collections skip it
+    assert gcpause._memprof_froze
+
+
+def test_garbage_made_before_an_import_is_collected_not_frozen(modules: Modules) -> None:
+    name = modules("plain", "VALUE = 1\n")
+    garbage = weakref.ref(Cycle())
+    with imports_frozen():
+        __import__(name)
+    assert garbage() is None
+
+
+def test_modules_already_loaded_neither_collect_nor_freeze() -> None:
+    garbage = weakref.ref(Cycle())
+    with imports_frozen():
+        import json  # noqa: F401 - loaded already
+
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == 0 and garbage() is not None
+    gc.collect()
+    assert garbage() is None
+
+
+def test_a_program_that_froze_objects_itself_gets_the_pause_but_no_freeze(modules: Modules) -> None:
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    name = modules("noting", NOTING)
+    with imports_frozen():
+        module = __import__(name)
+    assert module.collector_on is False
+    assert gc.get_freeze_count() == frozen and not gcpause._memprof_froze
+
+
+def test_a_collector_the_program_turned_off_stays_off(modules: Modules) -> None:
+    name = modules("plain", "VALUE = 1\n")
+    gc.disable()
+    with imports_frozen():
+        __import__(name)
+    assert not gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_another_threads_import_is_left_as_it_is(modules: Modules) -> None:
+    name = modules("noting", NOTING)
+    found: list[Any] = []
+    with imports_frozen():
+        thread = threading.Thread(target=lambda: found.append(__import__(name)))
+        thread.start()
+        thread.join()
+    assert found[0].collector_on is True and gc.get_freeze_count() == 0
+
+
+def test_a_failing_import_turns_the_collector_back_on_and_the_hook_is_removed(modules: Modules) -> None:
+    name = modules("failing", "raise ValueError('broken module')\n")
+    importer, finders = builtins.__import__, list(sys.meta_path)
+    with imports_frozen(), pytest.raises(ValueError, match="broken module"):
+        __import__(name)
+    assert gc.isenabled()
+    assert builtins.__import__ is importer and sys.meta_path == finders
+
+
+def test_what_memprof_froze_is_unfrozen_when_the_profiling_ends(modules: Modules) -> None:
+    name = modules("noting", NOTING)
+    with memprof_freezes():
+        with imports_frozen():
+            module = __import__(name)
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0 and not gcpause._memprof_froze
+    assert any(o is module.held for o in gc.get_objects())
+
+
+def test_a_runs_imports_are_paused_before_its_measured_calls_not_in_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the target's file, its inputs factory and its warm-up call import loads with the
+    collector paused; an import in a measured call runs as it would in the program; nothing
+    memprof froze is left frozen after the run."""
+    import memprof
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = {}
+    for phase in ("at_load", "in_factory", "first_call", "later_call"):
+        names[phase] = f"{phase}_{tmp_path.name.replace('-', '_')}"
+        (tmp_path / f"{names[phase]}.py").write_text(NOTING)
+    (tmp_path / "imports_target.py").write_text(
+        f"import torch\nimport {names['at_load']}\ncalls = 0\n\n"
+        f"def step(x):\n    global calls\n    calls += 1\n"
+        f"    if calls == 1:\n        import {names['first_call']}\n"
+        f"    if calls == 2:\n        import {names['later_call']}\n    return x * 2\n\n"
+        f"def step_inputs():\n    import {names['in_factory']}\n    return (torch.ones(8),)\n"
+    )
+    target = f"{tmp_path}/imports_target.py"
+    inputs = f"{target}:step_inputs"
+    memprof.compare(f"{target}:step", inputs=inputs, device="cpu", explain=False, time_budget=0)
+    paused = {phase: not sys.modules[name].collector_on for phase, name in names.items()}
+    assert paused == {"at_load": True, "in_factory": True, "first_call": True, "later_call": False}
+    assert gc.get_freeze_count() == 0 and builtins.__import__ is __import__

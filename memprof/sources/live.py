@@ -32,7 +32,7 @@ from torch.profiler import record_function
 from memprof.analysis.attribution import Attribution
 from memprof.analysis.peaks import analyze
 from memprof.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
-from memprof.gcpause import survivors_frozen
+from memprof.gcpause import imports_frozen, survivors_frozen
 from memprof.model import RunResult
 from memprof.names import aten_names
 from memprof.pipeline import Recording, run_of
@@ -176,7 +176,8 @@ def run_target(
     with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
         with survivors_frozen() as collect:
             with explaining.compiling(options):
-                warm = _warm_up(func, inputs, options, name, status)
+                with imports_frozen():
+                    warm = _warm_up(func, inputs, options, name, status)
                 restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
                 measured = _profile_calls(
                     warm.fn,
