@@ -135,7 +135,9 @@ def console() -> None:
     ends as Python's exit would end it, less the interpreter's teardown
     (:func:`memprof.exiting.exit_fast`)."""
     from memprof.exiting import exit_fast
+    from memprof.gcpause import ends_here
 
+    ends_here()
     try:
         main()
     except SystemExit as done:

@@ -1,5 +1,6 @@
 """Leaving the ``memprof`` process: everything Python's exit does for the program, without
-tearing the interpreter down.
+tearing the interpreter down, nor freeing what a run held for its end
+(:func:`memprof.gcpause.hold_to_end`: its last profile).
 
 Once torch (and ``torch._dynamo``, which an optimizer or the profiler imports) is loaded,
 Python's own exit spends most of a second after the last exit handler freeing every module's

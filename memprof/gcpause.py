@@ -1,5 +1,6 @@
 """Pause Python's cyclic garbage collector around work that makes many objects at once (imports
-among them), and freeze what survives the collection before a profiled call."""
+among them), freeze what survives the collection before a profiled call, and leave the last
+profile of a command-line run to the process's end."""
 
 from __future__ import annotations
 
@@ -172,3 +173,32 @@ class _PausedImports:
             gc.freeze()
             _memprof_froze = True
         gc.enable()
+
+
+# What the process keeps until it ends (hold_to_end): one object at a time.
+_held: list[Any] = []
+_ends_here = False
+
+
+def ends_here() -> None:
+    """This process ends with :func:`memprof.exiting.exit_fast` (the console script): from now on,
+    :func:`hold_to_end` keeps what it is given until then."""
+    global _ends_here
+    _ends_here = True
+
+
+def hold_to_end(thing: Any) -> None:
+    """Keep ``thing`` alive until the process ends, when it ends with ``exit_fast``, which
+    frees nothing: the last profile a command-line run takes, whose freeing costs time (torch's
+    destructor, ~1 us an event; ``scripts/bench_phases.py`` part 1 times it) just before the process
+    ends anyway. One thing at a time: what was held before is freed now. Elsewhere (a program
+    that imports memprof, a test), nothing is held: ``thing`` is freed as usual."""
+    _held.clear()
+    if _ends_here:
+        _held.append(thing)
+
+
+def release_held() -> None:
+    """Free what :func:`hold_to_end` kept: before a new profile is taken, so that no two are
+    alive at once."""
+    _held.clear()

@@ -7,7 +7,9 @@ performance page gives for "where the time goes".
 
 (1) In one process, ``memprof.compare`` of the step (explained, ``time_budget=0``) with a timer
     around each phase: the explaining call, the step inside it (under the op tracker), every
-    profiler stop, every read of an event tree, the collections, the attribution.
+    profiler stop, every read of an event tree, the collections, the attribution; then the
+    freeing of the last profile (torch's destructor), which the command line leaves to its exit,
+    explained and ``--no-explain``.
 (2) The step alone, under a dispatch mode that does nothing (in the ``torch._dynamo.disable``
     wrapper torch puts around a mode, and keeping torch.compile's frame hook off itself, as
     memprof's op tracker does), and under memprof's op tracker without the profiler: what
@@ -61,6 +63,7 @@ def phases(folder: str) -> dict[str, float]:
     from torch.autograd.profiler import profile  # the session memprof starts (profiling.memory_profile)
 
     import memprof
+    from memprof import gcpause
     from memprof.sources import explaining
     from memprof.sources.tracking import ops, tracker
 
@@ -80,10 +83,23 @@ def phases(folder: str) -> dict[str, float]:
         times["the step under the op tracker"] = time.perf_counter() - start
 
     ops.Ops.unprofiled = step  # type: ignore[method-assign]
+    gcpause.ends_here()  # as the command line: the last profile is held, its freeing timed here
     start = time.perf_counter()
     memprof.compare(f"{folder}/train_step.py:train", device="cpu", time_budget=0.0)
     times["memprof.compare"] = time.perf_counter() - start
-    return times
+    times["freeing the explaining call's profile (the command line leaves it to its exit)"] = _freed()
+    rows = dict(times)  # the phases of the explained run alone
+    memprof.compare(f"{folder}/train_step.py:train", device="cpu", time_budget=0.0, explain=False)
+    rows["freeing the measured calls' profile, `--no-explain` (the same)"] = _freed()
+    return rows
+
+
+def _freed() -> float:
+    from memprof import gcpause
+
+    start = time.perf_counter()
+    gcpause.release_held()
+    return time.perf_counter() - start
 
 
 def dispatch(folder: str) -> dict[str, float]:

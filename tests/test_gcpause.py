@@ -1,12 +1,14 @@
 """The garbage collector around a run: paused while many objects are made, what survives the
 collection before the measured calls frozen for the run (later collections walk only what the
 run made), the command line's start-up objects frozen until the first run, and the imports the
-profiled code makes before its measured calls paused and frozen the same way."""
+profiled code makes before its measured calls paused and frozen the same way; and the last
+profile of a command-line run left to the process's end."""
 
 from __future__ import annotations
 
 import builtins
 import gc
+import subprocess
 import sys
 import threading
 import weakref
@@ -18,6 +20,8 @@ import pytest
 
 from memprof import gcpause
 from memprof.gcpause import gc_paused, imports_frozen, memprof_freezes, start_up_imports, survivors_frozen
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -216,3 +220,69 @@ def test_a_runs_imports_are_paused_before_its_measured_calls_not_in_them(
     paused = {phase: not sys.modules[name].collector_on for phase, name in names.items()}
     assert paused == {"at_load": True, "in_factory": True, "first_call": True, "later_call": False}
     assert gc.get_freeze_count() == 0 and builtins.__import__ is __import__
+
+
+# An object that says when it is freed.
+FREED = """
+from memprof import exiting, gcpause
+
+class Noted:
+    def __init__(self, name):
+        self.name = name
+    def __del__(self):
+        print("freed", self.name, flush=True)
+"""
+
+
+def python(body: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "held.py"
+    script.write_text(body)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_what_is_held_to_the_end_is_not_freed_by_a_fast_exit(tmp_path: Path) -> None:
+    done = python(
+        FREED
+        + """
+gcpause.ends_here()
+gcpause.hold_to_end(Noted("first"))
+gcpause.hold_to_end(Noted("second"))  # one at a time: the first is freed now
+print("leaving", flush=True)
+exiting.exit_fast(0)
+""",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["freed first", "leaving"]
+
+
+def test_outside_the_command_line_nothing_is_held(tmp_path: Path) -> None:
+    done = python(FREED + 'gcpause.hold_to_end(Noted("it"))\nprint("after", flush=True)\n', tmp_path)
+    assert done.stdout.splitlines() == ["freed it", "after"]
+
+
+def test_a_run_holds_its_last_profile_and_no_profile_while_it_makes_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Numbers alone: the measured calls' profile is held. Explained: the explaining call's,
+    and the measured calls' profile is freed before that call starts (never two at once)."""
+    import memprof
+    from memprof.sources import explaining
+
+    monkeypatch.setattr(gcpause, "_ends_here", True)
+    held_at_explaining_call: list[int] = []
+    original = explaining.release_held
+
+    def release() -> None:
+        held_at_explaining_call.append(len(gcpause._held))
+        original()
+
+    monkeypatch.setattr(explaining, "release_held", release)
+    memprof.compare("memprof.examples.similarity:similarity", device="cpu", explain=False, time_budget=0)
+    assert [type(thing).__name__ for thing in gcpause._held] == ["profile"]
+    measured = gcpause._held[0]
+    memprof.compare("memprof.examples.similarity:similarity", device="cpu", time_budget=0)
+    assert held_at_explaining_call == [0]
+    assert len(gcpause._held) == 1 and gcpause._held[0] is not measured
+    gcpause.release_held()

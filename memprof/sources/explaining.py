@@ -21,6 +21,7 @@ import torch  # noqa: TID253 - a live source, like sources/live.py
 from torch.profiler import record_function  # noqa: TID253
 
 from memprof.analysis.attribution import Attribution, attribute, combine, counters_differ
+from memprof.gcpause import hold_to_end, release_held
 from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
 from memprof.sources.allocator_history import History, recorded, with_addresses
 from memprof.sources.failures import first_line
@@ -145,6 +146,7 @@ def explaining_call(
     calls; a note says when this call's peak differs (:func:`combine`)."""
     cuda = options.device.startswith("cuda")
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
+    release_held()
     gc.collect()  # as before the measured calls
     counters = cuda_counters_before(options.device) if cuda else {}
     with explaining.tracked(explaining.tracker(inputs, options, ops=True)) as tracker:
@@ -180,6 +182,7 @@ def explaining_call(
             return explaining.measured(measured)
     complete = completion(prof, options.device, allocator) if cuda else None
     explained = explaining.attribute(tracker, prof, None, warm=True, complete=complete)
+    hold_to_end(prof)
     if explained is None:
         return explaining.measured(measured)
     if cuda:

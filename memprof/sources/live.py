@@ -32,7 +32,7 @@ from torch.profiler import record_function
 from memprof.analysis.attribution import Attribution
 from memprof.analysis.peaks import analyze
 from memprof.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
-from memprof.gcpause import imports_frozen, survivors_frozen
+from memprof.gcpause import hold_to_end, imports_frozen, release_held, survivors_frozen
 from memprof.model import RunResult
 from memprof.names import aten_names
 from memprof.pipeline import Recording, run_of
@@ -338,6 +338,7 @@ def _profile_calls(
     if status:
         status(f"profiling {name} ({label}, {options.repeat} call{'s' if options.repeat > 1 else ''})")
     warm_profiler(options.device)
+    release_held()  # an earlier run's profile
     # Garbage made before (by the inputs factory, the warm-up, earlier runs in this process) is
     # collected now, not by a collection during a measured call, where its frees would count.
     collect()
@@ -392,6 +393,8 @@ def _profile_calls(
         if tracker is not None
         else None
     )
+    if not later:  # no explaining call follows, which must not find this profile alive
+        hold_to_end(prof)
     return _Measured(label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes)
 
 
