@@ -42,7 +42,6 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
     unfreezes them when it chooses); what memprof froze before (the command line's start-up,
     :func:`start_up_imports`; the imports of :func:`imports_frozen`) is unfrozen with the rest,
     so that the garbage a run leaves is collected before the next run."""
-    global _memprof_froze
     ours = _ours()
 
     def collect() -> None:
@@ -54,8 +53,7 @@ def survivors_frozen() -> Iterator[Callable[[], None]]:
         yield collect
     finally:
         if ours:
-            gc.unfreeze()
-            _memprof_froze = False
+            _unfreeze()
 
 
 # Everything frozen now was frozen by memprof (start_up_imports, imports_frozen), none of it by
@@ -65,6 +63,12 @@ _memprof_froze = False
 
 def _ours() -> bool:
     return gc.get_freeze_count() == 0 or _memprof_froze
+
+
+def _unfreeze() -> None:
+    global _memprof_froze
+    gc.unfreeze()
+    _memprof_froze = False
 
 
 @contextlib.contextmanager
@@ -82,7 +86,7 @@ def start_up_imports() -> Iterator[None]:
     with gc_paused():
         yield
         # Frozen before the collector is back on: the first collection after it would otherwise
-        # walk everything the paused imports left in the youngest generation (~0.07 s after torch).
+        # walk everything the paused imports left in the youngest generation.
         gc.freeze()
     _memprof_froze = True
 
@@ -95,10 +99,8 @@ def memprof_freezes() -> Iterator[None]:
     try:
         yield
     finally:
-        global _memprof_froze
         if _memprof_froze:
-            gc.unfreeze()
-            _memprof_froze = False
+            _unfreeze()
 
 
 @contextlib.contextmanager

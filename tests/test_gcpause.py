@@ -268,17 +268,17 @@ def test_a_run_holds_its_last_profile_and_no_profile_while_it_makes_another(
     """Numbers alone: the measured calls' profile is held. Explained: the explaining call's,
     and the measured calls' profile is freed before that call starts (never two at once)."""
     import memprof
-    from memprof.sources import explaining
+    from memprof.sources import live
 
     monkeypatch.setattr(gcpause, "_ends_here", True)
     held_at_explaining_call: list[int] = []
-    original = explaining.release_held
+    original = live.explaining_call
 
-    def release() -> None:
+    def explaining_call(*args: Any, **kwargs: Any) -> Any:
         held_at_explaining_call.append(len(gcpause._held))
-        original()
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(explaining, "release_held", release)
+    monkeypatch.setattr(live, "explaining_call", explaining_call)
     memprof.compare("memprof.examples.similarity:similarity", device="cpu", explain=False, time_budget=0)
     assert [type(thing).__name__ for thing in gcpause._held] == ["profile"]
     measured = gcpause._held[0]

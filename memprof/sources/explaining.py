@@ -21,7 +21,7 @@ import torch  # noqa: TID253 - a live source, like sources/live.py
 from torch.profiler import record_function  # noqa: TID253
 
 from memprof.analysis.attribution import Attribution, attribute, combine, counters_differ
-from memprof.gcpause import hold_to_end, release_held
+from memprof.gcpause import hold_to_end
 from memprof.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
 from memprof.sources.allocator_history import History, recorded, with_addresses
 from memprof.sources.failures import first_line
@@ -146,7 +146,6 @@ def explaining_call(
     calls; a note says when this call's peak differs (:func:`combine`)."""
     cuda = options.device.startswith("cuda")
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
-    release_held()
     gc.collect()  # as before the measured calls
     counters = cuda_counters_before(options.device) if cuda else {}
     with explaining.tracked(explaining.tracker(inputs, options, ops=True)) as tracker:
