@@ -4,6 +4,7 @@ performance page gives for "where the time goes".
 
     PYTHONPATH=. python scripts/bench_phases.py               # 36 steps: ~98k profiler events
     PYTHONPATH=. python scripts/bench_phases.py --steps 146   # ~400k
+    PYTHONPATH=. python scripts/bench_phases.py --step transformer --steps 55   # bench.py's other step
 
 (1) In one process, ``memprof.compare`` of the step (explained, ``time_budget=0``) with a timer
     around each phase: the explaining call, the step inside it (under the op tracker), every
@@ -40,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench import TRAIN_STEP  # noqa: E402 - the (f) step, one definition
+from bench import TRAIN_STEPS  # noqa: E402 - the (f) steps, one definition
 
 
 def _timed(owner: Any, name: str, label: str, times: dict[str, float]) -> None:
@@ -209,14 +210,18 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=36, help="training steps per call (~2,726 events each)")
+    parser.add_argument(
+        "--step", choices=sorted(TRAIN_STEPS), default="mlp", help="which (f) step (bench.py --step)"
+    )
     parser.add_argument("--part", default="123", help=argparse.SUPPRESS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "train_step.py").write_text(TRAIN_STEP)
+        (Path(folder) / "train_step.py").write_text(TRAIN_STEPS[args.step])
         os.environ["MEMPROF_BENCH_STEPS"] = str(args.steps)
         if args.part == "123":  # each part in a fresh process: the first profiler start is slow
             for part in "123":
-                command = [sys.executable, __file__, "--steps", str(args.steps), "--part", part]
+                command = [sys.executable, __file__, "--steps", str(args.steps), "--step", args.step]
+                command += ["--part", part]
                 subprocess.run(command, check=True)
             return
         found = {"1": phases, "2": dispatch}.get(args.part)

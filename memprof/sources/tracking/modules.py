@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,11 @@ class Calls:
         self.end: list[int] = []
         self.phase: list[int] = []
         self.stack: list[int] = []
+        # With ``keep_frames()``: by open call, (the call, the frame that ran its pre-hook: torch's
+        # ``inner`` in ``Module._call_impl``, running for the whole call), and what the op tracker
+        # found above that frame (:meth:`memprof.sources.tracking.ops.Ops._sites`).
+        self.frames: list[tuple[int, Any]] | None = None
+        self.above: list[Any] = []
         self._recompute_calls: list[int] = []  # calls that started a recompute (module-detected)
         self.recomputing = 0  # depth of recomputes running now
         self.recompute_windows: list[tuple[int, int]] = []
@@ -62,6 +68,13 @@ class Calls:
 
         stack.callback(optim.register_optimizer_step_pre_hook(self.optimizer_pre).remove)
         stack.callback(optim.register_optimizer_step_post_hook(self.optimizer_post).remove)
+
+    def keep_frames(self, stack: contextlib.ExitStack) -> None:
+        """Keep the frame of each open call (:attr:`frames`) until ``stack`` closes. A frame is
+        held only while its call runs: popped as the call returns, the rest dropped at close."""
+        self.frames, self.above = [], []
+        stack.callback(setattr, self, "frames", None)
+        stack.callback(setattr, self, "above", [])
 
     def watch_recompute(self, stack: contextlib.ExitStack) -> bool:
         """Mark the recomputes of ``torch.utils.checkpoint`` (non-reentrant) until ``stack``
@@ -155,11 +168,18 @@ class Calls:
         self.end.append(-1)
         self.phase.append(RECOMPUTE if self.recomputing else FORWARD)
         self.stack.append(len(self.path) - 1)
+        if self.frames is not None:
+            self.frames.append((self.stack[-1], sys._getframe(1)))
+            self.above.append(None)
 
     def module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not self.stack:
             return
         call = self.stack.pop()
+        frames = self.frames
+        while frames and frames[-1][0] >= call:  # this call's frame (and any left by a call inside)
+            frames.pop()
+            self.above.pop()
         self.end[call] = self._clock()
         if self._recompute_calls and self._recompute_calls[-1] == call:
             self._recompute_calls.pop()

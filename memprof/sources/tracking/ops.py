@@ -211,12 +211,23 @@ class Ops:
         """The innermost frame of the user's or a library's code, and the innermost of the
         user's own (-1 when it is the same frame or there is none), as interned (code, line)
         ids. Frames above memprof's own (the code that asked memprof to profile: a script, a
-        test runner, the command line) are not the profiled code's."""
+        test runner, the command line) are not the profiled code's.
+
+        The walk stops at the innermost module call's frame (:attr:`Calls.frames`) when it
+        meets it: what lies above that frame is the same for every op of the call (its callers
+        wait on it, each at its line), found once (:meth:`_above`)."""
         frame: FrameType | None = sys._getframe(3)
+        frames = self.calls.frames
+        anchor = frames[-1][1] if frames else None
         kinds = self._kinds
         site = -1
         inside = False  # past memprof's frames at the bottom (the tracker's own)
         while frame is not None:
+            if frame is anchor and inside:
+                first, user = self._above(anchor)
+                if site < 0:
+                    site = first
+                return (site, -1) if user < 0 or user == site else (site, user)
             code = frame.f_code
             kind = kinds.get(id(code))
             if kind is None:
@@ -235,6 +246,35 @@ class Ops:
                     site = found
             frame = frame.f_back
         return site, -1
+
+    def _above(self, anchor: FrameType) -> tuple[int, int]:
+        """From ``anchor`` (the innermost module call's frame) up: the first frame of the user's
+        or a library's code and the first of the user's own (-1: none), as :meth:`_sites` walks
+        them past memprof's frames at the bottom; found once per call."""
+        found = self.calls.above[-1]
+        if found is not None:
+            return found
+        kinds = self._kinds
+        first = -1
+        frame: FrameType | None = anchor
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(id(code))
+            if kind is None:
+                kind = kinds[id(code)] = frame_kind(code.co_filename)
+                self._codes.append(code)
+            if kind == MEMPROF:
+                break
+            if kind in _SOURCE_KINDS:
+                site = self._intern(code, frame.f_lineno)
+                if kind == USER:
+                    found = (site if first < 0 else first, site)
+                    break
+                if first < 0:
+                    first = site
+            frame = frame.f_back
+        found = self.calls.above[-1] = found or (first, -1)
+        return found
 
     def _intern(self, code: Any, line: int) -> int:
         key = (id(code), line)  # the code is alive: its kind was looked up first
@@ -270,6 +310,7 @@ class Ops:
         """Record ops (and saved tensors) until ``stack`` closes; with real tensors, backward
         runs without the mode (:meth:`_run_backward_without`)."""
         stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self.pack, _unpack))
+        self.calls.keep_frames(stack)
         stack.enter_context(self.mode)
         if not self._fake:
             self._run_backward_without(stack)

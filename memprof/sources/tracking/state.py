@@ -3,13 +3,14 @@ buffers and inputs, found from the call's roots (its arguments, the bound object
 module called, the target module's globals, roots the user names), each storage followed
 until it dies.
 
-Storages live before profiling get a ``weakref.finalize``: the profiler does not record
+Storages live before profiling are followed by a weak reference: the profiler does not record
 their frees (``zero_grad(set_to_none=True)`` in a training step is one).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -73,7 +74,11 @@ class ProgramState:
         self._device_index = device_index
         self._storages: list[list[Any]] = []
         self._alive: dict[int, list[int]] = {}
-        self._finalizers: list[weakref.finalize] = []
+        # One weak reference per followed storage, whose callback notes its death; dropped at
+        # finish (a dropped reference calls nothing). Cheaper than weakref.finalize (no registry),
+        # which counts: a gradient is seen as autograd makes it, in the middle of backward.
+        self._watching: list[weakref.ref[Any]] = []
+        self._host = device_type == "cpu"
         self.hooked: set[int] = set()  # parameters whose gradients a hook reports
         self._state_seen: dict[int, tuple[int, ...]] = {}  # parameter -> its state tensors' ids
         self._param_names: dict[int, str] = {}
@@ -109,15 +114,27 @@ class ProgramState:
                     stack.callback(param.register_post_accumulate_grad_hook(self.grad_ready).remove)
 
     def finish(self, now: int) -> None:
-        """A last scan; deaths after this no longer matter (detached, the storages no longer
-        keep the tracker)."""
+        """A last scan; deaths after this no longer matter (the weak references are dropped, and
+        with them what they held of the tracker)."""
         self.scan(now)
-        for finalizer in self._finalizers:
-            finalizer.detach()
-        self._finalizers.clear()
+        self._watching.clear()
 
     def storages(self) -> tuple[TrackedStorage, ...]:
-        return tuple(TrackedStorage(*row) for row in self._storages)
+        # Shapes and dtypes are kept as torch's objects while tracking, written out here.
+        return tuple(
+            TrackedStorage(
+                ptr,
+                nbytes,
+                seen,
+                died,
+                kind,
+                name,
+                module,
+                str(tuple(shape)),
+                str(dtype).replace("torch.", ""),
+            )
+            for ptr, nbytes, seen, died, kind, name, module, shape, dtype in self._storages
+        )
 
     def grad_ready(self, param: torch.Tensor) -> None:
         if param.grad is not None:
@@ -135,9 +152,9 @@ class ProgramState:
                         self.see(param.grad, "gradient", name, owner(name), now)
 
     def _on_device(self, tensor: torch.Tensor) -> bool:
+        if self._host:
+            return tensor.is_cpu or tensor.device.type in HOST_DEVICES
         device = tensor.device
-        if self._device_type == "cpu":
-            return device.type in HOST_DEVICES
         return device.type == self._device_type and device.index == self._device_index
 
     def see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
@@ -155,14 +172,13 @@ class ProgramState:
         rows = self._alive.get(ptr)
         if rows is None:
             rows = self._alive[ptr] = []
-            self._finalizers.append(weakref.finalize(storage, self._died, ptr, rows))
+            self._watching.append(weakref.ref(storage, functools.partial(self._died, ptr, rows)))
         elif any(self._storages[i][4] == kind and self._storages[i][5] == name for i in rows):
             return
         rows.append(len(self._storages))
-        shape, dtype = str(tuple(tensor.shape)), str(tensor.dtype).replace("torch.", "")
-        self._storages.append([ptr, nbytes, now, None, kind, name, module, shape, dtype])
+        self._storages.append([ptr, nbytes, now, None, kind, name, module, tensor.shape, tensor.dtype])
 
-    def _died(self, ptr: int, rows: list[int]) -> None:
+    def _died(self, ptr: int, rows: list[int], reference: object = None) -> None:
         now = self._clock()
         for row in rows:
             self._storages[row][3] = now
