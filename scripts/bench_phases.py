@@ -15,7 +15,9 @@ performance page gives for "where the time goes".
     wrapper torch puts around a mode, and keeping torch.compile's frame hook off itself, as
     memprof's op tracker does), and under memprof's op tracker without the profiler: what
     torch's Python dispatch costs, what its wrapper adds, and what memprof's record of each op
-    adds. The modes that do nothing see backward's ops too; the tracker takes its mode off there.
+    adds; and under the tracker of program state alone (modules, optimizer steps, gradients as
+    autograd makes them), as the measured calls run. The modes that do nothing see backward's
+    ops too; the tracker takes its mode off there.
 (3) Whole processes: ``import torch`` alone, then ``import torch, torch._dynamo`` (what
     ``torch.profiler.profile`` or an optimizer imports) with Python's exit and with ``os._exit``
     (the interpreter's teardown), and with the collector paused during the import and what it
@@ -137,6 +139,10 @@ def dispatch(folder: str) -> dict[str, float]:
         ("under a dispatch mode that does nothing, in torch's torch._dynamo.disable wrapper", Nothing),
         ("under a dispatch mode that does nothing, keeping the hook off itself", NothingHookOff),
         ("under memprof's op tracker (no profiler)", lambda: Tracker(inputs, func=train)),
+        (
+            "under memprof's program-state tracker, as the measured calls (no profiler)",
+            lambda: Tracker(inputs, func=train, ops=False),
+        ),
     ):
         walls = []
         for _ in range(3):
