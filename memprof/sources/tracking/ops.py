@@ -229,10 +229,7 @@ class Ops:
                     site = first
                 return (site, -1) if user < 0 or user == site else (site, user)
             code = frame.f_code
-            kind = kinds.get(id(code))
-            if kind is None:
-                kind = kinds[id(code)] = frame_kind(code.co_filename)
-                self._codes.append(code)
+            kind = kinds.get(id(code)) or self._new_kind(code)
             if kind == MEMPROF:
                 if inside:
                     break
@@ -259,10 +256,7 @@ class Ops:
         frame: FrameType | None = anchor
         while frame is not None:
             code = frame.f_code
-            kind = kinds.get(id(code))
-            if kind is None:
-                kind = kinds[id(code)] = frame_kind(code.co_filename)
-                self._codes.append(code)
+            kind = kinds.get(id(code)) or self._new_kind(code)
             if kind == MEMPROF:
                 break
             if kind in _SOURCE_KINDS:
@@ -275,6 +269,12 @@ class Ops:
             frame = frame.f_back
         found = self.calls.above[-1] = found or (first, -1)
         return found
+
+    def _new_kind(self, code: Any) -> str:
+        """A code object's kind, met for the first time: kept, so that its id is not reused."""
+        kind = self._kinds[id(code)] = frame_kind(code.co_filename)
+        self._codes.append(code)
+        return kind
 
     def _intern(self, code: Any, line: int) -> int:
         key = (id(code), line)  # the code is alive: its kind was looked up first
