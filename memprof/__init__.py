@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memprof.version import __version__
+from memprof import bytecode
+
+bytecode.install()  # before memprof's other modules load: where Python writes no bytecode
+
+from memprof.version import __version__  # noqa: E402 - after the bytecode cache is in place
 
 __all__ = [
     "Inputs",

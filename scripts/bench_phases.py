@@ -21,7 +21,10 @@ performance page gives for "where the time goes".
 (3) Whole processes: ``import torch`` alone, then ``import torch, torch._dynamo`` (what
     ``torch.profiler.profile`` or an optimizer imports) with Python's exit and with ``os._exit``
     (the interpreter's teardown), and with the collector paused during the import and what it
-    made frozen (``memprof.gcpause.start_up_imports``); and, timed inside the process, the lazy
+    made frozen (``memprof.gcpause.start_up_imports``); (m) memprof's own modules that a run
+    loads, after torch, where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, a checkout
+    installed in editable mode): compiled from source, and read from memprof's bytecode cache
+    (``memprof.bytecode``); and, timed inside the process, the lazy
     import of ``torch._dynamo`` after the command line's start-up with the full collection made
     before the measured calls, as is and in ``memprof.gcpause.imports_frozen`` (the collector
     paused during the import, what it made frozen). Medians of 3.
@@ -163,7 +166,7 @@ def whole(code: str) -> float:
     return statistics.median(walls)
 
 
-def inside(code: str) -> float:
+def inside(code: str, **env: str) -> float:
     """Median of 3 fresh processes of the seconds ``code`` prints (its last line)."""
     seconds = []
     for _ in range(3):
@@ -172,7 +175,7 @@ def inside(code: str) -> float:
             check=True,
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
         )
         seconds.append(float(done.stdout.split()[-1]))
     return statistics.median(seconds)
@@ -195,10 +198,29 @@ os._exit(0)
 """
 
 
+# memprof's modules that a run loads, after torch, where Python writes no bytecode.
+RUN_PATH = """
+import os, time
+import torch
+start = time.perf_counter()
+import memprof.cli, memprof.api, memprof.sources.live, memprof.pipeline, memprof.report.terminal
+print(time.perf_counter() - start)
+os._exit(0)
+"""
+
+
 def start_and_exit() -> dict[str, float]:
     imports = "import torch, torch._dynamo"
     lazy = "`import torch._dynamo` after the start-up, then a full collection"
+    no_bytecode = "(m) memprof's modules a run loads, after torch, `PYTHONDONTWRITEBYTECODE=1`"
+    with tempfile.TemporaryDirectory() as cache:
+        inside(RUN_PATH, PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=cache)  # fills the cache
+        cached = inside(RUN_PATH, PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=cache)
     return {
+        f"{no_bytecode}: compiled from source (`MEMPROF_BYTECODE_CACHE=0`)": inside(
+            RUN_PATH, PYTHONDONTWRITEBYTECODE="1", MEMPROF_BYTECODE_CACHE="0"
+        ),
+        f"{no_bytecode}: from memprof's bytecode cache": cached,
         lazy: inside(LAZY_IMPORT.format(context="open(os.devnull)")),
         f"{lazy}, in `imports_frozen()`": inside(LAZY_IMPORT.format(context="imports_frozen()")),
         "`import torch`, `os._exit`": whole("import torch, os; os._exit(0)"),

@@ -132,6 +132,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memprof.text",
             "memprof.names",
             "memprof.gcpause",
+            "memprof.bytecode",
             "memprof.gpus",
             "memprof.interpreter",
             "memprof.fileio",
