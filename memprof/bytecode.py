@@ -38,13 +38,20 @@ def install() -> None:
     """Keep compiled code of memprof's modules in its cache folder, when Python writes none."""
     if not sys.dont_write_bytecode or os.environ.get("MEMPROF_BYTECODE_CACHE", "1").strip() in ("0", ""):
         return
-    if any(isinstance(finder, _Finder) for finder in sys.meta_path):
+    folder = cache_folder()
+    if folder is None or any(isinstance(finder, _Finder) for finder in sys.meta_path):
         return
-    sys.meta_path.insert(0, _Finder(cache_folder()))
+    sys.meta_path.insert(0, _Finder(folder))
 
 
-def cache_folder() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+def cache_folder() -> str | None:
+    """Where the compiled code is kept; None when there is no home folder to keep it in."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):  # no HOME: never a folder relative to the working directory
+            return None
+        base = os.path.join(home, ".cache")
     return os.path.join(base, "memprof", "bytecode", sys.implementation.cache_tag or "python")
 
 

@@ -118,3 +118,11 @@ def test_elsewhere_and_when_turned_off_python_does_the_work(tmp_path: Path) -> N
     # Python writing bytecode itself (into a folder of the test's: PYTHONPYCACHEPREFIX)
     python = _start(tmp_path, PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))
     assert not python["cached"] and not Path(str(python["folder"])).exists()
+
+
+def test_without_a_home_folder_nothing_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no HOME: "~" stays "~"
+    assert bytecode.cache_folder() is None
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as XDG says
+    assert bytecode.cache_folder() is None
