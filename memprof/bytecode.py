@@ -10,9 +10,10 @@ after torch compiled from source, 0.30 s from this cache: the (m) rows of
 
 There, and only for memprof's own modules, the compiled code is kept in memprof's cache folder
 (``$XDG_CACHE_HOME/memprof/bytecode``, else ``~/.cache/memprof/bytecode``), under the hash of
-the source file's path and content: an edited file is compiled again, and an entry is only ever
-the compilation of exactly that source at that path. ``MEMPROF_BYTECODE_CACHE=0`` turns it off.
-A folder that cannot be written leaves imports as they were.
+the source file's path, content and Python's optimisation level: an edited file is compiled
+again, and an entry is only ever the compilation of exactly that source at that path.
+``MEMPROF_BYTECODE_CACHE=0`` turns it off. A folder that cannot be written leaves imports as
+they were.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import importlib.util
 import marshal
 import os
 import sys
+from types import CodeType
 from typing import Any
 
 try:  # the one hash needed, without hashlib's OpenSSL binding (~4 ms to import)
@@ -79,13 +81,17 @@ class _Loader(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname: str) -> Any:
         path = self.get_filename(fullname)
         source = self.get_data(path)
-        key = blake2b(os.fsencode(path) + b"\0" + source, digest_size=20).hexdigest()
-        entry = os.path.join(self.folder, f"{key}.pyc")
+        # The path (code objects carry it: tracebacks, memprof's own frames told apart by it),
+        # the optimisation level (``python -O`` compiles asserts out) and the content.
+        named = b"%s\0%d\0" % (os.fsencode(path), sys.flags.optimize)
+        entry = os.path.join(self.folder, f"{blake2b(named + source, digest_size=20).hexdigest()}.pyc")
         try:
             with open(entry, "rb") as file:
                 data = file.read()
             if data[: len(_MAGIC)] == _MAGIC:
-                return marshal.loads(data[len(_MAGIC) :])
+                code = marshal.loads(data[len(_MAGIC) :])
+                if isinstance(code, CodeType):
+                    return code
         except (OSError, ValueError, EOFError, TypeError):
             pass  # absent or unreadable: compiled again below
         code = self.source_to_code(source, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -61,6 +62,8 @@ def test_a_damaged_entry_is_compiled_again(tmp_path: Path) -> None:
     assert _run(loader.get_code("memprof_mod"))["VALUE"] == 3
     entry.write_bytes(b"not bytecode")
     assert _run(loader.get_code("memprof_mod"))["VALUE"] == 3
+    entry.write_bytes(entry.read_bytes()[:16] + marshal.dumps(7))  # well formed, but not code
+    assert _run(loader.get_code("memprof_mod"))["VALUE"] == 3
 
 
 def test_a_folder_that_cannot_be_written_leaves_imports_as_they_were(tmp_path: Path) -> None:
@@ -83,7 +86,7 @@ def test_a_full_folder_is_emptied_before_the_next_entry(
         assert len(list(folder.iterdir())) <= 4
 
 
-def _start(tmp_path: Path, **env: str) -> dict[str, object]:
+def _start(tmp_path: Path, *flags: str, **env: str) -> dict[str, object]:
     """A fresh interpreter importing memprof's run path: what it loaded, and how."""
     probe = (
         "import json, sys, memprof.api; from memprof import bytecode;"
@@ -92,7 +95,7 @@ def _start(tmp_path: Path, **env: str) -> dict[str, object]:
     )
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT), **env}
     done = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, *flags, "-c", probe],
         env=environment,
         capture_output=True,
         text=True,
@@ -110,6 +113,8 @@ def test_where_python_writes_no_bytecode_memprof_keeps_its_own(tmp_path: Path) -
     assert len(entries) > 20  # memprof's modules on the run path, and nobody else's
     second = _start(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert second["cached"] and sorted(folder.iterdir()) == entries  # read, nothing new written
+    optimised = _start(tmp_path, "-O", PYTHONDONTWRITEBYTECODE="1")  # asserts compiled out: not shared
+    assert optimised["cached"] and len(list(folder.iterdir())) == 2 * len(entries)
 
 
 def test_elsewhere_and_when_turned_off_python_does_the_work(tmp_path: Path) -> None:
