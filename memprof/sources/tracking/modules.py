@@ -46,11 +46,10 @@ class Calls:
         self.end: list[int] = []
         self.phase: list[int] = []
         self.stack: list[int] = []
-        # With ``keep_frames()``: by open call, (the call, the frame that ran its pre-hook: torch's
-        # ``inner`` in ``Module._call_impl``, running for the whole call), and what the op tracker
-        # found above that frame (:meth:`memprof.sources.tracking.ops.Ops._sites`).
-        self.frames: list[tuple[int, Any]] | None = None
-        self.above: list[Any] = []
+        # With ``keep_frames()``: by open call, [the call, the frame that ran its pre-hook (torch's
+        # ``inner`` in ``Module._call_impl``, running for the whole call), what the op tracker
+        # found above that frame, None until it looks (:meth:`memprof.sources.tracking.ops.Ops._sites`)].
+        self.frames: list[list[Any]] | None = None
         self._recompute_calls: list[int] = []  # calls that started a recompute (module-detected)
         self.recomputing = 0  # depth of recomputes running now
         self.recompute_windows: list[tuple[int, int]] = []
@@ -72,9 +71,8 @@ class Calls:
     def keep_frames(self, stack: contextlib.ExitStack) -> None:
         """Keep the frame of each open call (:attr:`frames`) until ``stack`` closes. A frame is
         held only while its call runs: popped as the call returns, the rest dropped at close."""
-        self.frames, self.above = [], []
+        self.frames = []
         stack.callback(setattr, self, "frames", None)
-        stack.callback(setattr, self, "above", [])
 
     def watch_recompute(self, stack: contextlib.ExitStack) -> bool:
         """Mark the recomputes of ``torch.utils.checkpoint`` (non-reentrant) until ``stack``
@@ -169,8 +167,7 @@ class Calls:
         self.phase.append(RECOMPUTE if self.recomputing else FORWARD)
         self.stack.append(len(self.path) - 1)
         if self.frames is not None:
-            self.frames.append((self.stack[-1], sys._getframe(1)))
-            self.above.append(None)
+            self.frames.append([self.stack[-1], sys._getframe(1), None])
 
     def module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if not self.stack:
@@ -179,7 +176,6 @@ class Calls:
         frames = self.frames
         while frames and frames[-1][0] >= call:  # this call's frame (and any left by a call inside)
             frames.pop()
-            self.above.pop()
         self.end[call] = self._clock()
         if self._recompute_calls and self._recompute_calls[-1] == call:
             self._recompute_calls.pop()

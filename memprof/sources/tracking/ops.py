@@ -215,19 +215,29 @@ class Ops:
 
         The walk stops at the innermost module call's frame (:attr:`Calls.frames`) when it
         meets it: what lies above that frame is the same for every op of the call (its callers
-        wait on it, each at its line), found once (:meth:`_above`)."""
-        frame: FrameType | None = sys._getframe(3)
+        wait on it, each at its line), walked once per call."""
         frames = self.calls.frames
-        anchor = frames[-1][1] if frames else None
+        call = frames[-1] if frames else None
+        site, user, stopped = self._walk(sys._getframe(3), call[1] if call else None)
+        if stopped and call is not None:
+            if call[2] is None:
+                call[2] = self._walk(call[1], None, inside=True)[:2]
+            above, user = call[2]
+            if site < 0:
+                site = above
+        return (site, -1) if user < 0 or user == site else (site, user)
+
+    def _walk(
+        self, frame: FrameType | None, stop: FrameType | None, *, inside: bool = False
+    ) -> tuple[int, int, bool]:
+        """Up from ``frame``: the first frame of the user's or a library's code and the first of
+        the user's own (-1: none), ending past memprof's frames at the bottom (``inside``: there
+        are none below ``frame``), and whether it ended at ``stop`` (met past those frames)."""
         kinds = self._kinds
         site = -1
-        inside = False  # past memprof's frames at the bottom (the tracker's own)
         while frame is not None:
-            if frame is anchor and inside:
-                first, user = self._above(anchor)
-                if site < 0:
-                    site = first
-                return (site, -1) if user < 0 or user == site else (site, user)
+            if frame is stop and inside:
+                return site, -1, True
             code = frame.f_code
             kind = kinds.get(id(code)) or self._new_kind(code)
             if kind == MEMPROF:
@@ -238,37 +248,11 @@ class Ops:
             if kind in _SOURCE_KINDS:
                 found = self._intern(code, frame.f_lineno)
                 if kind == USER:
-                    return (found, -1) if site < 0 else (site, found)
+                    return (found if site < 0 else site), found, False
                 if site < 0:
                     site = found
             frame = frame.f_back
-        return site, -1
-
-    def _above(self, anchor: FrameType) -> tuple[int, int]:
-        """From ``anchor`` (the innermost module call's frame) up: the first frame of the user's
-        or a library's code and the first of the user's own (-1: none), as :meth:`_sites` walks
-        them past memprof's frames at the bottom; found once per call."""
-        found = self.calls.above[-1]
-        if found is not None:
-            return found
-        kinds = self._kinds
-        first = -1
-        frame: FrameType | None = anchor
-        while frame is not None:
-            code = frame.f_code
-            kind = kinds.get(id(code)) or self._new_kind(code)
-            if kind == MEMPROF:
-                break
-            if kind in _SOURCE_KINDS:
-                site = self._intern(code, frame.f_lineno)
-                if kind == USER:
-                    found = (site if first < 0 else first, site)
-                    break
-                if first < 0:
-                    first = site
-            frame = frame.f_back
-        found = self.calls.above[-1] = found or (first, -1)
-        return found
+        return site, -1, False
 
     def _new_kind(self, code: Any) -> str:
         """A code object's kind, met for the first time: kept, so that its id is not reused."""
