@@ -37,6 +37,7 @@ from memprof.sources.profiling import (
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import CompileTracking, Tracker
+from memprof.sources.tree import ProfileRead
 
 
 class Explaining:
@@ -108,12 +109,13 @@ class Explaining:
         explain: bool = True,
         later: bool = False,
         complete: Callable[[Allocations], Allocations | None] | None = None,
+        read: ProfileRead | None = None,
     ) -> Attribution | None:
         """The tracked calls' peak explained (``explain=False``: their numbers only; ``later``:
         what explaining them needs is kept for :meth:`measured`); None (with a note) when that
-        fails."""
+        fails. ``read``: the profile's records already read, as :meth:`Tracker.facts` takes them."""
         try:
-            facts = tracker.facts(prof, compiled=self.tracking, complete=complete)
+            facts = tracker.facts(prof, compiled=self.tracking, complete=complete, read=read)
             if later:
                 self._measured = (raw, facts, warm)
             return attribute(raw, facts, warm=warm, explain=explain)

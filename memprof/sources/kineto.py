@@ -43,9 +43,9 @@ ACCELERATOR_DEVICE_TYPES = frozenset({"CUDA", "PrivateUse1", "HIP", "XPU", "MTIA
 _BLOCK = 4096
 
 # Interned names with fixed codes: the memory records, the call marker, then the skipped names.
-_MEMORY_CODE, _CALL_CODE = 0, 1
-_FIXED_NAMES = (MEMORY_NAME, CALL_MARKER, *sorted(_SKIPPED_NAMES - {MEMORY_NAME}))
-_FIRST_OP_CODE = len(_FIXED_NAMES)
+MEMORY_CODE, CALL_CODE = 0, 1
+FIXED_NAMES = (MEMORY_NAME, CALL_MARKER, *sorted(_SKIPPED_NAMES - {MEMORY_NAME}))
+FIRST_OP_CODE = len(FIXED_NAMES)
 
 _device_value = attrgetter("value")
 
@@ -79,7 +79,7 @@ def raw_from_profiler(prof: Any, device_type: str = "CPU", device_index: int | N
         events = kineto_results(prof).events()
         raw = _read(events, device_type, device_index, device_events=device_events, owned=True)
         del events
-    _return_freed_memory()
+    return_freed_memory()
     return raw
 
 
@@ -104,7 +104,7 @@ def raw_from_kineto(
 
 
 @dataclass
-class _Columns:
+class Columns:
     """What the blocks read, as lists of typed arrays (one array per block and column)."""
 
     mem_time: list[np.ndarray] = field(default_factory=list)
@@ -119,8 +119,13 @@ class _Columns:
     call_threads: set[int] = field(default_factory=set)
 
 
-class _Interner(dict[str, int]):
+class NameCodes(dict[str, int]):
     """Name -> code, a new code for each new name (the lookup runs in C but for new names)."""
+
+    @classmethod
+    def fresh(cls) -> NameCodes:
+        """The fixed names with their fixed codes, and no other."""
+        return cls((name, code) for code, name in enumerate(FIXED_NAMES))
 
     def __missing__(self, name: str) -> int:
         code = self[name] = len(self)
@@ -179,8 +184,8 @@ def _read(
     When ``owned``, each block's slots in ``events`` are cleared once read, so the event objects
     (a C++ copy each) are freed while the next blocks are read.
     """
-    interner = _Interner((name, code) for code, name in enumerate(_FIXED_NAMES))
-    columns = _Columns()
+    interner = NameCodes.fresh()
+    columns = Columns()
     if events:
         reader = _Reader.of(events[0])
         members = type(reader.device(events[0])).__members__
@@ -192,12 +197,12 @@ def _read(
             block = events[lo : lo + _BLOCK]
             names = map(reader.name, block)
             codes = np.fromiter(map(interner.__getitem__, names), dtype=np.int32, count=len(block))
-            _read_memory(reader, block, codes == _MEMORY_CODE, wanted, index, columns)
+            _read_memory(reader, block, codes == MEMORY_CODE, wanted, index, columns)
             _read_ops(reader, block, codes, cpu, columns)
             del block
             if owned:
                 events[lo : lo + _BLOCK] = [None] * min(_BLOCK, len(events) - lo)
-    return _assemble(columns, list(interner))
+    return assemble_raw(columns, list(interner))
 
 
 def _read_memory(
@@ -206,7 +211,7 @@ def _read_memory(
     is_memory: np.ndarray,
     wanted: np.ndarray,
     index: int | None,
-    columns: _Columns,
+    columns: Columns,
 ) -> None:
     records = list(compress(block, is_memory.tolist()))
     if not records:
@@ -222,11 +227,11 @@ def _read_memory(
 
 
 def _read_ops(
-    reader: _Reader, block: list[Any], codes: np.ndarray, cpu: int | None, columns: _Columns
+    reader: _Reader, block: list[Any], codes: np.ndarray, cpu: int | None, columns: Columns
 ) -> None:
     """The block's CPU ops (and call markers), but hidden events and the skipped names;
     ``cpu`` None: every event is known to be a CPU event."""
-    oplike = (codes >= _FIRST_OP_CODE) | (codes == _CALL_CODE)
+    oplike = (codes >= FIRST_OP_CODE) | (codes == CALL_CODE)
     ops = list(compress(block, oplike.tolist()))
     if not ops:
         return
@@ -239,7 +244,7 @@ def _read_ops(
         op_codes = op_codes[keep]
     start, end = reader.ints(reader.start, ops), reader.ints(reader.end, ops)
     thread = reader.ints(reader.thread, ops)
-    is_call = op_codes == _CALL_CODE
+    is_call = op_codes == CALL_CODE
     if is_call.any():
         columns.calls.extend(zip(start[is_call].tolist(), end[is_call].tolist(), strict=True))
         columns.call_threads.update(thread[is_call].tolist())
@@ -258,7 +263,7 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
-def _assemble(columns: _Columns, names: list[str]) -> RawProfile:
+def assemble_raw(columns: Columns, names: list[str]) -> RawProfile:
     codes = _joined(columns.op_code, np.int32)
     table = np.empty(len(names), dtype=object)
     table[:] = names
@@ -283,7 +288,7 @@ def _assemble(columns: _Columns, names: list[str]) -> RawProfile:
     )
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Hand the heap pages freed by the released event objects back to the system (glibc's
     ``malloc_trim``), so that the analysis's arrays do not add to the resident peak on top of
     memory the process no longer uses. A no-op where there is no glibc."""

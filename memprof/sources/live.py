@@ -41,6 +41,7 @@ from memprof.sources.explaining import Explaining, explaining_call
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import mapped_files
+from memprof.sources.measured import read_measured
 from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.profiling import (
@@ -57,6 +58,7 @@ from memprof.sources.profiling import (
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
 from memprof.sources.timing import Timed, time_calls, timed_once
+from memprof.sources.tree import ProfileRead
 
 
 def resolve_device(spec: str | None) -> str:
@@ -371,11 +373,7 @@ def _profile_calls(
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
         counters.update(cuda_counters_after(options.device))
-    raw = raw_from_profiler(
-        prof,
-        device_type="CUDA" if cuda else "CPU",
-        device_index=int(options.device.split(":")[1]) if cuda else None,
-    )
+    raw, read = _read_profile(prof, options, tracked=tracker is not None)
     if failure is not None:
         numbers = analyze(raw).numbers
         raise failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options, numbers.net_bytes)
@@ -389,13 +387,24 @@ def _profile_calls(
     explain = options.explain and options.mode == "compile"
     later = options.explain and not explain
     explained = (
-        explaining.attribute(tracker, prof, raw, warm=warm, explain=explain, later=later)
+        explaining.attribute(tracker, prof, raw, warm=warm, explain=explain, later=later, read=read)
         if tracker is not None
         else None
     )
     if not later:  # no explaining call follows, which must not find this profile alive
         hold_to_end(prof)
     return _Measured(label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes)
+
+
+def _read_profile(prof: Any, options: RunOptions, tracked: bool) -> tuple[RawProfile, ProfileRead | None]:
+    """The measured calls' raw profile, and (where the event tree gives both in one read: an
+    eager run on the CPU whose program state was tracked) their records with addresses."""
+    if options.device.startswith("cuda"):
+        index = int(options.device.split(":")[1])
+        return raw_from_profiler(prof, device_type="CUDA", device_index=index), None
+    if not tracked or options.mode == "compile":  # a compiled run's tree is read with its kernels
+        return raw_from_profiler(prof), None
+    return read_measured(prof)
 
 
 def _assemble(

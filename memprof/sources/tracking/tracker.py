@@ -124,14 +124,18 @@ class Tracker:
         prof: Any,
         compiled: CompileTracking | None = None,
         complete: Callable[[Allocations], Allocations | None] | None = None,
+        read: ProfileRead | None = None,
     ) -> TrackedFacts:
         """What was seen, with the finished profile's allocator records (and their addresses).
         For a compiled run, ``compiled`` (entered around the compiling call) says which source
         lines and modules each kernel computes. ``complete`` is given the records read from the
         event tree and may return all of them (:mod:`memprof.sources.allocator_history`: on
-        CUDA the tree lacks some); None keeps the tree's."""
+        CUDA the tree lacks some); None keeps the tree's. ``read``: the profile's records and
+        calls already read (:func:`memprof.sources.measured.read_measured`), used where neither
+        backward's ops nor compiled kernels are to be read from the profile."""
         from_profile = self.ops is not None and self.ops.backward_from_profile
-        read = read_profile(prof, self._device, backward_ops=from_profile, kernels=compiled is not None)
+        if read is None or from_profile or compiled is not None:
+            read = read_profile(prof, self._device, backward_ops=from_profile, kernels=compiled is not None)
         completed = complete(read.allocations) if complete is not None else None
         if completed is not None:
             read = replace(read, allocations=completed)

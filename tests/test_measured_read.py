@@ -1,0 +1,156 @@
+"""One walk of a CPU session's event tree (``memprof.sources.measured``) gives the measured
+calls' raw profile exactly as the flat event list does (``raw_from_profiler``) and their
+allocator records with addresses exactly as the tree reader does (``read_profile``). Where the
+tree cannot prove that every op started and ended on one thread, in one piece (another thread,
+TorchScript, RPC, an op still open when profiling stopped), the ops come from the flat list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.autograd.profiler import record_function
+
+import memprof
+from memprof.records import CALL_MARKER, RawProfile
+from memprof.sources import live, measured
+from memprof.sources.kineto import kineto_results, raw_from_profiler
+from memprof.sources.measured import read_measured
+from memprof.sources.profiling import memory_profile
+from memprof.sources.tracking import tracker
+from memprof.sources.tree import ProfileRead, read_profile
+
+
+def profiled(fn: Callable[..., Any], *args: Any, calls: int = 1) -> Any:
+    fn(*args)  # warm-up: the calls measured allocate what they allocate each time
+    with memory_profile("cpu") as prof:
+        for _ in range(calls):
+            with record_function(CALL_MARKER):
+                fn(*args)
+    return prof
+
+
+def read_from_tree_alone(prof: Any) -> bool:
+    walk = measured._Walk()
+    walk.run(kineto_results(prof).experimental_event_tree())
+    return walk.raw() is not None
+
+
+def assert_same(got: tuple[RawProfile, ProfileRead], prof: Any) -> None:
+    raw, read = got
+    want, want_read = raw_from_profiler(prof), read_profile(prof, "cpu")
+    assert raw.op_code_names == want.op_code_names
+    assert list(raw.op_name) == list(want.op_name)
+    for column in ("op_code", "op_start", "op_end", "op_thread", "op_async", "mem_time", "mem_bytes"):
+        assert np.array_equal(getattr(raw, column), getattr(want, column)), column
+    assert raw.calls == want.calls == read.calls == want_read.calls
+    assert raw.other_thread_bytes == want.other_thread_bytes
+    records, want_records = read.allocations, want_read.allocations
+    for column in ("time", "bytes", "ptr"):
+        assert np.array_equal(getattr(records, column), getattr(want_records, column)), column
+
+
+def training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor) -> None:
+    optimizer.zero_grad(set_to_none=True)  # frees gradients made before the call
+    with record_function("my forward"):
+        loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+
+
+def test_a_training_step_is_read_in_one_walk_as_both_readers_read_it() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    optimizer = torch.optim.AdamW(model.parameters())
+    prof = profiled(training_step, model, optimizer, torch.randn(16, 32), calls=2)
+    assert read_from_tree_alone(prof)
+    got = read_measured(prof)
+    assert len(got[0].op_start) > 100 and len(got[0].mem_time) > 50 and len(got[0].calls) == 2
+    assert_same(got, prof)
+
+
+@torch.jit.script
+def _matmuls(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(4):
+        x = x @ x
+    return x
+
+
+@torch.jit.script
+def _forked(x: torch.Tensor) -> torch.Tensor:
+    futures = [torch.jit.fork(_matmuls, x) for _ in range(3)]
+    out = torch.zeros_like(x)
+    for future in futures:
+        out = out + torch.jit.wait(future)
+    return out
+
+
+@torch.jit.script
+def _scripted(x: torch.Tensor) -> torch.Tensor:
+    return (x @ x).relu()
+
+
+def _rpc_named(x: torch.Tensor) -> torch.Tensor:
+    with record_function("rpc_async#f(worker0 -> worker1)"):  # the name torch's RPC gives a call
+        return x @ x
+
+
+def test_torchscript_forks_are_read_from_the_flat_list_which_marks_the_function_that_moved() -> None:
+    prof = profiled(_forked, torch.randn(64, 64) / 8)
+    assert not read_from_tree_alone(prof)
+    raw, _ = got = read_measured(prof)
+    # the function resumed on a worker thread after torch.jit.wait: only the flat list says so,
+    # and the analysis leaves such ops out of nesting
+    assert raw.op_async.any()
+    assert_same(got, prof)
+
+
+@pytest.mark.parametrize("fn", [_scripted, _rpc_named], ids=["a TorchScript function", "an RPC range"])
+def test_ranges_that_may_end_elsewhere_are_read_from_the_flat_list(fn: Callable[..., Any]) -> None:
+    prof = profiled(fn, torch.randn(32, 32))
+    assert not read_from_tree_alone(prof)
+    assert_same(read_measured(prof), prof)
+
+
+def test_an_op_still_open_when_profiling_stopped_is_read_as_the_flat_list_reads_it() -> None:
+    torch.ones(4).add(1)
+    left_open = record_function("left open")
+    with memory_profile("cpu") as prof:
+        with record_function(CALL_MARKER):
+            torch.ones(64).add(1)
+        left_open.__enter__()
+        torch.ones(64).add(1)
+    left_open.__exit__(None, None, None)
+    # the tree gives it the profile's end and does not say it ended on no thread (0), as the
+    # flat list does: the analysis takes it for an asynchronous range
+    assert not read_from_tree_alone(prof)
+    assert_same(read_measured(prof), prof)
+
+
+def step(size: int) -> torch.Tensor:
+    a = torch.ones(size, 256)
+    b = a * 2
+    return b.sum()
+
+
+def test_an_eager_cpu_run_reads_its_profile_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the flat list nor a second walk of the tree: the measured calls' numbers and
+    their explanation come from one walk, and they are those of the two reads."""
+    with monkeypatch.context() as patched:  # as before: the flat list, then the tree
+        patched.setattr(live, "read_measured", lambda prof: (raw_from_profiler(prof), None))
+        two_reads = memprof.profile(step, 1024, device="cpu", time_budget=0, explain=False).runs["eager"]
+
+    def unused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the profile was read again")
+
+    walks: list[Any] = []
+    monkeypatch.setattr(live, "raw_from_profiler", unused)
+    monkeypatch.setattr(tracker, "read_profile", unused)
+    monkeypatch.setattr(live, "read_measured", lambda prof: walks.append(prof) or read_measured(prof))
+    once = memprof.profile(step, 1024, device="cpu", time_budget=0, explain=False).runs["eager"]
+    assert len(walks) == 1
+    assert once.peak_bytes == two_reads.peak_bytes >= 2 * 1024 * 256 * 4
+    assert (once.footprint_bytes, once.net_bytes) == (two_reads.footprint_bytes, two_reads.net_bytes)
