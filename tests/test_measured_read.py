@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.autograd.profiler import record_function
 
 import memprof
@@ -154,3 +156,23 @@ def test_an_eager_cpu_run_reads_its_profile_once(monkeypatch: pytest.MonkeyPatch
     assert len(walks) == 1
     assert once.peak_bytes == two_reads.peak_bytes >= 2 * 1024 * 256 * 4
     assert (once.footprint_bytes, once.net_bytes) == (two_reads.footprint_bytes, two_reads.net_bytes)
+
+
+@st.composite
+def calls_and_spans(draw: st.DrawFn) -> tuple[list[tuple[int, int]], np.ndarray]:
+    bounds = sorted(draw(st.lists(st.integers(0, 200), max_size=8, unique=True)))
+    calls = list(zip(bounds[::2], bounds[1::2], strict=False))  # disjoint, in order
+    spans = draw(st.lists(st.tuples(st.integers(-5, 210), st.integers(-5, 210)), max_size=12))
+    return calls, np.array(spans, dtype=np.int64).reshape(-1, 2).T
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls_and_spans())
+def test_an_op_is_inside_the_calls_when_one_call_holds_its_start_and_its_end(
+    case: tuple[list[tuple[int, int]], np.ndarray],
+) -> None:
+    calls, spans = case
+    want = all(
+        any(start <= s <= e <= end for start, end in calls) for s, e in zip(spans[0], spans[1], strict=True)
+    )
+    assert measured._inside_calls(spans, calls) == want
