@@ -8,7 +8,8 @@ performance page gives for "where the time goes".
 
 (1) In one process, ``memprof.compare`` of the step (explained, ``time_budget=0``) with a timer
     around each phase: the explaining call, the step inside it (under the op tracker), every
-    profiler stop, every read of an event tree, the collections, the attribution; then the
+    profiler stop, the read of the measured calls' profile (one walk of its event tree) and of
+    the explaining call's event tree, the collections, the attribution; then the
     freeing of the last profile (torch's destructor), which the command line leaves to its exit,
     explained and ``--no-explain``.
 (2) The step alone, under a dispatch mode that does nothing (in the ``torch._dynamo.disable``
@@ -70,13 +71,14 @@ def phases(folder: str) -> dict[str, float]:
 
     import memprof
     from memprof import gcpause
-    from memprof.sources import explaining
+    from memprof.sources import explaining, live
     from memprof.sources.tracking import ops, tracker
 
     times: dict[str, float] = {}
     _timed(explaining, "explaining_call", "explaining call", times)
     _timed(explaining, "attribute", "attribution (both passes)", times)
-    _timed(tracker, "read_profile", "event-tree reads (both passes)", times)
+    _timed(live, "read_measured", "reading the measured calls' profile (one walk of its event tree)", times)
+    _timed(tracker, "read_profile", "the explaining call's event-tree read", times)
     _timed(profile, "__exit__", "profiler stops (both passes)", times)
     _timed(gc, "collect", "collections before the profiled calls", times)
     unprofiled = ops.Ops.unprofiled

@@ -60,17 +60,21 @@ _ptr = attrgetter("ptr")
 _scope_name = attrgetter("extra_fields.scope.name")
 
 
-def read_measured(prof: Any) -> tuple[RawProfile, ProfileRead]:
+def read_measured(prof: Any) -> tuple[RawProfile, ProfileRead | None]:
     """The raw profile and the host allocator's records (with addresses) and calls of a finished
     CPU-only session (``memprof.sources.profiling.memory_profile("cpu")``), its event tree
     walked once; the ops are read from the flat event list where the tree cannot prove them
-    synchronous."""
-    with gc_paused():
-        walk = _Walk()
-        walk.run(kineto_results(prof).experimental_event_tree())
-        read = walk.profile_read()
-        raw = walk.raw()
-        del walk
+    synchronous, and the records are left to the tree's own reader (None) where a node is not
+    what a CPU session's tree holds (a range named like the allocator's records)."""
+    try:
+        with gc_paused():
+            walk = _Walk()
+            walk.run(kineto_results(prof).experimental_event_tree())
+            read = walk.profile_read()
+            raw = walk.raw()
+            del walk
+    except (AttributeError, TypeError):
+        return raw_from_profiler(prof, device_type="CPU"), None
     if raw is None:
         return raw_from_profiler(prof, device_type="CPU"), read
     return_freed_memory()
