@@ -14,7 +14,8 @@ stopped (the flat list gives them the end thread 0). So the tree is read for the
 it can prove none of that: one thread, ops and allocator records only, no op of another kind
 than a torch op, a backward node or a ``record_function`` range other than RPC's, and every op
 inside a measured call (whose ``CALL_MARKER`` range ended). Otherwise the ops are read from the
-flat list, as before, and the tree still gives the records' addresses.
+flat list, as before, and the tree still gives the records' addresses. (The flat list also
+leaves out events a profiler marked hidden: torch marks none, only custom profilers do.)
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class _Walk:
                 stack += children
         self._flush_memory()
         self._flush_ops()
+        self.calls.sort()
 
     def _flush_memory(self) -> None:
         nodes, self._memory = self._memory, []
@@ -207,7 +209,7 @@ class _Walk:
         memory = self._parts(self._memory_parts)[:, ::-1]
         order = np.lexsort((memory[2], memory[0]))
         allocations = Allocations(time=memory[0][order], bytes=memory[1][order], ptr=memory[2][order])
-        return ProfileRead(allocations, [], [], sorted(self.calls))
+        return ProfileRead(allocations, [], [], list(self.calls))
 
     def raw(self) -> RawProfile | None:
         """The raw profile, as the flat list would give it; None when the walk cannot prove
