@@ -75,7 +75,7 @@ def phases(folder: str) -> dict[str, float]:
     from memprof.sources.tracking import ops, tracker
 
     times: dict[str, float] = {}
-    _timed(explaining, "explaining_call", "explaining call", times)
+    _timed(live, "explaining_call", "explaining call", times)  # as live.py calls it
     _timed(explaining, "attribute", "attribution (both passes)", times)
     _timed(live, "read_measured", "reading the measured calls' profile (one walk of its event tree)", times)
     _timed(tracker, "read_profile", "the explaining call's event-tree read", times)
