@@ -564,7 +564,7 @@ def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
     gpu_wrapper = _Node("graph_0_inductor_wrapper_call", 15, 17, gpu_kernel, device_side=True)
     gpu = _Node(CALL_MARKER, 15, 30, device_side=True)
     roots = [host, gpu, gpu_wrapper]
-    memory = tree._MemoryRecords(torch.device("cuda:0"))
+    memory = tree.MemoryRecords(torch.device("cuda:0"))
     calls: list[tuple[int, int]] = []
     tree._walk(roots, memory, calls)  # type: ignore[arg-type]
     assert calls == [(10, 20)]

@@ -43,9 +43,9 @@ ACCELERATOR_DEVICE_TYPES = frozenset({"CUDA", "PrivateUse1", "HIP", "XPU", "MTIA
 _BLOCK = 4096
 
 # Interned names with fixed codes: the memory records, the call marker, then the skipped names.
-MEMORY_CODE, CALL_CODE = 0, 1
-FIXED_NAMES = (MEMORY_NAME, CALL_MARKER, *sorted(_SKIPPED_NAMES - {MEMORY_NAME}))
-FIRST_OP_CODE = len(FIXED_NAMES)
+_MEMORY_CODE, CALL_CODE = 0, 1
+_FIXED_NAMES = (MEMORY_NAME, CALL_MARKER, *sorted(_SKIPPED_NAMES - {MEMORY_NAME}))
+FIRST_OP_CODE = len(_FIXED_NAMES)
 
 _device_value = attrgetter("value")
 
@@ -125,7 +125,7 @@ class NameCodes(dict[str, int]):
     @classmethod
     def fresh(cls) -> NameCodes:
         """The fixed names with their fixed codes, and no other."""
-        return cls((name, code) for code, name in enumerate(FIXED_NAMES))
+        return cls((name, code) for code, name in enumerate(_FIXED_NAMES))
 
     def __missing__(self, name: str) -> int:
         code = self[name] = len(self)
@@ -197,7 +197,7 @@ def _read(
             block = events[lo : lo + _BLOCK]
             names = map(reader.name, block)
             codes = np.fromiter(map(interner.__getitem__, names), dtype=np.int32, count=len(block))
-            _read_memory(reader, block, codes == MEMORY_CODE, wanted, index, columns)
+            _read_memory(reader, block, codes == _MEMORY_CODE, wanted, index, columns)
             _read_ops(reader, block, codes, cpu, columns)
             del block
             if owned:

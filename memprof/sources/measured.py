@@ -28,7 +28,7 @@ import numpy as np
 import torch  # noqa: TID253 - reads torch's profiler objects
 
 from memprof.gcpause import gc_paused
-from memprof.records import AUTOGRAD_NODE, Allocations, RawProfile
+from memprof.records import AUTOGRAD_NODE, RawProfile
 from memprof.sources.kineto import (
     CALL_CODE,
     FIRST_OP_CODE,
@@ -40,7 +40,7 @@ from memprof.sources.kineto import (
     raw_from_profiler,
     return_freed_memory,
 )
-from memprof.sources.tree import HOST_DEVICES, ProfileRead
+from memprof.sources.tree import MemoryRecords, ProfileRead, allocations_of
 
 # The kinds of op range that start and end on one thread, in one piece: torch's ops (FUNCTION),
 # autograd's nodes (BACKWARD_FUNCTION) and ``record_function`` ranges (USER_SCOPE; RPC's are
@@ -49,15 +49,10 @@ _SYNCHRONOUS_SCOPES = frozenset({"FUNCTION", "BACKWARD_FUNCTION", "USER_SCOPE"})
 _RPC_PREFIX = "rpc_"
 _BLOCK = 4096
 _TORCH_OP = torch._C._profiler._EventType.TorchOp
-_ALLOCATION = torch._C._profiler._EventType.Allocation
 
 _start = attrgetter("start_time_ns")
 _end = attrgetter("end_time_ns")
 _thread = attrgetter("start_tid")
-_extra_fields = attrgetter("extra_fields")
-_device = attrgetter("device")
-_alloc_size = attrgetter("alloc_size")
-_ptr = attrgetter("ptr")
 _scope_name = attrgetter("extra_fields.scope.name")
 
 
@@ -91,27 +86,26 @@ class _Walk:
         self.exact = True  # the ops read so far can stand for the flat list's
         self._ops: list[Any] = []
         self._names: list[str] = []
-        self._memory: list[Any] = []
+        self._records = MemoryRecords(torch.device("cpu"), threads=True)
         self._op_parts: list[np.ndarray] = []
-        self._memory_parts: list[np.ndarray] = []
         self._checked = 0  # codes below this were judged (their kind of node, whether to scope)
         self._scoped = np.zeros(0, dtype=bool)  # by code: its ranges' kinds are to be read
-        self._wanted: dict[torch.device, bool] = {}
         self.calls: list[tuple[int, int]] = []  # each call marker's (start, end)
 
     def run(self, roots: list[Any]) -> None:
         stack = roots[::-1]
         pop = stack.pop
-        keep_op, keep_name, keep_record = self._ops.append, self._names.append, self._memory.append
+        records = self._records
+        keep_op, keep_name, keep_record = self._ops.append, self._names.append, records.nodes.append
         memory, block = MEMORY_NAME, _BLOCK
         while stack:
             node = pop()
             name = node.name
-            if name == memory:
+            if name == memory:  # another kind of node named so fails at the records' fields
                 keep_record(node)
-                if len(self._memory) == block:
-                    self._flush_memory()
-                    keep_record = self._memory.append
+                if len(records.nodes) == block:
+                    records.flush()
+                    keep_record = records.nodes.append
                 continue
             keep_op(node)
             keep_name(name)
@@ -122,34 +116,9 @@ class _Walk:
             if children:
                 children.reverse()  # popped first to last: the tree's order
                 stack += children
-        self._flush_memory()
+        records.flush()
         self._flush_ops()
         self.calls.sort()
-
-    def _flush_memory(self) -> None:
-        nodes, self._memory = self._memory, []
-        if not nodes:
-            return
-        if not self._memory_parts and nodes[0].tag != _ALLOCATION:
-            self.exact = False  # a range named like the allocator's records
-        fields = list(map(_extra_fields, nodes))
-        devices = list(map(_device, fields))
-        wanted = self._wanted
-        for device in set(devices).difference(wanted):
-            wanted[device] = device.type in HOST_DEVICES
-            # Only CPU-device events are roots of the tree: an MKLDNN record made outside any
-            # op would be in the flat list alone.
-            self.exact &= device.type == "cpu" or not wanted[device]
-        keep = list(map(wanted.__getitem__, devices))
-        if not all(keep):
-            nodes, fields = list(compress(nodes, keep)), list(compress(fields, keep))
-        count = len(nodes)
-        part = np.empty((4, count), dtype=np.int64)
-        part[0] = np.fromiter(map(_start, nodes), dtype=np.int64, count=count)
-        part[1] = np.fromiter(map(_alloc_size, fields), dtype=np.int64, count=count)
-        part[2] = np.fromiter(map(_ptr, fields), dtype=np.int64, count=count)
-        part[3] = np.fromiter(map(_thread, nodes), dtype=np.int64, count=count)
-        self._memory_parts.append(part)
 
     def _flush_ops(self) -> None:
         nodes, names = self._ops, self._names
@@ -199,24 +168,21 @@ class _Walk:
             scoped[code] = not name.startswith(("aten::", AUTOGRAD_NODE))
         self._scoped, self._checked = scoped, total
 
-    def _parts(self, parts: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(parts, axis=1) if parts else np.zeros((4, 0), dtype=np.int64)
-
     def profile_read(self) -> ProfileRead:
         """The allocator records with addresses and the calls, as :func:`tree.read_profile`
-        gives them (records in time order, ties by address then in that walk's order, which
-        met the records last to first)."""
-        memory = self._parts(self._memory_parts)[:, ::-1]
-        order = np.lexsort((memory[2], memory[0]))
-        allocations = Allocations(time=memory[0][order], bytes=memory[1][order], ptr=memory[2][order])
-        return ProfileRead(allocations, [], [], list(self.calls))
+        gives them (that walk meets the records last to first)."""
+        return ProfileRead(allocations_of(self._records.rows()[:3, ::-1]), [], [], list(self.calls))
 
     def raw(self) -> RawProfile | None:
         """The raw profile, as the flat list would give it; None when the walk cannot prove
         that (see the module's docstring), or an op lies outside the measured calls."""
-        if not self.exact:
+        # Only CPU-device events are roots of the tree: an MKLDNN record made outside any op
+        # would be in the flat list alone.
+        host = [device.type for device, read in self._records.devices.items() if read]
+        if not self.exact or any(kind != "cpu" for kind in host):
             return None
-        ops, memory = self._parts(self._op_parts), self._parts(self._memory_parts)
+        memory = self._records.rows()
+        ops = np.concatenate(self._op_parts, axis=1) if self._op_parts else np.zeros((4, 0), dtype=np.int64)
         threads = np.concatenate([ops[3], memory[3]])
         if len(threads) and (threads != threads[0]).any():
             return None

@@ -58,7 +58,7 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     """One walk of the finished profile's event tree: the device's records with addresses, the
     calls, and (when asked) the backward ops and the compiled kernels."""
     roots = kineto_results(prof).experimental_event_tree()
-    memory = _MemoryRecords(torch.device(device))
+    memory = MemoryRecords(torch.device(device))
     calls: list[tuple[int, int]] = []
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
@@ -71,13 +71,16 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     return ProfileRead(memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls))
 
 
-class _MemoryRecords:
+class MemoryRecords:
     """The ``[memory]`` nodes met in a walk, read ``_MEMORY_BLOCK`` at a time (one accessor
-    over the whole block, ``map`` in C) into typed arrays: the device's records only."""
+    over the whole block, ``map`` in C) into typed arrays: the device's records only, as rows
+    (time, bytes, address, and with ``threads`` the thread that made each)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, *, threads: bool = False) -> None:
         self._device = device
+        self._threads = threads
         self.nodes: list[Any] = []
+        self.devices: dict[torch.device, bool] = {}  # each device met: whether its records are read
         self._parts: list[np.ndarray] = []
 
     def flush(self) -> None:
@@ -88,15 +91,19 @@ class _MemoryRecords:
         devices = list(map(_device, fields))
         # Each distinct device judged once: reading a device's type is a call into torch
         # (~0.8 us a record); hashing a device is not.
-        wanted = {device: self._wanted(device) for device in set(devices)}
+        wanted = self.devices
+        for device in set(devices).difference(wanted):
+            wanted[device] = self._wanted(device)
         keep = list(map(wanted.__getitem__, devices))
         if not all(keep):
             nodes, fields = list(compress(nodes, keep)), list(compress(fields, keep))
         count = len(nodes)
-        part = np.empty((3, count), dtype=np.int64)
+        part = np.empty((4 if self._threads else 3, count), dtype=np.int64)
         part[0] = np.fromiter(map(_start_time, nodes), dtype=np.int64, count=count)
         part[1] = np.fromiter(map(_alloc_size, fields), dtype=np.int64, count=count)
         part[2] = np.fromiter(map(_ptr, fields), dtype=np.int64, count=count)
+        if self._threads:
+            part[3] = np.fromiter(map(_thread, nodes), dtype=np.int64, count=count)
         self._parts.append(part)
         self.nodes = []
 
@@ -105,12 +112,23 @@ class _MemoryRecords:
             return device.type in HOST_DEVICES
         return device == self._device
 
-    def allocations(self) -> Allocations:
+    def rows(self) -> np.ndarray:
+        """The records read, in the order the walk met them."""
         self.flush()
-        array = np.concatenate(self._parts, axis=1) if self._parts else np.zeros((3, 0), dtype=np.int64)
-        # The walk visits records depth first, backwards: time order, ties by address for stability.
-        order = np.lexsort((array[2], array[0]))
-        return Allocations(time=array[0][order], bytes=array[1][order], ptr=array[2][order])
+        if self._parts:
+            return np.concatenate(self._parts, axis=1)
+        return np.zeros((4 if self._threads else 3, 0), dtype=np.int64)
+
+    def allocations(self) -> Allocations:
+        """The records in time order, ties by address, then as met (this module's walks meet
+        them depth first, backwards: last to first)."""
+        return allocations_of(self.rows())
+
+
+def allocations_of(rows: np.ndarray) -> Allocations:
+    """Records (rows: time, bytes, address) in time order, ties by address then as given."""
+    order = np.lexsort((rows[2], rows[0]))
+    return Allocations(time=rows[0][order], bytes=rows[1][order], ptr=rows[2][order])
 
 
 _MEMORY_NODE = "[memory]"
@@ -120,9 +138,10 @@ _device = attrgetter("device")
 _start_time = attrgetter("start_time_ns")
 _alloc_size = attrgetter("alloc_size")
 _ptr = attrgetter("ptr")
+_thread = attrgetter("start_tid")
 
 
-def _walk(roots: list[Any], memory: _MemoryRecords, calls: list[tuple[int, int]]) -> None:
+def _walk(roots: list[Any], memory: MemoryRecords, calls: list[tuple[int, int]]) -> None:
     """Depth first, the ``[memory]`` nodes and the call markers only (the measured calls'
     pass: no context to carry, so a node is all the stack holds)."""
     stack = list(roots)
@@ -159,7 +178,7 @@ _RESTORE = "\x00restore"  # no profiler event is named so
 
 def _walk_with_context(
     roots: list[Any],
-    memory: _MemoryRecords,
+    memory: MemoryRecords,
     calls: list[tuple[int, int]],
     backward: list[tuple[str, int, int, int]] | None,
     found: list[tuple[int, str, int, int, int]] | None,
