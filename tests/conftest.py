@@ -154,7 +154,7 @@ def make_compare_report() -> Report:
             op_names=("cpp_fused_abs_sub_0",),
             op_at=(-1, 0, -1),
         ),
-        notes=("1 block(s) allocated before profiling were freed during it",),
+        notes=("blocks allocated before profiling were freed during it",),
     )
     return build_report(
         target="tests.workload:sub_abs",

@@ -123,3 +123,23 @@ def test_the_api_keeps_what_was_hidden_with_the_run(make_module) -> None:
     report = memprof.compare(f"{make_module(NOISY)}:noisy", time_budget=0, device="cpu")
     # 3 records in each call: the warm-up, the profiled and the explaining call.
     assert report.runs["eager"].torch_messages == (("Graph break from `Tensor.item()`", 9),)
+
+
+def test_the_unknown_block_warning_is_one_note_without_a_count(capfd: pytest.CaptureFixture[str]) -> None:
+    """torch's CPU reporter warns once per thousand frees of blocks it never saw allocated, in
+    the whole process: its lines say that such frees happened, not how many. Its other lines
+    are passed on."""
+    from memprof.sources.profiling import UNKNOWN_BLOCKS, quiet_profiler_stderr
+
+    warning = (
+        "[W1127 03:52:25.962557302 CPUAllocator.cpp:245] Memory block of unknown size was allocated "
+        "before the profiling started, profiler results will not include the deallocation event\n"
+    )
+    notes: list[str] = []
+    with quiet_profiler_stderr(notes):
+        os.write(2, (warning * 2 + "something else\n").encode())
+    assert notes == [
+        f"{UNKNOWN_BLOCKS}; those frees are not in the records, so the live bytes never dip below the start"
+    ]
+    assert not any(char.isdigit() for char in notes[0])
+    assert capfd.readouterr().err == "something else\n"

@@ -45,6 +45,7 @@ from memprof.sources.measured import read_measured
 from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.profiling import (
+    UNKNOWN_BLOCKS,
     cuda_counters_after,
     cuda_counters_before,
     cuda_device,
@@ -466,17 +467,13 @@ def block_run(
     return _assemble(measured, _Warm(fn=lambda: None), inputs, options, Timed(()), heard)
 
 
-_UNKNOWN_BLOCKS = "block(s) allocated before profiling were freed during it"
-
-
 def _reworded(note: str, explained: Attribution | None) -> str:
-    """torch's "memory block of unknown size" count, said as what it means for the run: the
+    """torch's "memory block of unknown size" warning, said as what it means for the run: the
     tracked state's frees are counted in explained runs."""
-    count, _, rest = note.partition(" ")
-    if explained is None or not rest.startswith(_UNKNOWN_BLOCKS):
+    if explained is None or not note.startswith(UNKNOWN_BLOCKS):
         return note
     return (
-        f"{count} {_UNKNOWN_BLOCKS} without a record of the free; memprof counts the frees of the "
+        f"{UNKNOWN_BLOCKS} without a record of the free; memprof counts the frees of the "
         "arguments', model's and optimizer's tensors (and of tensors held by the target's module), "
         "not of others"
     )

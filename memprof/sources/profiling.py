@@ -18,6 +18,8 @@ import torch  # noqa: TID253 - a live source's helpers, like sources/live.py
 
 from memprof.sources.options import StatusFn
 
+UNKNOWN_BLOCKS = "blocks allocated before profiling were freed during it"
+
 
 @contextlib.contextmanager
 def quiet_profiler_stderr(notes: list[str]) -> Iterator[None]:
@@ -39,18 +41,20 @@ def quiet_profiler_stderr(notes: list[str]) -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            unknown_blocks = 0
+            unknown_blocks = False
             for line in sink.read().decode("utf-8", "replace").splitlines(keepends=True):
                 if line.startswith("USDT:") or "SyncActivityProfilerHandler" in line:
                     continue
                 if "Memory block of unknown size was allocated before the profiling started" in line:
-                    unknown_blocks += 1
+                    unknown_blocks = True
                     continue
                 sys.stderr.write(line)
             if unknown_blocks:
+                # torch's CPU reporter warns once per thousand such frees in the whole process:
+                # the lines say that some were freed, not how many.
                 notes.append(
-                    f"{unknown_blocks} block(s) allocated before profiling were freed during it; "
-                    "those frees are not in the records, so the live bytes never dip below the start"
+                    f"{UNKNOWN_BLOCKS}; those frees are not in the records, so the live bytes "
+                    "never dip below the start"
                 )
 
 
