@@ -569,6 +569,6 @@ def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
     tree._walk(roots, memory, calls)  # type: ignore[arg-type]
     assert calls == [(10, 20)]
     calls, found = [], []
-    tree._walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]
+    tree.walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]
     assert calls == [(10, 20)]
     assert found == [(0, "triton_poi_fused_add_0", 12, 13, 0)]

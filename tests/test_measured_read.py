@@ -18,12 +18,12 @@ from torch.autograd.profiler import record_function
 
 import memprof
 from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources import live, measured
+from memprof.sources import block, live, measured
 from memprof.sources.kineto import kineto_results, raw_from_profiler
 from memprof.sources.measured import read_measured
 from memprof.sources.profiling import memory_profile
 from memprof.sources.tracking import tracker
-from memprof.sources.tree import ProfileRead, read_profile
+from memprof.sources.tree import ProfileRead, backward_table, read_profile
 
 
 def profiled(fn: Callable[..., Any], *args: Any, calls: int = 1) -> Any:
@@ -189,3 +189,72 @@ def test_an_op_is_inside_the_calls_when_one_call_holds_its_start_and_its_end(
         any(start <= s <= e <= end for start, end in calls) for s, e in zip(spans[0], spans[1], strict=True)
     )
     assert measured._inside_calls(spans, calls) == want
+
+
+def test_backward_ops_are_read_in_the_same_walk() -> None:
+    """Carrying autograd's context, the one walk also gives the ops autograd ran, as the tree
+    reader reads them for the op tracker (which does not see backward itself)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    optimizer = torch.optim.AdamW(model.parameters())
+    prof = profiled(training_step, model, optimizer, torch.randn(16, 32), calls=2)
+    got = read_measured(prof, backward_ops=True)
+    assert_same(got, prof)
+    read = got[1]
+    assert read is not None and read.with_backward
+    want = read_profile(prof, "cpu", backward_ops=True)
+    assert len(read.backward) == len(want.backward) > 10
+    table, nodes = backward_table(read.backward)
+    want_table, want_nodes = backward_table(want.backward)
+    assert table.names == want_table.names and np.array_equal(nodes, want_nodes)
+    for column in ("t0", "t1", "name"):
+        assert np.array_equal(getattr(table, column), getattr(want_table, column)), column
+    assert not read_measured(prof)[1].with_backward  # type: ignore[union-attr]
+
+
+def without_timings(report: memprof.Report) -> Any:
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: strip(item) for key, item in value.items() if not _timing(key)}
+        if isinstance(value, list):
+            return [strip(item) for item in value]
+        return value
+
+    return strip(report.to_dict())
+
+
+def _timing(key: str) -> bool:
+    return key.endswith(("_us", "_ms", "_seconds")) or key in {"wall_ms_all", "t_ns", "created"}
+
+
+def test_an_explained_block_on_the_cpu_reads_its_profile_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memprof.track`` explains its one pass from one walk of the event tree (neither the flat
+    list nor the tracker's own walk), with the report of the two reads."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(512, 32)  # a peak in backward, with what backward's ops made live at it
+    training_step(model, optimizer, x)
+
+    def tracked() -> memprof.Report:
+        with memprof.track(model=model, optimizer=optimizer) as t:
+            training_step(model, optimizer, x)
+        return t.report
+
+    # The gradients each block frees were made in the block before it, under the profiler (whose
+    # reporter records the frees only of blocks it saw allocated): so both blocks compared are.
+    tracked()
+    with monkeypatch.context() as patched:  # as before: the flat list, then the tracker's walk
+        patched.setattr(block, "read_measured", lambda prof, **_: (raw_from_profiler(prof), None))
+        two_reads = tracked()
+
+    def unused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the profile was read again")
+
+    monkeypatch.setattr(block, "raw_from_profiler", unused)
+    monkeypatch.setattr(tracker, "read_profile", unused)
+    once = tracked()
+    run = once.runs["block"] if "block" in once.runs else next(iter(once.runs.values()))
+    assert run.at_peak is not None
+    assert any(entry.phase == "backward" and entry.op for entry in run.at_peak.entries)
+    assert without_timings(once) == without_timings(two_reads)

@@ -51,6 +51,7 @@ from memprof.sources.failures import first_line
 from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.live import block_run
 from memprof.sources.mapped import mapped_files
+from memprof.sources.measured import read_measured
 from memprof.sources.noise import hidden_torch_messages
 from memprof.sources.options import RunOptions
 from memprof.sources.profiling import (
@@ -64,6 +65,7 @@ from memprof.sources.profiling import (
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import Tracker
+from memprof.sources.tree import ProfileRead
 
 DISPATCH_RANGE = "PythonDispatchMode"
 """The profiler's range around a ``TorchDispatchMode``'s handling of an op."""
@@ -137,7 +139,8 @@ class Block:
                 self._history = stack.enter_context(recorded(options.device))
             self._prof = stack.enter_context(memory_profile(options.device))
             marker = record_function(CALL_MARKER)
-            marker.__enter__()
+            with self._untracked():
+                marker.__enter__()
         except BaseException:
             stack.close()
             raise
@@ -166,13 +169,21 @@ class Block:
             self.inputs = Inputs(source="python")
         return tracker
 
+    def _untracked(self) -> contextlib.AbstractContextManager[None]:
+        """The op tracker's dispatch mode off: the call's range is opened and closed as the
+        profiler alone sees it (under the mode, a range of the mode's would straddle its start
+        and its end, which the event tree cannot tell from a range still open at the stop)."""
+        ops = self._tracker.ops if self._tracker is not None else None
+        return contextlib.nullcontext() if ops is None else ops.off()
+
     def _finish(self) -> float:
         """Stop the profiler and the tracker; the block's wall time (ms)."""
         wall_ms = (time.perf_counter() - self._started) * 1e3
         try:
             with contextlib.suppress(RuntimeError):  # a failed CUDA call is the code's failure
                 sync(self.options.device)
-            self._marker.__exit__(None, None, None)
+            with self._untracked():
+                self._marker.__exit__(None, None, None)
             settle_other_threads()
         finally:
             self._marker = None
@@ -198,12 +209,8 @@ class Block:
         cuda = options.device.startswith("cuda")
         if cuda:
             self._counters.update(cuda_counters_after(options.device))
-        raw = raw_from_profiler(
-            self._prof,
-            device_type="CUDA" if cuda else "CPU",
-            device_index=torch.device(options.device).index if cuda else None,
-        )
-        facts, explained = self._explained(raw)
+        raw, read = self._read()
+        facts, explained = self._explained(raw, read)
         if failure is not None:
             self._notes.append(
                 f"the block raised {first_line(failure)}: the numbers cover it up to the failure"
@@ -222,15 +229,30 @@ class Block:
             heard=self._heard,
         )
 
-    def _explained(self, raw: RawProfile) -> tuple[TrackedFacts | None, Attribution | None]:
+    def _read(self) -> tuple[RawProfile, ProfileRead | None]:
+        """The pass's raw profile and, where one walk of the event tree gives both (a tracked
+        pass on the CPU), what the tracker reads from the profile: the records with their
+        addresses, the calls and backward's ops (:func:`memprof.sources.measured.read_measured`)."""
+        device = self.options.device
+        if device.startswith("cuda"):
+            index = torch.device(device).index
+            return raw_from_profiler(self._prof, device_type="CUDA", device_index=index), None
+        if self._tracker is None:
+            return raw_from_profiler(self._prof, device_type="CPU"), None
+        return read_measured(self._prof, backward_ops=self._tracker.backward_from_profile)
+
+    def _explained(
+        self, raw: RawProfile, read: ProfileRead | None
+    ) -> tuple[TrackedFacts | None, Attribution | None]:
         """What the tracker saw, and the pass's numbers with (``explain``) what is live at its
-        peak; (None, None) with a note when that fails (the numbers are the records' then)."""
+        peak; (None, None) with a note when that fails (the numbers are the records' then).
+        ``read``: what the tracker reads from the profile, already read."""
         if self._tracker is None:
             return None, None
         cuda = self.options.device.startswith("cuda")
         complete = completion(self._prof, self.options.device, self._history) if cuda else None
         try:
-            facts = self._tracker.facts(self._prof, complete=complete)
+            facts = self._tracker.facts(self._prof, complete=complete, read=read)
             return facts, attribute(raw, facts, warm=False, explain=self.options.explain)
         except Exception as error:
             self._notes.append(

@@ -1,6 +1,7 @@
-"""Read the measured calls' profile of a CPU session in one walk of its event tree: the ops and
-allocator records the analysis counts (what :mod:`memprof.sources.kineto` reads from the flat
-event list) together with each record's address (what :mod:`memprof.sources.tree` reads).
+"""Read the measured calls' profile of a CPU session (or a block's: :mod:`memprof.sources.block`)
+in one walk of its event tree: the ops and allocator records the analysis counts (what
+:mod:`memprof.sources.kineto` reads from the flat event list) together with each record's
+address and, where asked, backward's ops (what :mod:`memprof.sources.tree` reads).
 
 Reading both the flat list and the tree paid for every event twice: torch builds a C++ copy of
 each event for ``events()`` and a Python object for each tree node, and most of either read is
@@ -40,7 +41,7 @@ from memprof.sources.kineto import (
     raw_from_profiler,
     return_freed_memory,
 )
-from memprof.sources.tree import MemoryRecords, ProfileRead, allocations_of
+from memprof.sources.tree import MemoryRecords, ProfileRead, allocations_of, walk_with_context
 
 # The kinds of op range that start and end on one thread, in one piece: torch's ops (FUNCTION),
 # autograd's nodes (BACKWARD_FUNCTION) and ``record_function`` ranges (USER_SCOPE; RPC's are
@@ -56,16 +57,23 @@ _thread = attrgetter("start_tid")
 _scope_name = attrgetter("extra_fields.scope.name")
 
 
-def read_measured(prof: Any) -> tuple[RawProfile, ProfileRead | None]:
+def read_measured(prof: Any, *, backward_ops: bool = False) -> tuple[RawProfile, ProfileRead | None]:
     """The raw profile and the host allocator's records (with addresses) and calls of a finished
     CPU-only session (``memprof.sources.profiling.memory_profile("cpu")``), its event tree
     walked once; the ops are read from the flat event list where the tree cannot prove them
     synchronous, and the records are left to the tree's own reader (None) where a node is not
-    what a CPU session's tree holds (a range named like the allocator's records)."""
+    what a CPU session's tree holds (a range named like the allocator's records).
+    ``backward_ops``: the ops autograd ran are read in the same walk (what the op tracker reads
+    from the profile where it does not see backward itself)."""
     try:
         with gc_paused():
             walk = _Walk()
-            walk.run(kineto_results(prof).experimental_event_tree())
+            roots = kineto_results(prof).experimental_event_tree()
+            if backward_ops:
+                walk.run_with_backward(roots)
+            else:
+                walk.run(roots)
+            del roots
             read = walk.profile_read()
             raw = walk.raw()
             del walk
@@ -91,6 +99,7 @@ class _Walk:
         self._checked = 0  # codes below this were judged (their kind of node, whether to scope)
         self._scoped = np.zeros(0, dtype=bool)  # by code: its ranges' kinds are to be read
         self.calls: list[tuple[int, int]] = []  # each call marker's (start, end)
+        self.backward: list[tuple[str, int, int, int]] | None = None  # read by run_with_backward
 
     def run(self, roots: list[Any]) -> None:
         stack = roots[::-1]
@@ -119,6 +128,21 @@ class _Walk:
         records.flush()
         self._flush_ops()
         self.calls.sort()
+
+    def run_with_backward(self, roots: list[Any]) -> None:
+        """The walk of :meth:`run`, carrying autograd's context (:func:`tree.walk_with_context`):
+        backward's ops are read too."""
+        self.backward = []
+        walk_with_context(roots, self._records, [], self.backward, None, every=self._keep)
+        self._records.flush()
+        self._flush_ops()
+        self.calls.sort()
+
+    def _keep(self, node: Any, name: str) -> None:
+        self._ops.append(node)
+        self._names.append(name)
+        if len(self._ops) == _BLOCK:
+            self._flush_ops()
 
     def _flush_ops(self) -> None:
         nodes, names = self._ops, self._names
@@ -171,7 +195,9 @@ class _Walk:
     def profile_read(self) -> ProfileRead:
         """The allocator records with addresses and the calls, as :func:`tree.read_profile`
         gives them (that walk meets the records last to first)."""
-        return ProfileRead(allocations_of(self._records.rows()[:3, ::-1]), [], [], list(self.calls))
+        allocations = allocations_of(self._records.rows()[:3, ::-1])
+        backward, read = self.backward or [], self.backward is not None
+        return ProfileRead(allocations, backward, [], list(self.calls), with_backward=read)
 
     def raw(self) -> RawProfile | None:
         """The raw profile, as the flat list would give it; None when the walk cannot prove

@@ -16,6 +16,7 @@ once on the host and once as the span of its kernels on the GPU, which is not a 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -39,12 +40,14 @@ class ProfileRead:
     """What the profile's event tree holds beyond the flat event list: the allocator records
     with addresses; the ops autograd ran (name, start, end, autograd node number; -1 for
     AccumulateGrad); the kernels of compiled code (wrapper call, name, start, end, phase); the
-    measured calls' (start, end)."""
+    measured calls' (start, end). ``with_backward``: backward's ops were read (an empty list
+    then means there were none)."""
 
     allocations: Allocations
     backward: list[tuple[str, int, int, int]]
     kernels: list[tuple[int, str, int, int, int]]
     calls: list[tuple[int, int]]
+    with_backward: bool = False
 
 
 def read_calls(prof: Any, device: str = "cpu") -> tuple[Allocations, list[tuple[int, int]]]:
@@ -63,12 +66,14 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
     if backward_ops or kernels:
-        _walk_with_context(
+        walk_with_context(
             roots, memory, calls, backward if backward_ops else None, found if kernels else None
         )
     else:
         _walk(roots, memory, calls)
-    return ProfileRead(memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls))
+    return ProfileRead(
+        memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls), backward_ops
+    )
 
 
 class MemoryRecords:
@@ -176,20 +181,23 @@ class _Restore:
 _RESTORE = "\x00restore"  # no profiler event is named so
 
 
-def _walk_with_context(
+def walk_with_context(
     roots: list[Any],
     memory: MemoryRecords,
     calls: list[tuple[int, int]],
     backward: list[tuple[str, int, int, int]] | None,
     found: list[tuple[int, str, int, int, int]] | None,
+    every: Callable[[Any, str], object] | None = None,
 ) -> None:
     """Depth first, carrying a context: the autograd node's number (None outside backward),
     whether inside a backward op already, and the Inductor wrapper call whose kernels are the
     children (-1 if none). ``backward`` collects the ops autograd ran (name, start, end,
     node number), ``found`` the kernels of compiled code (wrapper call, name, start, end,
     phase); None: not wanted. A node that changes the context leaves a :class:`_Restore`
-    under its children, so that the stack holds nodes alone, not (node, context) tuples."""
-    stack = list(roots)
+    under its children, so that the stack holds nodes alone, not (node, context) tuples.
+    ``every`` is given each node but the records, with its name, in the tree's order (a node's
+    children first to last; without it they are walked last to first)."""
+    stack = list(roots) if every is None else roots[::-1]
     pop = stack.pop
     keep = memory.nodes.append
     memory_node, call_marker, block, restore = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, _RESTORE
@@ -209,6 +217,8 @@ def _walk_with_context(
         if name is restore:
             sequence, inside, wrapper = node.context
             continue
+        if every is not None:
+            every(node, name)
         before = None  # the context of the node's siblings, when the node changes it
         if (
             name == call_marker or wrapper >= 0 or name.endswith(_WRAPPER_SUFFIX)
@@ -232,11 +242,12 @@ def _walk_with_context(
             else:
                 wrappers += 1
                 wrapper = wrappers
-        if before is None:
-            stack += node.children
-            continue
         children = node.children
-        if children:
+        if every is not None and children:
+            children.reverse()  # popped first to last
+        if before is None:
+            stack += children
+        elif children:
             stack.append(_Restore(before))
             stack += children
         else:
@@ -249,7 +260,8 @@ def int_array(values: list[int]) -> np.ndarray:
 
 def backward_table(backward: list[tuple[str, int, int, int]]) -> tuple[TrackedOps, np.ndarray]:
     """Backward ops read from the profile as an op table in order of end, and their nodes' numbers."""
-    ops = sorted(backward, key=lambda op: op[2])
+    # By end, ties by start, name and node: the same table whichever way the tree was walked.
+    ops = sorted(backward, key=lambda op: (op[2], op[1], op[0], op[3]))
     names = sorted({op[0] for op in ops})
     code = {name: i for i, name in enumerate(names)}
     count = len(ops)

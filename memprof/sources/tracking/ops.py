@@ -346,6 +346,18 @@ class Ops:
             torch.autograd._enable_record_function(True)
 
     @contextlib.contextmanager
+    def off(self) -> Iterator[None]:
+        """The mode off while inside, where it is the innermost one (its own work: the range
+        that marks a block's call is opened and closed without the mode around it)."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+        if _get_current_dispatch_mode() is not self.mode:
+            yield
+            return
+        with _pop_mode_temporarily():
+            yield
+
+    @contextlib.contextmanager
     def _profiled_ops(self) -> Iterator[None]:
         """Backward's ops recorded by the profiler again, inside :meth:`unprofiled`."""
         if not self._ops_unprofiled:

@@ -119,6 +119,12 @@ class Tracker:
 
     # ---- the result ---------------------------------------------------------------------------
 
+    @property
+    def backward_from_profile(self) -> bool:
+        """Whether backward's ops are to be read from the profile (the op tracker does not see
+        them: :meth:`memprof.sources.tracking.ops.Ops.enter`)."""
+        return self.ops is not None and self.ops.backward_from_profile
+
     def facts(
         self,
         prof: Any,
@@ -131,10 +137,10 @@ class Tracker:
         lines and modules each kernel computes. ``complete`` is given the records read from the
         event tree and may return all of them (:mod:`memprof.sources.allocator_history`: on
         CUDA the tree lacks some); None keeps the tree's. ``read``: the profile's records and
-        calls already read (:func:`memprof.sources.measured.read_measured`), used where neither
-        backward's ops nor compiled kernels are to be read from the profile."""
-        from_profile = self.ops is not None and self.ops.backward_from_profile
-        if read is None or from_profile or compiled is not None:
+        calls already read (:func:`memprof.sources.measured.read_measured`), used unless compiled
+        kernels, or backward's ops it did not read, are to be read from the profile."""
+        from_profile = self.backward_from_profile
+        if read is None or (from_profile and not read.with_backward) or compiled is not None:
             read = read_profile(prof, self._device, backward_ops=from_profile, kernels=compiled is not None)
         completed = complete(read.allocations) if complete is not None else None
         if completed is not None:
