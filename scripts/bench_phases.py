@@ -71,13 +71,15 @@ def phases(folder: str) -> dict[str, float]:
 
     import memprof
     from memprof import gcpause
-    from memprof.sources import explaining, live
+    from memprof.sources import explaining, live, measured
     from memprof.sources.tracking import ops, tracker
 
     times: dict[str, float] = {}
     _timed(live, "explaining_call", "explaining call", times)  # as live.py calls it
     _timed(explaining, "attribute", "attribution (both passes)", times)
-    _timed(live, "read_measured", "reading the measured calls' profile (one walk of its event tree)", times)
+    _timed(
+        measured, "read_measured", "reading the measured calls' profile (one walk of its event tree)", times
+    )
     _timed(tracker, "read_profile", "the explaining call's event-tree read", times)
     _timed(profile, "__exit__", "profiler stops (both passes)", times)
     _timed(gc, "collect", "collections before the profiled calls", times)

@@ -18,7 +18,7 @@ from torch.autograd.profiler import record_function
 
 import memprof
 from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources import block, live, measured
+from memprof.sources import measured
 from memprof.sources.kineto import kineto_results, raw_from_profiler
 from memprof.sources.measured import read_measured
 from memprof.sources.profiling import memory_profile
@@ -155,16 +155,18 @@ def test_an_eager_cpu_run_reads_its_profile_once(monkeypatch: pytest.MonkeyPatch
     """Neither the flat list nor a second walk of the tree: the measured calls' numbers and
     their explanation come from one walk, and they are those of the two reads."""
     with monkeypatch.context() as patched:  # as before: the flat list, then the tree
-        patched.setattr(live, "read_measured", lambda prof: (raw_from_profiler(prof), None))
+        patched.setattr(measured, "read_measured", lambda prof, **_: (raw_from_profiler(prof), None))
         two_reads = memprof.profile(step, 1024, device="cpu", time_budget=0, explain=False).runs["eager"]
 
     def unused(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the profile was read again")
 
     walks: list[Any] = []
-    monkeypatch.setattr(live, "raw_from_profiler", unused)
+    monkeypatch.setattr(measured, "raw_from_profiler", unused)
     monkeypatch.setattr(tracker, "read_profile", unused)
-    monkeypatch.setattr(live, "read_measured", lambda prof: walks.append(prof) or read_measured(prof))
+    monkeypatch.setattr(
+        measured, "read_measured", lambda prof, **kw: walks.append(prof) or read_measured(prof, **kw)
+    )
     once = memprof.profile(step, 1024, device="cpu", time_budget=0, explain=False).runs["eager"]
     assert len(walks) == 1
     assert once.peak_bytes == two_reads.peak_bytes >= 2 * 1024 * 256 * 4
@@ -245,13 +247,12 @@ def test_an_explained_block_on_the_cpu_reads_its_profile_once(monkeypatch: pytes
     # reporter records the frees only of blocks it saw allocated): so both blocks compared are.
     tracked()
     with monkeypatch.context() as patched:  # as before: the flat list, then the tracker's walk
-        patched.setattr(block, "read_measured", lambda prof, **_: (raw_from_profiler(prof), None))
+        patched.setattr(measured, "read_measured", lambda prof, **_: (raw_from_profiler(prof), None))
         two_reads = tracked()
 
     def unused(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the profile was read again")
 
-    monkeypatch.setattr(block, "raw_from_profiler", unused)
     monkeypatch.setattr(measured, "raw_from_profiler", unused)  # the tree proves every op synchronous
     monkeypatch.setattr(tracker, "read_profile", unused)
     once = tracked()

@@ -36,7 +36,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import torch  # noqa: TID253 - a live source, like sources/live.py
 from torch.profiler import record_function  # noqa: TID253
 
 from memprof.analysis.attribution import Attribution, attribute
@@ -48,10 +47,9 @@ from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
 from memprof.sources.allocator_history import History, recorded
 from memprof.sources.explaining import completion
 from memprof.sources.failures import first_line
-from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.live import block_run
 from memprof.sources.mapped import mapped_files
-from memprof.sources.measured import read_measured
+from memprof.sources.measured import read_session
 from memprof.sources.noise import hidden_torch_messages
 from memprof.sources.options import RunOptions
 from memprof.sources.profiling import (
@@ -209,7 +207,7 @@ class Block:
         cuda = options.device.startswith("cuda")
         if cuda:
             self._counters.update(cuda_counters_after(options.device))
-        raw, read = self._read()
+        raw, read = read_session(self._prof, options.device, self._tracker)
         facts, explained = self._explained(raw, read)
         if failure is not None:
             self._notes.append(
@@ -228,18 +226,6 @@ class Block:
             mapped=self._mapped,
             heard=self._heard,
         )
-
-    def _read(self) -> tuple[RawProfile, ProfileRead | None]:
-        """The pass's raw profile and, where one walk of the event tree gives both (a tracked
-        pass on the CPU), what the tracker reads from the profile: the records with their
-        addresses, the calls and backward's ops (:func:`memprof.sources.measured.read_measured`)."""
-        device = self.options.device
-        if device.startswith("cuda"):
-            index = torch.device(device).index
-            return raw_from_profiler(self._prof, device_type="CUDA", device_index=index), None
-        if self._tracker is None:
-            return raw_from_profiler(self._prof, device_type="CPU"), None
-        return read_measured(self._prof, backward_ops=self._tracker.backward_from_profile)
 
     def _explained(
         self, raw: RawProfile, read: ProfileRead | None

@@ -39,9 +39,8 @@ from memprof.pipeline import Recording, run_of
 from memprof.records import CALL_MARKER, RawProfile
 from memprof.sources.explaining import Explaining, explaining_call
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
-from memprof.sources.kineto import raw_from_profiler
 from memprof.sources.mapped import mapped_files
-from memprof.sources.measured import read_measured
+from memprof.sources.measured import read_session
 from memprof.sources.noise import Heard, hidden_torch_messages
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.profiling import (
@@ -59,7 +58,6 @@ from memprof.sources.profiling import (
 from memprof.sources.settle import settle_other_threads
 from memprof.sources.target import Inputs, restore_import_path
 from memprof.sources.timing import Timed, time_calls, timed_once
-from memprof.sources.tree import ProfileRead
 
 
 def resolve_device(spec: str | None) -> str:
@@ -374,7 +372,7 @@ def _profile_calls(
     del result  # after the profile: the last output counts in net_bytes, its free is not recorded
     if cuda:
         counters.update(cuda_counters_after(options.device))
-    raw, read = _read_profile(prof, options, tracked=tracker is not None)
+    raw, read = read_session(prof, options.device, tracker, compiled=options.mode == "compile")
     if failure is not None:
         numbers = analyze(raw).numbers
         raise failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options, numbers.net_bytes)
@@ -395,17 +393,6 @@ def _profile_calls(
     if not later:  # no explaining call follows, which must not find this profile alive
         hold_to_end(prof)
     return _Measured(label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes)
-
-
-def _read_profile(prof: Any, options: RunOptions, tracked: bool) -> tuple[RawProfile, ProfileRead | None]:
-    """The measured calls' raw profile, and (where the event tree gives both in one read: an
-    eager run on the CPU whose program state was tracked) their records with addresses."""
-    if options.device.startswith("cuda"):
-        index = int(options.device.split(":")[1])
-        return raw_from_profiler(prof, device_type="CUDA", device_index=index), None
-    if not tracked or options.mode == "compile":  # a compiled run's tree is read with its kernels
-        return raw_from_profiler(prof), None
-    return read_measured(prof)
 
 
 def _assemble(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from itertools import compress
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch  # noqa: TID253 - reads torch's profiler objects
@@ -43,6 +43,9 @@ from memprof.sources.kineto import (
 )
 from memprof.sources.tree import MemoryRecords, ProfileRead, allocations_of, walk_with_context
 
+if TYPE_CHECKING:
+    from memprof.sources.tracking import Tracker
+
 # The kinds of op range that start and end on one thread, in one piece: torch's ops (FUNCTION),
 # autograd's nodes (BACKWARD_FUNCTION) and ``record_function`` ranges (USER_SCOPE; RPC's are
 # told by their names).
@@ -55,6 +58,22 @@ _start = attrgetter("start_time_ns")
 _end = attrgetter("end_time_ns")
 _thread = attrgetter("start_tid")
 _scope_name = attrgetter("extra_fields.scope.name")
+
+
+def read_session(
+    prof: Any, device: str, tracker: Tracker | None, *, compiled: bool = False
+) -> tuple[RawProfile, ProfileRead | None]:
+    """The raw profile of a finished session of ``device`` (measured calls or a block) and,
+    where one walk of its event tree gives them too, what its ``tracker`` reads from the
+    profile (:meth:`Tracker.facts` takes it as ``read``): an eager, tracked session on the CPU.
+    CUDA sessions, untracked ones and compiled runs (whose tree is read with its kernels) read
+    torch's flat event list, the tracker its tree."""
+    if device.startswith("cuda"):
+        index = torch.device(device).index
+        return raw_from_profiler(prof, device_type="CUDA", device_index=index), None
+    if tracker is None or compiled:
+        return raw_from_profiler(prof, device_type="CPU"), None
+    return read_measured(prof, backward_ops=tracker.backward_from_profile)
 
 
 def read_measured(prof: Any, *, backward_ops: bool = False) -> tuple[RawProfile, ProfileRead | None]:

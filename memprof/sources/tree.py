@@ -72,7 +72,11 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     else:
         _walk(roots, memory, calls)
     return ProfileRead(
-        memory.allocations(), backward, sorted(found, key=lambda k: k[3]), sorted(calls), backward_ops
+        memory.allocations(),
+        backward,
+        sorted(found, key=lambda k: k[3]),
+        sorted(calls),
+        with_backward=backward_ops,
     )
 
 
@@ -196,7 +200,8 @@ def walk_with_context(
     phase); None: not wanted. A node that changes the context leaves a :class:`_Restore`
     under its children, so that the stack holds nodes alone, not (node, context) tuples.
     ``every`` is given each node but the records, with its name, in the tree's order (a node's
-    children first to last; without it they are walked last to first)."""
+    children first to last, which also numbers the wrapper calls first to last; without it they
+    are walked last to first)."""
     stack = list(roots) if every is None else roots[::-1]
     pop = stack.pop
     keep = memory.nodes.append
