@@ -31,6 +31,8 @@ def estimate(
     warmup: int = 1,
     status: StatusFn | None = None,
     reserve: int | str | None = None,
+    world_size: int | None = None,
+    ranks: Sequence[int] | None = None,
     **kwargs: Any,
 ) -> Report:
     """Estimate the memory ``fn(*args, **kwargs)`` needs, without running it for real: on fake
@@ -55,6 +57,9 @@ def estimate(
     (optimizer state is made there). Raises :class:`memprof.errors.UserCodeError` when the code
     fails on fake tensors.
 
+    ``world_size=8``: each of ``ranks`` (default all) of an 8-rank job (FSDP2, tensor parallel)
+    on a fake process group (:mod:`memprof.sharded`), a run each; the neediest decides the fit.
+
     >>> import memprof
     >>> report = memprof.estimate("memprof.examples.gpt:train_step", gpu="H100")  # doctest: +SKIP
     >>> report.fits.fits, report.runs["estimate"].reserved_peak_bytes  # doctest: +SKIP
@@ -63,39 +68,57 @@ def estimate(
     from memprof.sources.target import resolve
 
     modelled = _estimate_device(device)
-    if warmup < 0:
-        raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
+    _check_arguments(warmup, bool(args or kwargs), inputs is not None or bool(inputs_kwargs) or bool(sweep))
     card, capacity_bytes, reserve_bytes = _device_memory(capacity, gpu, reserve, modelled)
     usable = capacity_bytes - reserve_bytes if capacity_bytes is not None else None
-    if (args or kwargs) and (inputs is not None or inputs_kwargs or sweep is not None):
-        raise UsageError(
-            f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
-            f"{param('inputs_kwargs')}, {param('sweep')}), not both"
-        )
     target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
     progress = _Progress.of(status, sweep, capacity_bytes is not None)
     one = _estimator(target, options, args, kwargs, inputs, progress or status)
     params = dict(inputs_kwargs or {})
     needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
+    job = _job(world_size, ranks, status)
+    sweep_result = fits = None
     if sweep is None:
-        runs = {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
-        sweep_result = None
+        runs = job.runs(one, params) if job is not None else {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
         fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
     else:
-        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
-        fits = None
+        per_value = job.neediest(one, lambda run: _needed(run, needed)) if job is not None else one
+        runs, sweep_result = _sweep(per_value, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
     from memprof.sources.fake import estimate_environment
 
+    environment = estimate_environment(modelled, card.name if card else None)
+    environment.update(job.environment() if job is not None else {})
     return build_report(
         target=target.spec,
         device=modelled,
         runs=runs,
-        environment=estimate_environment(modelled, card.name if card else None),
+        environment=environment,
         source=Source(kind="estimate"),
         fits=fits,
         sweep=sweep_result,
     )
+
+
+def _check_arguments(warmup: int, arguments: bool, factory: bool) -> None:
+    if warmup < 0:
+        raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
+    if arguments and factory:
+        raise UsageError(
+            f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
+            f"{param('inputs_kwargs')}, {param('sweep')}), not both"
+        )
+
+
+def _job(world_size: int | None, ranks: Sequence[int] | None, status: StatusFn | None) -> Any:
+    """The sharded job estimated (:class:`memprof.sharded.Job`), or None for one device."""
+    if world_size is None:
+        if ranks is not None:
+            raise UsageError(f"{param('ranks')} picks ranks of a sharded job; give {param('world_size')} too")
+        return None
+    from memprof.sharded import Job
+
+    return Job.of(world_size, ranks, status)
 
 
 def _estimate_device(device: str) -> str:

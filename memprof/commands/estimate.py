@@ -91,6 +91,18 @@ SweepOption = Annotated[
         "needed against it and, with --capacity or --gpu, find the largest value that fits.",
     ),
 ]
+WorldSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size",
+        min=1,
+        metavar="N",
+        help="Estimate one rank of an N-rank torch.distributed job (FSDP2, DDP, tensor parallel), each "
+        "rank in turn under torch's fake process group: the code's own init_process_group and "
+        "init_device_mesh run unchanged. One run per rank (rank0, rank1, ...); --rank R estimates "
+        "only rank R; the fit (and a sweep's largest value) is the neediest rank's.",
+    ),
+]
 SweepCsvOption = Annotated[
     Path | None,
     typer.Option("--sweep-csv", dir_okay=False, help="Write the sweep as CSV, one row per value."),
@@ -109,6 +121,7 @@ def estimate(
     warmup: WarmupOption = 1,
     sweep: SweepOption = None,
     sweep_csv: SweepCsvOption = None,
+    world_size: WorldSizeOption = None,
     factory: FactoryOptions,
     output: OutputOptions,
     gate: GateOptions,
@@ -132,23 +145,14 @@ def estimate(
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
     from memprof.commands.common import print_report, read_inputs, status_printer, write_outputs
-    from memprof.commands.distributed import refuse_rank
     from memprof.gcpause import start_up_imports
     from memprof.gpus import gpu_table
 
     if gpu is not None and gpu.strip().lower() == "list":
         typer.echo(gpu_table(), nl=False)
         return
-    if mode is Mode.compile:
-        raise UsageError(COMPILE_REFUSED)
-    if output.table_path is not None:
-        raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
-    if output.group_modules:
-        raise UsageError(
-            "--group-modules groups the modules of a run memprof explains; an estimate does not explain "
-            "its peak by module: measure it with memprof run (at a size that fits this machine)"
-        )
-    refuse_rank(output.rank)
+    _refuse(mode, output, world_size)
+    ranks = [output.rank] if output.rank is not None else None
     swept = parse_sweep(sweep) if sweep is not None else None
     reads = read_inputs([target, inputs], gate.baseline)
     files = _files(output, save_baseline, sweep_csv, swept is not None, reads)
@@ -156,7 +160,8 @@ def estimate(
     if config.require_compile_saves:
         raise UsageError("--require-compile-saves compares compiled with eager; an estimate is eager only")
     if swept is None:
-        config.budgets.check_labels(["estimate"])
+        labels = [f"rank{r}" for r in (ranks or range(world_size))] if world_size else ["estimate"]
+        config.budgets.check_labels(labels)
     with start_up_imports():
         import memprof.sources.fake  # noqa: F401 - torch and fake tensors, with the rest of memprof
         from memprof.api import estimate
@@ -171,10 +176,29 @@ def estimate(
         sweep=swept,
         warmup=warmup,
         status=status_printer(output.quiet),
+        world_size=world_size,
+        ranks=ranks,
     )
     print_report(report, output)
     write_outputs(report, files)
     _gate(report, config)
+
+
+def _refuse(mode: Mode, output: OutputOptions, world_size: int | None) -> None:
+    """What an estimate cannot do, refused before anything runs."""
+    from memprof.commands.distributed import refuse_rank
+
+    if mode is Mode.compile:
+        raise UsageError(COMPILE_REFUSED)
+    if output.table_path is not None:
+        raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
+    if output.group_modules:
+        raise UsageError(
+            "--group-modules groups the modules of a run memprof explains; an estimate does not explain "
+            "its peak by module: measure it with memprof run (at a size that fits this machine)"
+        )
+    if world_size is None:
+        refuse_rank(output.rank)
 
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:

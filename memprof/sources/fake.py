@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import sys
 import time
 import types
 import weakref
@@ -59,6 +60,7 @@ from memprof.sources.guesses import Guesses
 from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
+from memprof.sources.tracking.wrappers import has_wrappers, plain_tensors
 from memprof.sources.workspaces import Workspaces
 from memprof.units import format_bytes
 
@@ -108,9 +110,16 @@ class Recorder(TorchDispatchMode):
             return self._placeholder(func, args)
         except (DynamicOutputShapeException, UnsupportedOperatorException) as error:
             raise _unsupported(func, error) from None
-        inputs = {storage_key(a.untyped_storage()) for a in tree_leaves((args, kwargs)) if _is_tensor(a)}
-        fresh = []
+        leaves = [a for a in tree_leaves((args, kwargs)) if _is_tensor(a)]
         tensors = [t for t in tree_leaves(out) if _is_tensor(t)]
+        # A sharded tensor (DTensor) holds its local shard: that is what is allocated. Its
+        # kernels run on the shard inside torch's sharding dispatch: nothing to measure here.
+        wrapped = has_wrappers(leaves) or has_wrappers(tensors)
+        if wrapped:
+            leaves = [p for a in leaves for p in plain_tensors(a)]
+            tensors = [p for t in tensors for p in plain_tensors(t)]
+        inputs = {storage_key(a.untyped_storage()) for a in leaves}
+        fresh = []
         for position, tensor in enumerate(tensors):
             storage = tensor.untyped_storage()
             key = storage_key(storage)
@@ -118,7 +127,7 @@ class Recorder(TorchDispatchMode):
                 fresh.append((position, storage, key))
         # An op that made no storage and writes none of its arguments is a view in all but
         # name (_unsafe_view, _reshape_alias): its kernel allocates nothing.
-        measured = self.workspaces is not None and (fresh or _writes(func))
+        measured = self.workspaces is not None and not wrapped and (fresh or _writes(func))
         slot = self.workspaces.slot(func, args, kwargs, out) if measured and self.workspaces else None
         if slot is not None:
             slot.alloc_ns = self.clock()
@@ -132,10 +141,11 @@ class Recorder(TorchDispatchMode):
 
     def adopt(self, tensor: torch.Tensor) -> None:
         """A fake tensor made outside any op (a copy of a real one): its storage is allocated."""
-        storage = tensor.untyped_storage()
-        key = storage_key(storage)
-        if key not in self._live and storage.nbytes():
-            self._allocate(storage, key)
+        for plain in plain_tensors(tensor):
+            storage = plain.untyped_storage()
+            key = storage_key(storage)
+            if key not in self._live and storage.nbytes():
+                self._allocate(storage, key)
 
     def _allocate(self, storage: Any, key: int) -> int:
         nbytes = int(storage.nbytes())
@@ -260,6 +270,7 @@ class FakeSession:
 
         torch.utils.swap_tensors = swap_tensors
         self._stack.callback(setattr, torch.utils, "swap_tensors", original)
+        self._count_redistributions()
         self._stack.enter_context(self.mode)
         self._stack.enter_context(self.recorder)
         self._stack.enter_context(self.guesses)
@@ -268,6 +279,25 @@ class FakeSession:
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
         self.recorder.detach()
+
+    def _count_redistributions(self) -> None:
+        """A DTensor op whose arguments' placements do not suit it redistributes them inside
+        torch's sharding dispatch (an all-gather, say), where no dispatch mode sees the ops:
+        the resharded shards are counted as allocated there, until the op drops them."""
+        dispatch = sys.modules.get("torch.distributed.tensor._dispatch")
+        original = getattr(dispatch, "redistribute_local_tensor", None)
+        if dispatch is None or original is None:
+            return
+        adopt = self.recorder.adopt
+
+        def redistribute_local_tensor(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if isinstance(result, torch.Tensor):
+                adopt(result)
+            return result
+
+        dispatch.redistribute_local_tensor = redistribute_local_tensor  # type: ignore[attr-defined]
+        self._stack.callback(setattr, dispatch, "redistribute_local_tensor", original)
 
 
 def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], None] = lambda t: None) -> Any:

@@ -182,6 +182,8 @@ class Calls:
             self.end_recompute()
 
     def optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._state.unhooked:  # sharded gradients no hook reports: seen before the step uses them
+            self._state.see_optimizer(optimizer, self._clock())
         if not self.optimizer_depth:
             self._optimizer_starts.append(self._clock())
         self.optimizer_depth += 1

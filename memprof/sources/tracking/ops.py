@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
 from memprof.sources.tracking.modules import Calls
+from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
 from memprof.sources.tree import int_array
 
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes have no forward op
@@ -186,6 +187,13 @@ class Ops:
                     self._record_output(item, index)
 
     def _record_output(self, tensor: torch.Tensor, index: int) -> None:
+        if is_wrapper(tensor):  # a DTensor's memory is its local shard's
+            for plain in plain_tensors(tensor):
+                self._record_plain_output(plain, index)
+            return
+        self._record_plain_output(tensor, index)
+
+    def _record_plain_output(self, tensor: torch.Tensor, index: int) -> None:
         try:
             ptr = self._storage_key(tensor.untyped_storage())
         except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, wrapper subclasses
@@ -282,10 +290,11 @@ class Ops:
     def pack(self, tensor: torch.Tensor) -> torch.Tensor:
         """A saved-tensors pack hook that notes what autograd saves, and returns it unchanged."""
         with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):
-            ptr = self._storage_key(tensor.untyped_storage())
-            if ptr:
-                self.saved_ptr.append(ptr)
-                self.saved_time.append(self.clock())
+            for plain in plain_tensors(tensor):
+                ptr = self._storage_key(plain.untyped_storage())
+                if ptr:
+                    self.saved_ptr.append(ptr)
+                    self.saved_time.append(self.clock())
         return tensor
 
     # ---- the mode on and off ------------------------------------------------------------------

@@ -21,6 +21,7 @@ import torch  # noqa: TID253 - the torch side of tracking
 
 from memprof.gcpause import gc_paused
 from memprof.records import TrackedStorage
+from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
 from memprof.sources.tree import HOST_DEVICES
 
 _MAX_SCAN_OBJECTS = 200_000  # bound on the objects visited to find the program's state
@@ -80,6 +81,9 @@ class ProgramState:
         self._watching: list[weakref.ref[Any]] = []
         self._host = device_type == "cpu"
         self.hooked: set[int] = set()  # parameters whose gradients a hook reports
+        # Sharded parameters (DTensors) whose gradients their wrapper's owner sets (FSDP2
+        # assigns a reduce-scattered gradient, no accumulation runs): seen around optimizer steps.
+        self.unhooked = 0
         self._state_seen: dict[int, tuple[int, ...]] = {}  # parameter -> its state tensors' ids
         self._param_names: dict[int, str] = {}
         self._buffer_names: dict[int, str] = {}
@@ -109,7 +113,9 @@ class ProgramState:
         """A post-accumulate-grad hook on every trainable parameter: its gradient, when made."""
         for module in self.modules:
             for param in module.parameters():
-                if param.requires_grad and id(param) not in self.hooked:
+                if is_wrapper(param):
+                    self.unhooked += 1
+                elif param.requires_grad and id(param) not in self.hooked:
                     self.hooked.add(id(param))
                     stack.callback(param.register_post_accumulate_grad_hook(self.grad_ready).remove)
 
@@ -158,8 +164,18 @@ class ProgramState:
         return device.type == self._device_type and device.index == self._device_index
 
     def see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
-        """Record that ``tensor``'s storage is ``kind`` state, live at ``now``; follow its death."""
-        if not isinstance(tensor, torch.Tensor) or not self._on_device(tensor):
+        """Record that ``tensor``'s storage is ``kind`` state, live at ``now``; follow its death.
+        A sharded tensor (DTensor) is its local shard: the memory this process holds."""
+        if not isinstance(tensor, torch.Tensor):
+            return
+        if is_wrapper(tensor):
+            for plain in plain_tensors(tensor):
+                self._see(plain, kind, name, module, now)
+            return
+        self._see(tensor, kind, name, module, now)
+
+    def _see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
+        if not self._on_device(tensor):
             return
         try:
             storage = tensor.untyped_storage()

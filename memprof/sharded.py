@@ -1,0 +1,121 @@
+"""Estimates of a sharded job: the target run as each rank of an N-rank torch.distributed job
+(FSDP2, DDP, tensor parallel, pipeline stages), one rank after another in this process, under
+torch's fake process group (:mod:`memprof.sources.fake_job`).
+
+A job's report has a run per rank, labelled as a measured job's (``rank0``, ``rank1``, ...),
+so that ``memprof diff`` compares an estimate with a measured job rank by rank; ranks whose
+numbers are all the same are said once (each run after the first notes which rank it is
+alike). A sweep's value is as large as its neediest rank: it fits when it fits on every rank.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memprof.errors import UsageError, param
+from memprof.model import RunResult
+from memprof.sources.options import StatusFn
+
+MAX_WORLD_SIZE = 65_536  # ranks of one job; each rank estimated is a run of the target
+
+OneRun = Callable[[str, dict[str, Any]], RunResult]
+
+
+def rank_label(rank: int, label: str | None = None) -> str:
+    """``rank3``, or ``batch=8/rank3`` for a labelled run."""
+    return f"rank{rank}" if not label else f"{label}/rank{rank}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """The job estimated: its world size and the ranks run."""
+
+    world_size: int
+    ranks: tuple[int, ...]
+    status: StatusFn | None = None
+
+    @classmethod
+    def of(cls, world_size: int, ranks: Sequence[int] | None, status: StatusFn | None = None) -> Job:
+        """A job of ``world_size`` ranks, estimating ``ranks`` (default all)."""
+        if isinstance(world_size, bool) or not isinstance(world_size, int):
+            raise UsageError(f"{param('world_size')} must be a whole number, got {world_size!r}")
+        if not 1 <= world_size <= MAX_WORLD_SIZE:
+            raise UsageError(f"{param('world_size')} must be 1 to {MAX_WORLD_SIZE:,}, got {world_size}")
+        chosen = tuple(range(world_size)) if ranks is None else tuple(dict.fromkeys(ranks))
+        if not chosen:
+            raise UsageError(f"{param('ranks')} names no rank; give ranks 0 to {world_size - 1}")
+        for rank in chosen:
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+                job, last = f"a {world_size}-rank job", world_size - 1
+                raise UsageError(f"rank {rank!r} is not a rank of {job}; give ranks 0 to {last}")
+        return cls(world_size, tuple(sorted(chosen)), status)
+
+    def environment(self) -> dict[str, str]:
+        """What the report's environment says of the job."""
+        return {"world_size": str(self.world_size), "backend": "fake (estimate)"}
+
+    def _one(self, one: OneRun, label: str, params: dict[str, Any], rank: int, count: int) -> RunResult:
+        from memprof.sources.fake_job import FakeJob
+
+        if self.status is not None:
+            self.status(f"rank {rank} of {self.world_size} ({count} of {len(self.ranks)})")
+        with FakeJob(self.world_size, rank):
+            run = one(label, params)
+        return replace(run, label=label, rank=rank)
+
+    def runs(self, one: OneRun, params: dict[str, Any]) -> dict[str, RunResult]:
+        """Each rank's run, ``rank0``, ``rank1``, ...; ranks alike an earlier one say so."""
+        started = time.perf_counter()
+        runs: dict[str, RunResult] = {}
+        for count, rank in enumerate(self.ranks, start=1):
+            label = rank_label(rank)
+            runs[label] = self._one(one, label, params, rank, count)
+        if self.status is not None:
+            self.status(f"{len(self.ranks)} rank(s) estimated in {time.perf_counter() - started:.1f} s")
+        return said_once(runs)
+
+    def neediest(self, one: OneRun, need: Callable[[RunResult], int]) -> OneRun:
+        """A run per value of a sweep: the estimated ranks' neediest run, under the value's label,
+        noting which rank it is."""
+
+        def run(label: str, params: dict[str, Any]) -> RunResult:
+            found = [self._one(one, label, params, rank, n) for n, rank in enumerate(self.ranks, start=1)]
+            worst = max(found, key=lambda r: (need(r), -(r.rank or 0)))
+            note = (
+                f"rank {worst.rank} of a {self.world_size}-rank job, the neediest of the "
+                f"{len(found)} rank(s) estimated at {label}"
+            )
+            return replace(worst, notes=(note, *worst.notes))
+
+        return run
+
+
+def _signature(run: RunResult) -> tuple[Any, ...]:
+    """What makes two ranks' estimates the same: every number a report shows of them."""
+    at_peak = run.at_peak
+    return (
+        run.peak_bytes,
+        run.footprint_bytes,
+        run.live_at_start_bytes,
+        run.reserved_peak_bytes,
+        run.allocated_bytes,
+        tuple(sorted(at_peak.by_category.items())) if at_peak is not None else (),
+        at_peak.entries if at_peak is not None else (),
+    )
+
+
+def said_once(runs: dict[str, RunResult]) -> dict[str, RunResult]:
+    """``runs`` (one per rank) with each run that is alike an earlier rank's noting so."""
+    first: dict[tuple[Any, ...], RunResult] = {}
+    out: dict[str, RunResult] = {}
+    for label, run in runs.items():
+        key = _signature(run)
+        same = first.setdefault(key, run)
+        if same is not run:
+            note = f"alike rank {same.rank}: the same peak, footprint, categories and entries at the peak"
+            run = replace(run, notes=(note, *run.notes))
+        out[label] = run
+    return out

@@ -1,0 +1,203 @@
+"""One rank of an N-rank torch.distributed job, run in this process for an estimate.
+
+torch's fake process group (backend ``"fake"``, ``FakeStore``) lets one process play any rank
+of any world size: collectives return at once with outputs of the right shapes, and
+``init_device_mesh``, ``fully_shard`` (FSDP2), ``DistributedDataParallel``, DTensor and
+``parallelize_module`` run on it, on fake tensors too. :class:`FakeJob` sets the job up as
+``torchrun`` would for one rank, so that the user's code runs unchanged:
+
+- ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and
+  ``MASTER_ADDR``/``MASTER_PORT`` are set;
+- the fake group is the default process group; the code's own ``init_process_group`` (any
+  backend: nccl, gloo, env://) returns at once, and ``destroy_process_group`` leaves it;
+- a device mesh is laid out for real (its rank map is a handful of integers: fake tensors,
+  which have no values, cannot lay it out), on the CPU whatever device it names: the estimate
+  runs on fake CPU tensors and models the CUDA allocator on top; ``torch.cuda.set_device``
+  does nothing meanwhile.
+
+Everything is put back on leaving, and the group destroyed, so the next rank starts afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch  # noqa: TID253 - fake execution, like sources/fake.py
+import torch.distributed as dist  # noqa: TID253
+
+from memprof.errors import UsageError, param
+
+_MODULES = ("torch.distributed", "torch.distributed.distributed_c10d")
+
+
+class FakeJob:
+    """While entered, this process is rank ``rank`` of a ``world_size``-rank job on torch's
+    fake process group. ``backends`` lists the backends the code asked for."""
+
+    def __init__(self, world_size: int, rank: int) -> None:
+        if world_size < 1:
+            raise UsageError(f"{param('world_size')} must be 1 or more, got {world_size}")
+        if not 0 <= rank < world_size:
+            last = world_size - 1
+            raise UsageError(f"{param('rank')} {rank} is not a rank of a {world_size}-rank job (0 to {last})")
+        self.world_size = world_size
+        self.rank = rank
+        self.backends: list[str] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> FakeJob:
+        if not dist.is_available():
+            raise UsageError("this torch build has no torch.distributed: a sharded job cannot be estimated")
+        if dist.is_initialized():
+            raise UsageError(
+                "a process group is already initialised in this process: estimate a sharded job from a "
+                "process that is not one of its ranks (the command line, or a fresh Python)"
+            )
+        import torch.distributed.tensor  # noqa: F401 - DTensor's dispatch, patched by the fake session
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        stack = self._stack
+        try:
+            stack.enter_context(_environment(self.world_size, self.rank))
+            dist.init_process_group("fake", store=FakeStore(), rank=self.rank, world_size=self.world_size)
+            stack.callback(_destroy_group)
+            self._patch_functions(stack)
+            _patch_device_mesh(stack)
+            _patch_ddp(stack)
+        except BaseException:
+            stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def _patch_functions(self, stack: contextlib.ExitStack) -> None:
+        """The code's ``init_process_group`` and ``destroy_process_group`` (wherever it imported
+        them from), and ``torch.cuda.set_device``, do nothing while the job runs."""
+
+        def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+            self.backends.append(str(backend or kwargs.get("backend") or "default"))
+
+        def destroy_process_group(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        from torch.distributed import utils
+
+        replacements: list[tuple[Any, Any, bool]] = [
+            (dist.init_process_group, init_process_group, False),
+            (dist.destroy_process_group, destroy_process_group, False),
+        ]
+        verify = getattr(utils, "_verify_param_shape_across_processes", None)
+        if verify is not None:
+            # DDP checks that every rank's parameters have the same shapes by reading them: fake
+            # tensors have no data, and every rank here runs the same code.
+            replacements.append((verify, destroy_process_group, True))
+        for original, replacement, everywhere in replacements:
+            for module, name in _references(original, everywhere):
+                stack.callback(setattr, module, name, original)
+                setattr(module, name, replacement)
+        original_set_device = torch.cuda.set_device
+        torch.cuda.set_device = lambda *args, **kwargs: None  # type: ignore[assignment]
+        stack.callback(setattr, torch.cuda, "set_device", original_set_device)
+
+
+def _references(function: Callable[..., Any], everywhere: bool = False) -> Iterator[tuple[Any, str]]:
+    """(module, name) of every loaded module that holds ``function`` as a global: torch's own
+    (all of them when ``everywhere``), and the user's modules that imported it by name (``from
+    torch.distributed import init_process_group``)."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        name = getattr(module, "__name__", "")
+        if name.startswith("torch.") and name not in _MODULES and not everywhere:
+            continue  # torch's other modules call through torch.distributed
+        for key, value in list(namespace.items()):
+            if value is function:
+                yield module, key
+
+
+@contextlib.contextmanager
+def _environment(world_size: int, rank: int) -> Iterator[None]:
+    """The variables torchrun sets for one rank on one node (``MASTER_*`` kept if set)."""
+    values = {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        "MASTER_PORT": os.environ.get("MASTER_PORT", "29500"),
+    }
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _destroy_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    with contextlib.suppress(Exception):  # DTensor's random-number tracker belongs to the group
+        import torch.distributed.tensor._random as dtensor_random
+
+        dtensor_random._rng_tracker = None
+
+
+def _patch_device_mesh(stack: contextlib.ExitStack) -> None:
+    """A device mesh laid out for real, on the CPU: its rank map made by fake tensors (inside
+    the estimate's fake mode) is the identity layout ``init_device_mesh`` always makes."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    original = DeviceMesh.__init__
+
+    def real(value: Any) -> Any:
+        if isinstance(value, FakeTensor):
+            return torch.arange(value.numel(), dtype=value.dtype).view(value.shape)
+        return value
+
+    def __init__(self: Any, device_type: str, mesh: Any = None, *args: Any, **kwargs: Any) -> None:
+        with _disable_current_modes():
+            if isinstance(mesh, torch.Tensor):
+                mesh = real(mesh)
+            if isinstance(kwargs.get("_rank_map"), torch.Tensor):
+                kwargs["_rank_map"] = real(kwargs["_rank_map"])
+            original(self, "cpu", mesh, *args, **kwargs)
+
+    DeviceMesh.__init__ = __init__  # type: ignore[method-assign]
+    stack.callback(setattr, DeviceMesh, "__init__", original)
+
+
+def _patch_ddp(stack: contextlib.ExitStack) -> None:
+    """DistributedDataParallel refused with a message that says why and what to do: its C++
+    reducer reads the parameters' data (to build and rebuild its buckets), which fake tensors
+    lack."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from memprof.errors import UserCodeError
+
+    original = DistributedDataParallel.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UserCodeError(
+            "DistributedDataParallel cannot run on fake tensors (its C++ reducer reads the parameters' "
+            "data): every DDP rank holds the whole model, its gradients and gradient buckets of the "
+            "parameters' size; estimate the step without the DDP wrapper (adding one bucket set), or "
+            "measure the job on its ranks (memprof run on every rank of a torchrun job)"
+        )
+
+    DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
+    stack.callback(setattr, DistributedDataParallel, "__init__", original)

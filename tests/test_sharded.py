@@ -1,0 +1,153 @@
+"""Sharded jobs: `memprof estimate --world-size N` runs the target as each rank of an N-rank job
+under torch's fake process group, and a DTensor's local shard is the parameter, gradient or
+optimizer state it belongs to (in estimates and in measured runs alike)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+from typer.testing import CliRunner
+
+import memprof
+from memprof.cli import app
+from memprof.examples import fsdp
+
+PARAMETERS = fsdp.parameter_count()  # 2,626,560 float32 parameters in 18 tensors
+PARAMETER_TENSORS = 2 + fsdp.LAYERS * 4
+# Each parameter's first dimension (1024, 256, 1024, 1024 or 256 rows) splits evenly over 2 or 4.
+
+
+@pytest.fixture(scope="module")
+def fsdp_two() -> memprof.Report:
+    return memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=2)
+
+
+def test_each_rank_holds_its_shard_of_the_parameters_and_adamws_state(fsdp_two: memprof.Report) -> None:
+    assert PARAMETERS == 2_626_560
+    assert list(fsdp_two.runs) == ["rank0", "rank1"]
+    for rank, run in enumerate(fsdp_two.runs.values()):
+        assert run.rank == rank
+        assert run.at_peak is not None
+        categories = run.at_peak.by_category
+        assert categories["parameter"] == PARAMETERS * 4 // 2 == 5_253_120
+        # exp_avg and exp_avg_sq of each shard, and a 4-byte step per parameter tensor.
+        assert categories["optimizer_state"] == 2 * PARAMETERS * 4 // 2 + 4 * PARAMETER_TENSORS == 10_506_312
+        # Live when the step starts: the shards and their state (the batch too).
+        assert run.live_at_start_bytes == 5_253_120 + 10_506_312 + 2 * 8 * 64 * 8
+
+
+def test_ranks_alike_say_so_and_the_job_is_named(fsdp_two: memprof.Report) -> None:
+    first, second = fsdp_two.runs.values()
+    assert second.peak_bytes == first.peak_bytes and second.footprint_bytes == first.footprint_bytes
+    assert second.notes[0] == "alike rank 0: the same peak, footprint, categories and entries at the peak"
+    assert not any(note.startswith("alike") for note in first.notes)
+    assert fsdp_two.environment["world_size"] == "2"
+    assert fsdp_two.environment["backend"] == "fake (estimate)"
+    assert fsdp_two.ranks is not None and [row.rank for row in fsdp_two.ranks.rows] == [0, 1]
+
+
+def test_the_process_group_and_the_environment_are_put_back(fsdp_two: memprof.Report) -> None:
+    assert not dist.is_initialized()
+    assert "RANK" not in os.environ and "WORLD_SIZE" not in os.environ
+    # A later estimate of another world size starts afresh: a quarter of the model per rank.
+    report = memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=4, ranks=[3])
+    (run,) = report.runs.values()
+    assert run.label == "rank3" and run.rank == 3
+    assert run.at_peak is not None and run.at_peak.by_category["parameter"] == PARAMETERS * 4 // 4
+
+
+RANKED = '''
+import torch
+import torch.distributed as dist
+from torch import nn
+
+def step(model, x):
+    model(x).sum().backward()
+
+def step_inputs():
+    dist.init_process_group("nccl")  # the job's own backend: the fake group stands in for it
+    rank = dist.get_rank()
+    model = nn.Linear(256, 256)
+    # The last rank holds a pipeline's extra stage; every rank trains on rank+1 rows of 1,024.
+    if rank == dist.get_world_size() - 1:
+        model = nn.Sequential(model, nn.Linear(256, 256))
+    return model, torch.randn((rank + 1) * 1024, 256)
+'''
+
+
+def test_code_that_branches_on_the_rank_is_estimated_per_rank(tmp_path: Path) -> None:
+    (tmp_path / "ranked.py").write_text(textwrap.dedent(RANKED))
+    report = memprof.estimate(f"{tmp_path / 'ranked.py'}:step", device="cpu", world_size=3)
+    inputs = [run.at_peak.by_category["input"] for run in report.runs.values() if run.at_peak]
+    assert inputs == [(rank + 1) * 1024 * 256 * 4 for rank in range(3)]
+    parameters = [run.at_peak.by_category["parameter"] for run in report.runs.values() if run.at_peak]
+    layer = (256 * 256 + 256) * 4
+    assert parameters == [layer, layer, 2 * layer]
+    assert not any(note.startswith("alike") for run in report.runs.values() for note in run.notes)
+
+
+def test_a_capacity_is_answered_for_the_neediest_rank(tmp_path: Path) -> None:
+    (tmp_path / "ranked.py").write_text(textwrap.dedent(RANKED))
+    report = memprof.estimate(f"{tmp_path / 'ranked.py'}:step", device="cpu", world_size=2, capacity="4MB")
+    needs = {label: run.footprint_bytes for label, run in report.runs.items()}
+    assert report.fits is not None and report.fits.run == "rank1" == max(needs, key=lambda k: needs[k] or 0)
+    assert report.fits.needed_bytes == needs["rank1"]
+
+
+def test_a_sweep_fits_a_value_only_when_every_rank_fits(tmp_path: Path) -> None:
+    source = RANKED.replace("def step_inputs():", "def step_inputs(rows=1024):").replace(
+        "(rank + 1) * 1024", "(rank + 1) * rows"
+    )
+    (tmp_path / "ranked.py").write_text(textwrap.dedent(source))
+    report = memprof.estimate(
+        f"{tmp_path / 'ranked.py'}:step", device="cpu", world_size=2, sweep=("rows", [256, 512])
+    )
+    assert list(report.runs) == ["rows=256", "rows=512"]
+    for run in report.runs.values():
+        assert run.rank == 1  # rank 1 holds twice rank 0's rows and a second layer
+        assert run.notes[0].startswith("rank 1 of a 2-rank job, the neediest of the 2 rank(s) estimated")
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_world_size_and_rank(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "r.json"
+    done = runner.invoke(
+        app,
+        ["estimate", "memprof.examples.fsdp:step", "--world-size", "4", "--rank", "2", "--device", "cpu",
+         "--json", str(out), "-q"],
+    )
+    assert done.exit_code == 0, done.output
+    report = json.loads(out.read_text())
+    assert list(report["runs"]) == ["rank2"] and report["runs"]["rank2"]["rank"] == 2
+    assert report["environment"]["world_size"] == "4"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rank", "1"], "--rank picks a rank of a distributed run"),
+        (["--world-size", "2", "--rank", "2"], "rank 2 is not a rank of a 2-rank job; give ranks 0 to 1"),
+        (["--world-size", "0"], "--world-size"),
+    ],
+)
+def test_cli_bad_ranks_are_usage_errors(args: list[str], message: str) -> None:
+    done = CliRunner().invoke(app, ["estimate", "memprof.examples.fsdp:step", "--device", "cpu", *args, "-q"])
+    assert done.exit_code == 2, done.output
+    assert message in done.output
+
+
+def test_ddp_is_refused_with_what_to_do_instead() -> None:
+    done = CliRunner().invoke(
+        app, ["estimate", "memprof.examples.ddp:step", "--world-size", "2", "--device", "cpu", "-q"]
+    )
+    assert done.exit_code == 3, done.output
+    assert "DistributedDataParallel cannot run on fake tensors" in done.output
+    assert not dist.is_initialized()
