@@ -256,6 +256,7 @@ class TrackedStorage:
     module: str
     shape: str
     dtype: str
+    role: str = ""  # what the distributed machinery holds it as (memprof.model.explanation.ROLES)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,25 @@ PARAMETER_TENSORS = 2 + fsdp.LAYERS * 4
 # Each parameter's first dimension (1024, 256, 1024, 1024 or 256 rows) splits evenly over 2 or 4.
 
 
+BLOCK = 4 * fsdp.WIDTH * fsdp.WIDTH * 2 + 4 * fsdp.WIDTH + fsdp.WIDTH  # 525,568 parameters
+
+
+def shards(run: memprof.RunResult) -> int:
+    """The parameters at the peak that are this rank's shards (not gathered by FSDP)."""
+    assert run.at_peak is not None
+    return sum(e.bytes for e in run.at_peak.entries if e.category == "parameter" and not e.role)
+
+
+def roles(run: memprof.RunResult) -> dict[tuple[str, str], int]:
+    """Bytes at the peak by (category, role), of the entries FSDP's machinery holds."""
+    assert run.at_peak is not None
+    found: dict[tuple[str, str], int] = {}
+    for entry in run.at_peak.entries:
+        if entry.role:
+            found[entry.category, entry.role] = found.get((entry.category, entry.role), 0) + entry.bytes
+    return found
+
+
 @pytest.fixture(scope="module")
 def fsdp_two() -> memprof.Report:
     return memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=2)
@@ -34,11 +53,29 @@ def test_each_rank_holds_its_shard_of_the_parameters_and_adamws_state(fsdp_two: 
         assert run.rank == rank
         assert run.at_peak is not None
         categories = run.at_peak.by_category
-        assert categories["parameter"] == PARAMETERS * 4 // 2 == 5_253_120
+        assert shards(run) == PARAMETERS * 4 // 2 == 5_253_120
         # exp_avg and exp_avg_sq of each shard, and a 4-byte step per parameter tensor.
         assert categories["optimizer_state"] == 2 * PARAMETERS * 4 // 2 + 4 * PARAMETER_TENSORS == 10_506_312
         # Live when the step starts: the shards and their state (the batch too).
         assert run.live_at_start_bytes == 5_253_120 + 10_506_312 + 2 * 8 * 64 * 8
+
+
+def test_what_fsdp_gathers_and_reduce_scatters_is_named(fsdp_two: memprof.Report) -> None:
+    # The peak is in blocks.2's backward (threshold_backward): blocks.2's parameters are gathered
+    # whole, and the root's (embedding and head) kept gathered from forward; blocks.3's
+    # gradients wait in the flat reduce-scatter buffer, and blocks.2's gathered in the all-gather's;
+    # the head's gradient and blocks.2.proj's are whole, not yet reduce-scattered.
+    run = fsdp_two.runs["rank0"]
+    assert run.peak_op == "aten::threshold_backward"
+    root = 2 * fsdp.VOCAB * fsdp.WIDTH
+    proj = 4 * fsdp.WIDTH * fsdp.WIDTH + fsdp.WIDTH
+    assert roles(run) == {
+        ("parameter", "fsdp_unsharded_parameter"): (BLOCK + root) * 4,
+        ("gradient", "fsdp_unsharded_gradient"): (fsdp.VOCAB * fsdp.WIDTH + proj) * 4,
+        ("other", "fsdp_all_gather_buffer"): BLOCK * 4,
+        ("gradient", "fsdp_reduce_scatter_buffer"): BLOCK * 4,
+    }
+    assert BLOCK * 4 == 2_102_272
 
 
 def test_ranks_alike_say_so_and_the_job_is_named(fsdp_two: memprof.Report) -> None:
@@ -58,7 +95,7 @@ def test_the_process_group_and_the_environment_are_put_back(fsdp_two: memprof.Re
     report = memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=4, ranks=[3])
     (run,) = report.runs.values()
     assert run.label == "rank3" and run.rank == 3
-    assert run.at_peak is not None and run.at_peak.by_category["parameter"] == PARAMETERS * 4 // 4
+    assert shards(run) == PARAMETERS * 4 // 4
 
 
 RANKED = '''
@@ -151,3 +188,29 @@ def test_ddp_is_refused_with_what_to_do_instead() -> None:
     assert done.exit_code == 3, done.output
     assert "DistributedDataParallel cannot run on fake tensors" in done.output
     assert not dist.is_initialized()
+
+
+# ---- a measured FSDP2 job (slow tier: two gloo ranks, ~20 s) ------------------------------------
+
+
+@pytest.mark.slow
+def test_a_measured_fsdp2_job_holds_each_ranks_shard_as_the_estimate_says(tmp_path: Path) -> None:
+    # Quick tier: test_each_rank_holds_its_shard_of_the_parameters_and_adamws_state (estimated).
+    from test_distributed import launched
+
+    done = launched(tmp_path, "memprof.examples.fsdp:step", "--device", "cpu", "--json", "m.json")
+    assert done.returncode == 0, done.stderr
+    measured = json.loads((tmp_path / "m.json").read_text())["runs"]
+    estimated = memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=2).runs
+    for label in ("rank0", "rank1"):
+        entries = measured[label]["at_peak"]["entries"]
+        categories = measured[label]["at_peak"]["by_category"]
+        own = [e for e in entries if e["category"] == "parameter" and not e.get("role")]
+        measured_shards = sum(e["bytes"] for e in own)
+        assert measured_shards == PARAMETERS * 4 // 2 == shards(estimated[label])
+        at_peak = estimated[label].at_peak
+        assert at_peak is not None
+        assert categories["optimizer_state"] == 10_506_312 == at_peak.by_category["optimizer_state"]
+        gathered = sum(e["bytes"] for e in entries if e.get("role") == "fsdp_unsharded_parameter")
+        assert gathered == roles(estimated[label])["parameter", "fsdp_unsharded_parameter"]
+        assert measured[label]["live_at_start_bytes"] == estimated[label].live_at_start_bytes

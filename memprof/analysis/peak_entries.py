@@ -161,6 +161,7 @@ def _entry_order(entry: AtPeakEntry) -> tuple[object, ...]:
         entry.phase,
         entry.dtype,
         entry.user_source,
+        entry.role,
         entry.before_call,
         entry.count,
         entry.source_text,
@@ -213,7 +214,8 @@ def live_at_peak(
                 dtype=str(key[7]),
                 user_source=str(key[8]),
                 user_source_text=str(key[9]),
-                before_call=bool(key[10]),
+                role=str(key[10]),
+                before_call=bool(key[11]),
             )
             for key, (total, count) in groups.items()
         ),
@@ -270,7 +272,7 @@ class _Describer:
 
     def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
-        module = phase = source = text = op = shape = dtype = user_source = user_text = ""
+        module = phase = source = text = op = shape = dtype = user_source = user_text = role = ""
         if origin >= 0:
             call = int(ops.module_call[origin])
             module = self.call_paths[call] if call >= 0 else ""
@@ -291,6 +293,7 @@ class _Describer:
                 source, text = facts.sites[site].source, facts.sites[site].text
         if fact >= 0:
             storage = facts.storages[fact]
+            role = storage.role
             if storage.kind in _STATE_KINDS:
                 # A parameter's, its gradient's or its optimizer state's module and shape are
                 # the parameter's: the op that made the storage (a compiled backward kernel
@@ -303,7 +306,7 @@ class _Describer:
                 shape, dtype = shape or storage.shape, dtype or storage.dtype
         if user_source == source:
             user_source = user_text = ""
-        return module, phase, source, text, op, shape, dtype, user_source, user_text
+        return module, phase, source, text, op, shape, dtype, user_source, user_text, role
 
     def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
         """(shape, dtype, site or -1) of the first argument or result of ``forward`` with

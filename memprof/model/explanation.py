@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass
+from dataclasses import fields as dataclass_fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,8 @@ class AtPeakEntry:
     statement that made them, the innermost one in the user's code or an installed library's
     (``transformers/models/gpt2/modeling_gpt2.py:NNN``), and ``source_text`` that statement;
     ``user_source`` and ``user_source_text`` the innermost statement of the user's own code
-    that led there, when that is another statement (empty otherwise)."""
+    that led there, when that is another statement (empty otherwise). ``role``: what a sharded
+    job's machinery holds them as (:data:`ROLES`; empty otherwise)."""
 
     bytes: int = fields.size()
     count: int = fields.count()
@@ -95,6 +97,22 @@ class AtPeakEntry:
     before_call: bool = fields.flag()
     user_source: str = fields.text(default="", omit=lambda entry: not entry.user_source)
     user_source_text: str = fields.text(default="", omit=lambda entry: not entry.user_source_text)
+    role: str = fields.text(default="", omit=lambda entry: not entry.role)
+
+
+ROLES = {
+    "fsdp_unsharded_parameter": "FSDP unsharded",
+    "fsdp_all_gather_buffer": "FSDP all-gather",
+    "fsdp_unsharded_gradient": "FSDP unsharded",
+    "fsdp_reduce_scatter_buffer": "FSDP reduce-scatter",
+}
+"""What the distributed machinery holds a storage as (an entry's ``role``), and its short
+name in tables: ``fsdp_unsharded_parameter``, a parameter FSDP gathered whole for forward or
+backward (category parameter); ``fsdp_all_gather_buffer``, FSDP's flat buffer the shards are
+gathered into before they are copied out per parameter (other); ``fsdp_unsharded_gradient``,
+the gradient of a gathered parameter, before FSDP reduce-scatters it into the shard's
+(gradient); ``fsdp_reduce_scatter_buffer``, FSDP's flat buffer of those gradients sent to the
+reduce-scatter (gradient)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +125,8 @@ class Unattributed:
     reason: str = fields.text(default="")
     before_call: bool = fields.flag()
 
+
+_ROLE = [f.name for f in dataclass_fields(AtPeakEntry)].index("role")
 
 AT_PEAK_COLUMNS = (
     "bytes",
@@ -148,7 +168,8 @@ class AtPeak:
 
     def rows(self) -> list[tuple[object, ...]]:
         """The entries, then the unattributed lines, as tuples of :data:`AT_PEAK_COLUMNS`."""
-        rows: list[tuple[object, ...]] = [(*astuple(entry), "") for entry in self.entries]
+        # An entry's role (sharded jobs) is in the JSON and the tables, not in these columns.
+        rows: list[tuple[object, ...]] = [(*astuple(entry)[:_ROLE], "") for entry in self.entries]
         rows += [
             (u.bytes, u.count, "other", "", "", "", "", "", "", "", u.before_call, "", "", u.reason)
             for u in self.unattributed

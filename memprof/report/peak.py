@@ -126,6 +126,13 @@ def category_caption(run: RunResult, kind: ReportKind) -> str:
 # ---- the tables ----------------------------------------------------------------------------------
 
 
+def _role(role: str) -> str:
+    """`` (FSDP unsharded)``: what a sharded job's machinery holds an entry as."""
+    from memprof.model.explanation import ROLES
+
+    return f" ({ROLES.get(role, role)})" if role else ""
+
+
 def entries_table(view: AtPeakView) -> doc.Table:
     """Every entry shown, largest first, then what could not be attributed (with the reason)."""
     columns = (
@@ -141,7 +148,7 @@ def entries_table(view: AtPeakView) -> doc.Table:
             (
                 entry.bytes,
                 entry.count,
-                entry.category + (f" x{entry.count}" if entry.count > 1 else ""),
+                entry.category + (f" x{entry.count}" if entry.count > 1 else "") + _role(entry.role),
                 module_cell(entry.module, entry.phase),
                 line_cell(entry),
                 doc.name(entry.op) or doc.words("-"),

@@ -100,6 +100,7 @@ class Recorder(TorchDispatchMode):
         self._live: dict[int, int] = {}  # key of a live storage -> its allocation record
         self._freed: dict[int, int] = {}  # allocation record -> its free record
         self._finalizers: list[weakref.finalize] = []
+        self._watched: set[int] = set()  # keys of the storages whose death is followed
         self._next_workspace = -1
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -152,14 +153,33 @@ class Recorder(TorchDispatchMode):
         record = len(self.time)
         self._live[key] = record
         self._record(key, nbytes)
-        self._finalizers.append(weakref.finalize(storage, self._died, key))
+        if key not in self._watched:
+            self._watched.add(key)
+            self._finalizers.append(weakref.finalize(storage, self._died, key))
         return record
 
     def _died(self, key: int) -> None:
+        self._watched.discard(key)
+        self._free(key)
+
+    def _free(self, key: int) -> None:
         record = self._live.pop(key, None)
         if record is not None:
             self._freed[record] = len(self.time)
             self._record(key, -self.bytes[record])
+
+    def resized(self, storage: Any) -> None:
+        """``storage`` was resized in place (``storage.resize_``: FSDP frees a gathered
+        parameter's memory by resizing its storage to 0 and gathers it again into the same
+        storage): what it held is freed, and what it holds now allocated."""
+        key = storage_key(storage)
+        record = self._live.get(key)
+        nbytes = int(storage.nbytes())
+        if record is not None and self.bytes[record] == nbytes:
+            return
+        self._free(key)
+        if nbytes:
+            self._allocate(storage, key)
 
     def enlarge(self, record: int, nbytes: int) -> None:
         """The storage allocated by ``record`` is ``nbytes`` larger (as measured of its op):
@@ -271,6 +291,7 @@ class FakeSession:
         torch.utils.swap_tensors = swap_tensors
         self._stack.callback(setattr, torch.utils, "swap_tensors", original)
         self._count_redistributions()
+        self._follow_resizes()
         self._stack.enter_context(self.mode)
         self._stack.enter_context(self.recorder)
         self._stack.enter_context(self.guesses)
@@ -279,6 +300,20 @@ class FakeSession:
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
         self.recorder.detach()
+
+    def _follow_resizes(self) -> None:
+        """A storage resized in place (no op runs: ``UntypedStorage.resize_`` is a method of the
+        storage) allocates or frees as a real allocator would."""
+        original = torch.UntypedStorage.resize_
+        resized = self.recorder.resized
+
+        def resize_(storage: Any, size: int) -> Any:
+            result = original(storage, size)
+            resized(storage)
+            return result
+
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+        self._stack.callback(setattr, torch.UntypedStorage, "resize_", original)
 
     def _count_redistributions(self) -> None:
         """A DTensor op whose arguments' placements do not suit it redistributes them inside

@@ -138,9 +138,14 @@ class ProgramState:
                 module,
                 str(tuple(shape)),
                 str(dtype).replace("torch.", ""),
+                role,
             )
-            for ptr, nbytes, seen, died, kind, name, module, shape, dtype in self._storages
+            for ptr, nbytes, seen, died, kind, name, module, shape, dtype, role in self._storages
         )
+
+    def parameter_name(self, param: Any) -> str:
+        """The name a model gives ``param`` (empty when none does)."""
+        return self._param_names.get(id(param), "")
 
     def grad_ready(self, param: torch.Tensor) -> None:
         if param.grad is not None:
@@ -163,18 +168,19 @@ class ProgramState:
         device = tensor.device
         return device.type == self._device_type and device.index == self._device_index
 
-    def see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
+    def see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int, role: str = "") -> None:
         """Record that ``tensor``'s storage is ``kind`` state, live at ``now``; follow its death.
-        A sharded tensor (DTensor) is its local shard: the memory this process holds."""
+        A sharded tensor (DTensor) is its local shard: the memory this process holds. ``role``:
+        what the distributed machinery holds it as (FSDP's gathered parameters, ...)."""
         if not isinstance(tensor, torch.Tensor):
             return
         if is_wrapper(tensor):
             for plain in plain_tensors(tensor):
-                self._see(plain, kind, name, module, now)
+                self._see(plain, kind, name, module, now, role)
             return
-        self._see(tensor, kind, name, module, now)
+        self._see(tensor, kind, name, module, now, role)
 
-    def _see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int) -> None:
+    def _see(self, tensor: torch.Tensor, kind: str, name: str, module: str, now: int, role: str = "") -> None:
         if not self._on_device(tensor):
             return
         try:
@@ -183,16 +189,17 @@ class ProgramState:
             nbytes = storage.nbytes()
         except (RuntimeError, NotImplementedError, TypeError):
             return
-        if not ptr:
+        if not ptr or (role and not nbytes):  # a gathered parameter's storage, freed (resized to 0)
             return
         rows = self._alive.get(ptr)
         if rows is None:
             rows = self._alive[ptr] = []
             self._watching.append(weakref.ref(storage, functools.partial(self._died, ptr, rows)))
-        elif any(self._storages[i][4] == kind and self._storages[i][5] == name for i in rows):
+        elif not role and any(self._storages[i][4] == kind and self._storages[i][5] == name for i in rows):
+            # (A role's storage is gathered again into the same storage: each time is seen.)
             return
         rows.append(len(self._storages))
-        self._storages.append([ptr, nbytes, now, None, kind, name, module, tensor.shape, tensor.dtype])
+        self._storages.append([ptr, nbytes, now, None, kind, name, module, tensor.shape, tensor.dtype, role])
 
     def _died(self, ptr: int, rows: list[int], reference: object = None) -> None:
         now = self._clock()

@@ -16,6 +16,7 @@ import torch  # noqa: TID253 - the torch side of tracking
 
 from memprof.records import Allocations, TrackedFacts, TrackedOps
 from memprof.sources.tracking.compiled import CompileTracking
+from memprof.sources.tracking.fsdp import follow_fsdp
 from memprof.sources.tracking.lines import resolve_sites
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.ops import Ops
@@ -90,6 +91,7 @@ class Tracker:
             return self
         self.calls.hook(stack)
         self.state.hook_gradients(stack)
+        follow_fsdp(self.state, self._clock, stack)
         self.calls.watch_recompute(stack)
         if self.ops is not None:
             self.ops.enter(stack)
