@@ -58,24 +58,49 @@ class Job:
         return {"world_size": str(self.world_size), "backend": "fake (estimate)"}
 
     def _one(self, one: OneRun, label: str, params: dict[str, Any], rank: int, count: int) -> RunResult:
+        return self._probed(one, label, params, rank, count)[0]
+
+    def _probed(
+        self, one: OneRun, label: str, params: dict[str, Any], rank: int, count: int
+    ) -> tuple[RunResult, list[str]]:
+        """Rank ``rank``'s run, and the lines outside torch that read the rank meanwhile."""
         from memprof.sources.fake_job import FakeJob
+        from memprof.sources.rank_reads import RankReads
 
         if self.status is not None:
             self.status(f"rank {rank} of {self.world_size} ({count} of {len(self.ranks)})")
-        with FakeJob(self.world_size, rank):
+        with FakeJob(self.world_size, rank), RankReads() as reads:
             run = one(label, params)
-        return replace(run, label=label, rank=rank)
+        return replace(run, label=label, rank=rank), reads.lines
 
     def runs(self, one: OneRun, params: dict[str, Any]) -> dict[str, RunResult]:
-        """Each rank's run, ``rank0``, ``rank1``, ...; ranks alike an earlier one say so."""
+        """Each rank's run, ``rank0``, ``rank1``, ...; ranks alike an earlier one say so.
+
+        Every rank of a job of three or more: the first and the last are estimated; when no code
+        outside torch read the rank and the two are alike, the ranks between are too (torch
+        shards every rank alike, and where its split is uneven the last rank differs from the
+        first) and are not estimated again; else each is."""
         started = time.perf_counter()
-        runs: dict[str, RunResult] = {}
-        for count, rank in enumerate(self.ranks, start=1):
-            label = rank_label(rank)
-            runs[label] = self._one(one, label, params, rank, count)
+        last = self.world_size - 1
+        every = self.ranks == tuple(range(self.world_size)) and self.world_size > 2
+        order = (0, last, *range(1, last)) if every else self.ranks
+        runs: dict[int, RunResult] = {}
+        read: list[str] = []
+        for count, rank in enumerate(order, start=1):
+            if every and count == 3 and not read and _signature(runs[0]) == _signature(runs[last]):
+                for middle in range(1, last):
+                    runs[middle] = _alike(runs[0], middle, last)
+                break
+            runs[rank], lines = self._probed(one, rank_label(rank), params, rank, count)
+            read += [line for line in lines if line not in read]
+        if read:
+            where = ", ".join(read[:3]) + (f" and {len(read) - 3} more" if len(read) > 3 else "")
+            note = f"the code reads its rank (at {where}): each rank estimated"
+            runs[order[0]] = replace(runs[order[0]], notes=(note, *runs[order[0]].notes))
         if self.status is not None:
-            self.status(f"{len(self.ranks)} rank(s) estimated in {time.perf_counter() - started:.1f} s")
-        return said_once(runs)
+            estimated = sum(1 for run in runs.values() if not _copied(run))
+            self.status(f"{estimated} rank(s) estimated in {time.perf_counter() - started:.1f} s")
+        return said_once({rank_label(rank): runs[rank] for rank in sorted(runs)})
 
     def neediest(self, one: OneRun, need: Callable[[RunResult], int]) -> OneRun:
         """A run per value of a sweep: the estimated ranks' neediest run, under the value's label,
@@ -91,6 +116,23 @@ class Job:
             return replace(worst, notes=(note, *worst.notes))
 
         return run
+
+
+_NOT_RUN = "not estimated on its own"
+
+
+def _alike(first: RunResult, rank: int, last: int) -> RunResult:
+    """Rank ``rank``'s run, from rank 0's: the job's ranks 0 and ``last`` are alike and no code
+    outside torch read the rank."""
+    note = (
+        f"alike rank 0 ({_NOT_RUN}): no code outside torch reads the rank, and ranks 0 and {last} "
+        "are alike, so torch shards this rank as theirs"
+    )
+    return replace(first, label=rank_label(rank), rank=rank, notes=(note, *first.notes))
+
+
+def _copied(run: RunResult) -> bool:
+    return bool(run.notes) and _NOT_RUN in run.notes[0]
 
 
 def _signature(run: RunResult) -> tuple[Any, ...]:
@@ -114,7 +156,7 @@ def said_once(runs: dict[str, RunResult]) -> dict[str, RunResult]:
     for label, run in runs.items():
         key = _signature(run)
         same = first.setdefault(key, run)
-        if same is not run:
+        if same is not run and not _copied(run):
             note = f"alike rank {same.rank}: the same peak, footprint, categories and entries at the peak"
             run = replace(run, notes=(note, *run.notes))
         out[label] = run

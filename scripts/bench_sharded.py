@@ -1,7 +1,9 @@
 """Time and memory of a sharded estimate at the scale people ask about: a Llama-3-8B-shaped bf16
 training step (32 layers of 4096, grouped-query attention, vocabulary 128,256, sequence 2048,
-AdamW), FSDP2 over 8 ranks, estimated for one rank, against its floor (the same rank's factory
-and step on fake tensors under the fake process group, nothing tracked), in separate processes.
+AdamW), FSDP2 over 8 ranks, estimated for every rank (the first and the last are run; the
+ranks between are alike them when no code reads the rank), against its floor: ranks 0 and 7's
+factories and steps on fake tensors under the fake process group, nothing tracked; in separate
+processes.
 
     PYTHONPATH=. python scripts/bench_sharded.py [--layers 32] [--rounds 1]
 
@@ -28,12 +30,17 @@ import llama8b_fsdp_job as job
 from memprof.sources.fake_job import FakeJob
 from memprof.sources.fake import FakeSession
 start = time.perf_counter()
-with FakeJob(8, 0), FakeSession(None):
-    model, optimizer, tokens = job.step_inputs(layers={layers})
-    for _ in range(2):
-        job.step(model, optimizer, tokens)
+for rank in (0, 7):
+    with FakeJob(8, rank), FakeSession(None):
+        model, optimizer, tokens = job.step_inputs(layers={layers})
+        for _ in range(2):
+            job.step(model, optimizer, tokens)
+        del model, optimizer, tokens
 print(time.perf_counter() - start)
 """
+
+
+_NOT_RUN = "not estimated on its own"
 
 
 def _child(code: list[str]) -> tuple[float, float, str]:
@@ -55,18 +62,25 @@ def main() -> None:
         floor_wall, floor_rss, _ = _child([sys.executable, "-c", floor])
         out = Path("bench_sharded.json").resolve()
         wall, rss, _ = _child(
-            [sys.executable, "-m", "memprof", "estimate", f"{JOB}:step", "--world-size", "8", "--rank", "0",
+            [sys.executable, "-m", "memprof", "estimate", f"{JOB}:step", "--world-size", "8",
              "--set", f"layers={args.layers}", "--gpu", "H100", "--json", str(out), "-q"]
         )
-        run = json.loads(out.read_text())["runs"]["rank0"]
+        runs = json.loads(out.read_text())["runs"]
         out.unlink()
+        run = runs["rank0"]
+        entries = run["at_peak"]["entries"]
+        shards = sum(e["bytes"] for e in entries if e["category"] == "parameter" and not e.get("role"))
+        gathered = sum(e["bytes"] for e in entries if e.get("role") == "fsdp_unsharded_parameter")
         print(json.dumps({
             "layers": args.layers,
             "estimate_s": round(wall, 2),
             "floor_s": round(floor_wall, 2),
             "ratio": round(wall / floor_wall, 2),
             "max_rss_mib": round(max(rss, floor_rss)),
-            "parameter_bytes": run["at_peak"]["by_category"]["parameter"],
+            "ranks": len(runs),
+            "ranks_estimated": sum(1 for r in runs.values() if _NOT_RUN not in " ".join(r["notes"])),
+            "parameter_shard_bytes": shards,
+            "gathered_parameter_bytes": gathered,
             "optimizer_state_bytes": run["at_peak"]["by_category"]["optimizer_state"],
             "footprint_bytes": run["footprint_bytes"],
         }))

@@ -88,6 +88,51 @@ def test_ranks_alike_say_so_and_the_job_is_named(fsdp_two: memprof.Report) -> No
     assert fsdp_two.ranks is not None and [row.rank for row in fsdp_two.ranks.rows] == [0, 1]
 
 
+def test_ranks_between_the_first_and_the_last_are_not_estimated_again_when_nothing_reads_the_rank() -> None:
+    lines: list[str] = []
+    report = memprof.estimate("memprof.examples.fsdp:step", device="cpu", world_size=4, status=lines.append)
+    assert list(report.runs) == ["rank0", "rank1", "rank2", "rank3"]
+    assert [run.rank for run in report.runs.values()] == [0, 1, 2, 3]
+    assert lines[-1].startswith("2 rank(s) estimated in ")
+    ranks = [line for line in lines if line.startswith("rank ")]
+    assert ranks == ["rank 0 of 4 (1 of 4)", "rank 3 of 4 (2 of 4)"]
+    first, second, third, last = report.runs.values()
+    for middle in (second, third):
+        assert middle.notes[0] == (
+            "alike rank 0 (not estimated on its own): no code outside torch reads the rank, and ranks 0 "
+            "and 3 are alike, so torch shards this rank as theirs"
+        )
+        assert middle.footprint_bytes == first.footprint_bytes and middle.at_peak == first.at_peak
+    assert last.notes[0].startswith("alike rank 0: the same peak")
+
+
+READS_ENV = """
+import os
+import torch
+from torch import nn
+
+def step(model, x):
+    model(x).sum().backward()
+
+def step_inputs():
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    return nn.Linear(64, 64), torch.randn(8 * (1 + rank % 2), 64)
+"""
+
+
+def test_code_that_reads_its_rank_is_estimated_on_every_rank(tmp_path: Path) -> None:
+    (tmp_path / "reads.py").write_text(textwrap.dedent(READS_ENV))
+    lines: list[str] = []
+    target = f"{tmp_path / 'reads.py'}:step"
+    report = memprof.estimate(target, device="cpu", world_size=4, status=lines.append)
+    assert lines[-1].startswith("4 rank(s) estimated in ")
+    inputs = [run.at_peak.by_category["input"] for run in report.runs.values() if run.at_peak]
+    assert inputs == [8 * 64 * 4, 16 * 64 * 4, 8 * 64 * 4, 16 * 64 * 4]
+    assert report.runs["rank0"].notes[0].startswith("the code reads its rank (at ")
+    assert report.runs["rank0"].notes[0].endswith("reads.py:10): each rank estimated")
+    assert report.runs["rank2"].notes[0].startswith("alike rank 0: the same peak")
+
+
 def test_the_process_group_and_the_environment_are_put_back(fsdp_two: memprof.Report) -> None:
     assert not dist.is_initialized()
     assert "RANK" not in os.environ and "WORLD_SIZE" not in os.environ

@@ -83,7 +83,7 @@ def step_inputs(
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(1 + dist.get_rank())
+    generator = torch.Generator().manual_seed(1)  # a real loader gives each rank its own batch
     tokens = torch.randint(0, VOCAB, (batch, SEQUENCE), generator=generator)
     targets = torch.randint(0, VOCAB, (batch, SEQUENCE), generator=generator)
     return model, optimizer, tokens.to(device), targets.to(device)

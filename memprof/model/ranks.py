@@ -57,6 +57,8 @@ class Imbalance:
                 return f"imbalance{where}: none, every rank's peak is 0 B"
             high_rank, low_rank = self.highest_rank, self.lowest_rank
             return f"imbalance{where}: rank {high_rank}'s peak {high}; rank {low_rank}'s is 0 B"
+        if self.highest_peak_bytes == self.lowest_peak_bytes:
+            return f"imbalance{where}: none, every rank's peak is {high}"
         times = f"{self.ratio:.2f}x"
         if high == low and self.highest_peak_bytes != self.lowest_peak_bytes:
             high, low = f"{self.highest_peak_bytes:,} B", f"{self.lowest_peak_bytes:,} B"
