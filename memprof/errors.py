@@ -101,6 +101,25 @@ class GateFailed(MemprofError):
     shown = True
 
 
+def path_error(error: OSError, what: str = "path") -> InputError:
+    """An operating system's refusal of a path (a name over 255 bytes, a loop of symbolic links,
+    a folder where a file was expected, a permission, ...) as the one-line error it is (exit 2):
+    the path, the system's reason, and what to do."""
+    import errno
+
+    name = error.filename if error.filename is not None else "?"
+    reason = error.strerror or type(error).__name__
+    hint = {
+        errno.ENAMETOOLONG: "a name in a path is at most 255 bytes on most file systems; give a shorter one",
+        errno.ELOOP: "its symbolic links lead round in a loop; give the file itself",
+        errno.EISDIR: "it is a folder; give a file",
+        errno.ENOTDIR: "a part of it that should be a folder is a file; check the path",
+        errno.EACCES: "check its permissions, or give another path",
+        errno.EPERM: "check its permissions, or give another path",
+    }.get(error.errno or 0, "check the path, or give another")
+    return InputError(f"{what} {brief(str(name), 120)}: {reason}; {hint}")
+
+
 def brief(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
     quoting a value from a file or from the user's code in a one-line message."""

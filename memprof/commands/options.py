@@ -75,9 +75,16 @@ def _file(flag: str, help: str, panel: str = REPORTS_PANEL) -> Any:
 
 def _file_path(text: str) -> Path:
     # A Path forgets a trailing "/": "--json out/" would write a file named "out".
-    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+    if text.endswith(("/", os.sep)) or _is_dir(text):
         raise typer.BadParameter(f"{text!r} is a folder; give a file name")
     return Path(text)
+
+
+def _is_dir(text: str) -> bool:
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL: the writer or reader says so, once
+        return False
 
 
 def _folder(flag: str, help: str) -> Any:
