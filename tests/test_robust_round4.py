@@ -6,6 +6,7 @@ never a traceback."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,73 @@ def test_an_os_error_of_a_path_that_reaches_the_command_line_is_one_line_and_exi
     result = runner.invoke(app, ["analyze", str(REPORT)])
     assert result.exit_code == 2
     assert "File name too long" in _one_error_line(result.output)
+
+
+# ------------------------------------------------------------------ integers past 64 bits
+
+
+def _trace(path: Path, memory: list[dict[str, int]]) -> Path:
+    events: list[dict[str, object]] = [
+        {"ph": "X", "name": "aten::add", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "cat": "cpu_op"}
+    ]
+    for ts, args in enumerate(memory, start=1):
+        base = {"Device Type": 0, "Device Id": -1}
+        events.append(
+            {"ph": "i", "name": "[memory]", "ts": ts, "pid": 1, "tid": 1, "s": "t", "args": base | args}
+        )
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        [{"Bytes": -(2**63)}, {"Bytes": -(2**63)}],  # each fits 64 bits; their sum does not
+        [{"Bytes": 2**62}, {"Bytes": 2**62}, {"Bytes": 2**62}],
+        [{"Bytes": 2**63 + 5}],  # past int64, read as an unsigned 64-bit integer
+        [{"Bytes": 2**64}, {"Bytes": 5}],
+        [{"Bytes": 2**100}],
+        [{"Bytes": 5, "Total Allocated": 2**63 - 1}, {"Bytes": 5, "Total Allocated": 2**63 - 1}],
+        [{"Bytes": 5, "Total Allocated": 5, "Total Reserved": 2**64 - 1}],
+    ],
+    ids=[
+        "two-int64-min",
+        "three-2**62",
+        "unsigned-2**63",
+        "2**64",
+        "2**100",
+        "total-int64-max",
+        "reserved-2**64",
+    ],
+)
+def test_trace_byte_counts_past_64_bits_are_refused_with_exit_2(
+    runner: CliRunner, tmp_path: Path, memory: list[dict[str, int]]
+) -> None:
+    trace = _trace(tmp_path / "t.pt.trace.json", memory)
+    result = runner.invoke(app, ["analyze", str(trace), "-q"])
+    assert result.exit_code == 2, result.output
+    assert "the trace is malformed" in _one_error_line(result.output)
+
+
+def test_byte_counts_up_to_4_eib_in_all_still_read(runner: CliRunner, tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.pt.trace.json", [{"Bytes": 2**60}, {"Bytes": -(2**60)}])
+    result = runner.invoke(app, ["analyze", str(trace), "-q", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["runs"][next(iter(report["runs"]))]["peak_bytes"] == 2**60
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 2**200])
+def test_report_byte_counts_past_64_bits_are_refused_with_exit_2(
+    runner: CliRunner, tmp_path: Path, value: int
+) -> None:
+    report = json.loads(REPORT.read_text())
+    report["runs"][next(iter(report["runs"]))]["peak_bytes"] = value
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    for args in (
+        ["check", str(tmp_path / "r.json"), "--budget", "1GB"],
+        ["diff", str(tmp_path / "r.json"), str(REPORT)],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        _one_error_line(result.output)
