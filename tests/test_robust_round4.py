@@ -164,3 +164,75 @@ def test_report_byte_counts_past_64_bits_are_refused_with_exit_2(
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         _one_error_line(result.output)
+
+
+# ------------------------------------------------------------------ CSV formula injection
+
+FORMULAS = ['=HYPERLINK("http://x","y")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+
+
+def _op_trace(path: Path, name: str) -> Path:
+    events: list[dict[str, object]] = [
+        {"ph": "X", "name": name, "ts": 0, "dur": 10, "pid": 1, "tid": 1, "cat": "cpu_op"},
+        {
+            "ph": "i",
+            "name": "[memory]",
+            "ts": 1,
+            "pid": 1,
+            "tid": 1,
+            "s": "t",
+            "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64, "Total Allocated": 64},
+        },
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def _csv_cells(path: Path) -> list[str]:
+    import csv
+
+    with path.open(newline="") as handle:
+        return [cell for row in csv.reader(handle) for cell in row]
+
+
+@pytest.mark.parametrize("name", FORMULAS)
+def test_csv_cells_a_spreadsheet_would_evaluate_get_a_leading_quote(
+    runner: CliRunner, tmp_path: Path, name: str
+) -> None:
+    trace = _op_trace(tmp_path / "t.pt.trace.json", name)
+    out = tmp_path / "ops.csv"
+    assert runner.invoke(app, ["analyze", str(trace), "-q", "--csv", str(out)]).exit_code == 0
+    cells = _csv_cells(out)
+    assert "'" + name in cells
+    assert name not in cells
+    assert not any(cell.startswith(("=", "+", "@", "\t", "\r")) for cell in cells)
+
+    exact = tmp_path / "exact.csv"
+    result = runner.invoke(app, ["analyze", str(trace), "-q", "--csv", str(exact), "--exact-csv"])
+    assert result.exit_code == 0
+    assert name in _csv_cells(exact)
+
+
+def test_parse_csv_neutralises_formulas_and_keeps_numbers(runner: CliRunner, tmp_path: Path) -> None:
+    table = (DATA / "cpu_memory.txt").read_text()
+    first_op = table.splitlines()[3].split()[0]
+    (tmp_path / "t.txt").write_text(table.replace(first_op, "=cmd|calc", 1))
+    out = tmp_path / "t.csv"
+    result = runner.invoke(app, ["parse", str(tmp_path / "t.txt"), "--csv", str(out)])
+    assert result.exit_code == 0, result.output
+    cells = _csv_cells(out)
+    assert "'=cmd|calc" in cells and "=cmd|calc" not in cells
+    assert any(cell.startswith("-") for cell in cells)  # negative byte counts stay numbers
+    result = runner.invoke(app, ["parse", str(tmp_path / "t.txt"), "--csv", str(out), "--exact-csv"])
+    assert result.exit_code == 0
+    assert "=cmd|calc" in _csv_cells(out)
+
+
+def test_spreadsheet_safe_leaves_plain_numbers_and_other_text_alone() -> None:
+    from memprof.text import spreadsheet_safe
+
+    assert spreadsheet_safe("-8") == "-8"
+    assert spreadsheet_safe("+1.5e3") == "+1.5e3"
+    assert spreadsheet_safe("aten::mm") == "aten::mm"
+    assert spreadsheet_safe("-1+2") == "'-1+2"
+    assert spreadsheet_safe("=1") == "'=1"

@@ -170,6 +170,16 @@ AtPeakCsvPath = Annotated[
     Path | None,
     _file("--at-peak-csv", "Write what is live at each peak as CSV, one row per entry and run."),
 ]
+ExactCsv = Annotated[
+    bool,
+    typer.Option(
+        "--exact-csv",
+        help="Write CSV text exactly as it is. By default a cell a spreadsheet would evaluate as a "
+        "formula (text starting with =, +, -, @, a tab or a carriage return, such as an op named "
+        "=HYPERLINK(...)) gets a leading ' so that it is shown, not run.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
+]
 MarkdownPath = Annotated[
     Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
 ]
@@ -359,6 +369,7 @@ class OutputOptions(OptionGroup):
     json_path: JsonPath = None
     csv_path: CsvPath = None
     at_peak_csv_path: AtPeakCsvPath = None
+    exact_csv: ExactCsv = False
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     out_dir: OutDir = None
