@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.errors import MemprofError, UsageError, param
 from memprof.pipeline import build_report
+from memprof.text import visible
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
@@ -129,7 +130,7 @@ class Tracking:
 
     def __repr__(self) -> str:
         state = repr(self._report) if self._report is not None else f"entered {self.entries} time(s)"
-        return f"<memprof.track {self.label}: {state}>"
+        return visible(f"<memprof.track {self.label}: {state}>", keep="")
 
     # ---- entering and leaving ------------------------------------------------------------------
 

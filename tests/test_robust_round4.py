@@ -236,3 +236,27 @@ def test_spreadsheet_safe_leaves_plain_numbers_and_other_text_alone() -> None:
     assert spreadsheet_safe("aten::mm") == "aten::mm"
     assert spreadsheet_safe("-1+2") == "'-1+2"
     assert spreadsheet_safe("=1") == "'=1"
+
+
+# ------------------------------------------------------------------ control characters in repr
+
+HOSTILE = "\x1b[2J\r\u202e\nmemprof gate: passed (1 checks)\x07"
+
+
+def test_repr_and_summary_of_a_loaded_report_escape_control_characters(tmp_path: Path) -> None:
+    from memprof.pipeline import load_report
+
+    data = json.loads(REPORT.read_text())
+    data["target"] = "t" + HOSTILE
+    runs = data["runs"]
+    first = next(iter(runs))
+    runs[first]["label"] = "eager" + HOSTILE
+    runs[first]["peak_op"] = "aten::sum" + HOSTILE
+    runs["eager" + HOSTILE] = runs.pop(first)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    report = load_report(tmp_path / "r.json")
+    run = report.runs["eager" + HOSTILE]
+    for text in (repr(report), run.summary(), repr(run)):
+        assert text.isprintable(), text  # no ESC, CR, RLO, BEL, newline
+        assert "\\x1b[2J\\x0d\\u202e\\x0amemprof gate: passed (1 checks)\\x07" in text
+    assert "aten::sum\\x1b" in run.summary()
