@@ -150,10 +150,14 @@ class Tracking:
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: its call (entry ``skip + 1``) is profiled, with its arguments and
-        its module's globals as roots, as :func:`memprof.profile` profiles a function."""
-        from memprof.sources.target import Target
+        its module's globals as roots, as :func:`memprof.profile` profiles a function. A
+        function whose call runs none of its body (a generator function, an ``async def``) is
+        refused, as ``memprof run`` refuses it: its block would measure nothing."""
+        from memprof.sources.failures import check_ran
+        from memprof.sources.target import Target, check_measurable
 
         target = Target.of(fn)
+        check_measurable(fn, target.spec)
 
         @functools.wraps(fn)
         def tracked(*args: Any, **kwargs: Any) -> Any:
@@ -164,6 +168,7 @@ class Tracking:
                 self.end(error)
                 raise
             self.end(None)
+            check_ran(result, target.spec)  # a generator or coroutine returned: nothing ran
             return result
 
         tracked.track = self  # type: ignore[attr-defined]

@@ -260,3 +260,40 @@ def test_repr_and_summary_of_a_loaded_report_escape_control_characters(tmp_path:
         assert text.isprintable(), text  # no ESC, CR, RLO, BEL, newline
         assert "\\x1b[2J\\x0d\\u202e\\x0amemprof gate: passed (1 checks)\\x07" in text
     assert "aten::sum\\x1b" in run.summary()
+
+
+# ------------------------------------------------------------------ track() on code that runs nothing
+
+
+def test_track_refuses_a_generator_function_or_async_def_as_memprof_run_does() -> None:
+    import memprof
+    from memprof.errors import UsageError
+
+    def steps():  # type: ignore[no-untyped-def]
+        yield 1
+
+    async def step() -> None:
+        return None
+
+    async def agen():  # type: ignore[no-untyped-def]
+        yield 1
+
+    for fn, kind in (
+        (steps, "a generator function"),
+        (step, "an async function"),
+        (agen, "an async generator"),
+    ):
+        with pytest.raises(UsageError, match=f"is {kind}.*runs none of its body"):
+            memprof.track(device="cpu")(fn)
+
+
+def test_track_refuses_a_call_that_returned_a_generator() -> None:
+    import memprof
+    from memprof.errors import UsageError
+
+    @memprof.track(device="cpu")
+    def lazy():  # type: ignore[no-untyped-def]
+        return (i for i in range(3))
+
+    with pytest.raises(UsageError, match="returned a generator, so its body never ran"):
+        lazy()
