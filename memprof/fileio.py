@@ -7,9 +7,10 @@ byte-order mark is dropped); invalid bytes are an error naming their offset. JSO
 no ``NaN``/``Infinity``, no key twice in one object, no nesting deeper than Python can parse.
 
 Writing: output paths are made absolute and checked before any work starts (writable, distinct,
-none of them a file the run reads: the target's source, its inputs factory, the baseline, and
-none a symbolic link: a link planted in a shared folder must not turn a report into a write over
-the file it points to), and written atomically (temporary file + rename), all or none. A failure
+none of them a file the run reads: the target's source, its inputs factory, the baseline, any
+file of the running program (its script, every module it imported, checked again when writing),
+and none a symbolic link: a link planted in a shared folder must not turn a report into a write
+over the file it points to), and written atomically (temporary file + rename), all or none. A failure
 or Ctrl-C never leaves a truncated report, table or baseline behind, nor some outputs replaced
 and others not; a write that fails (disk full, folder gone, permission taken away) is an
 :class:`OutputError` (exit 2) naming the path and the system's reason.
@@ -440,12 +441,51 @@ def check_output_paths(
                     "would replace it: give another file"
                 )
         _refuse_link(out, option)
+        _refuse_program_file(out, option, str(path))
         for other, other_option in seen:
             if _same_file(out, other):
                 raise UsageError(
                     f"{other_option} and {option} both write {str(path)!r}; give each its own file"
                 )
         seen.append((out, option))
+
+
+def _refuse_program_file(out: Path, option: str, given: str) -> None:
+    """Refuse an output that is a file of the running program: the script (``__main__``), any
+    module it imported (its source, its compiled file, an extension), by any name (a hard link
+    too). ``track(json=__file__)`` must not replace the caller's own script."""
+    identity = _identity(out)
+    if identity is None:  # nothing there yet: nothing to replace
+        return
+    for name, where in _program_files():
+        if _identity_of(where) == identity:
+            raise UsageError(
+                f"{option} {given!r} is a file of the running program ({name}'s {where!r}); writing the "
+                "report there would replace it: give another file"
+            )
+
+
+def _program_files() -> list[tuple[str, str]]:
+    """``(module name, file)`` of every loaded module that has a file, and the script's."""
+    import sys
+
+    found = [("the script", sys.argv[0])] if sys.argv and sys.argv[0] else []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str):
+            found.append((name, where))
+            cached = getattr(module, "__cached__", None)
+            if isinstance(cached, str):
+                found.append((name, cached))
+    return found
+
+
+def _identity_of(where: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(where)
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def _write_failed(path: Path, error: OSError) -> OutputError:
@@ -515,6 +555,8 @@ def atomic_write_all(
     :func:`_commit`). A failure (an :class:`OutputError`, exit 2) or Ctrl-C leaves every path
     as it was and no temporary file. A path that is a symbolic link is replaced by the file (the
     file the link points to is left alone). ``remember``: list the files in :data:`WRITTEN`."""
+    for path, _ in items:  # checked when written too: the program may have imported it since
+        _refuse_program_file(absolute(path), "output", str(path))
     staged: list[tuple[str, Path]] = []
     current = Path()
     try:

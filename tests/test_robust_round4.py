@@ -297,3 +297,52 @@ def test_track_refuses_a_call_that_returned_a_generator() -> None:
 
     with pytest.raises(UsageError, match="returned a generator, so its body never ran"):
         lazy()
+
+
+# ------------------------------------------------------------------ outputs over the program's files
+
+
+def test_track_refuses_to_write_over_the_callers_own_script(tmp_path: Path) -> None:
+    import memprof
+    from memprof.errors import UsageError
+
+    before = Path(__file__).read_bytes()
+    with pytest.raises(UsageError, match="is a file of the running program"):
+        memprof.track(device="cpu", json=__file__)
+    assert Path(__file__).read_bytes() == before
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_no_output_replaces_a_module_the_program_imported(tmp_path: Path, link: bool) -> None:
+    """By its path or by a hard link to it, checked before and when writing."""
+    import importlib
+    import sys
+
+    from memprof import fileio
+    from memprof.errors import UsageError
+
+    source = tmp_path / "imported_helper_mod.py"
+    source.write_text("X = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("imported_helper_mod")
+        target = tmp_path / "other-name.json" if link else source
+        if link:
+            target.hardlink_to(source)
+        with pytest.raises(UsageError, match="imported_helper_mod"):
+            fileio.check_output_paths([("json", target)])
+        with pytest.raises(UsageError, match="is a file of the running program"):
+            fileio.atomic_write_text(target, "{}", remember=False)
+        assert source.read_text() == "X = 1\n"
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".memprof")) == []
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("imported_helper_mod", None)
+
+
+def test_the_command_line_refuses_to_write_over_memprofs_own_source(runner: CliRunner) -> None:
+    import memprof.cli
+
+    result = runner.invoke(app, ["analyze", str(REPORT), "--json", memprof.cli.__file__])
+    assert result.exit_code == 2
+    assert "is a file of the running program" in _one_error_line(result.output)
