@@ -346,3 +346,42 @@ def test_the_command_line_refuses_to_write_over_memprofs_own_source(runner: CliR
     result = runner.invoke(app, ["analyze", str(REPORT), "--json", memprof.cli.__file__])
     assert result.exit_code == 2
     assert "is a file of the running program" in _one_error_line(result.output)
+
+
+# ------------------------------------------------------------------ blocks across threads, left open
+
+
+def test_two_threads_entering_track_at_once_get_one_block_and_one_nesting_error() -> None:
+    import threading
+
+    import torch
+
+    import memprof
+    from memprof.errors import MemprofError
+
+    errors: list[str] = []
+    peaks: list[int] = []
+    barrier = threading.Barrier(2)
+
+    def work() -> None:
+        barrier.wait()
+        try:
+            with memprof.track(device="cpu", explain=False) as t:
+                torch.ones(256, 256)
+                barrier_after.wait(timeout=5)  # both threads are inside (or refused) at once
+            peaks.append(t.run.peak_bytes)
+        except MemprofError as error:
+            errors.append(str(error))
+            barrier_after.wait(timeout=5)
+
+    barrier_after = threading.Barrier(2)
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert peaks == [256 * 256 * 4]
+    assert len(errors) == 1 and "on another thread: blocks do not nest" in errors[0]
+    with memprof.track(device="cpu", explain=False) as t:  # the slot is free again
+        torch.ones(16)
+    assert t.run.peak_bytes == 64
