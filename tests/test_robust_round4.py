@@ -385,3 +385,43 @@ def test_two_threads_entering_track_at_once_get_one_block_and_one_nesting_error(
     with memprof.track(device="cpu", explain=False) as t:  # the slot is free again
         torch.ones(16)
     assert t.run.peak_bytes == 64
+
+
+LEFT_OPEN = """
+import sys, torch
+from memprof.integrations.steps import ProfiledSteps
+
+class Callback(ProfiledSteps):
+    framework = "test"
+
+model = torch.nn.Linear(4, 4)
+first, second = Callback(steps=[1], out=sys.argv[1]), Callback(steps=[1], out=sys.argv[1])
+first.profiler.begin(1, {"model": model}, model)
+model(torch.ones(2, 4)).sum().backward()  # then the step raises; the script catches it
+try:
+    second.profiler.begin(1, {"model": model}, model)  # two callbacks profiling one step
+except Exception as error:
+    print(error)
+print("leaving with the step open")
+"""
+
+
+def test_a_step_left_open_by_the_training_loop_does_not_crash_the_interpreter_at_exit(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "left_open.py"
+    script.write_text(LEFT_OPEN)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]  # was -11: a segfault in torch's teardown
+    assert "blocks do not nest" in done.stdout
+    assert done.stdout.rstrip().endswith("leaving with the step open")

@@ -75,6 +75,27 @@ _claim = threading.Lock()
 get one block and one "blocks do not nest" error, never two profilers (a crash in torch)."""
 
 
+_at_exit: list[bool] = []
+
+
+def _abort_at_exit() -> None:
+    """Have every block still running stopped when the interpreter exits: a block left open
+    (a training step that raised, caught by a script that never called ``callback.stop()``, a
+    second callback's failed start leaving the first's step open) would otherwise leave torch's
+    profiler and the op tracker on while torch tears down, which crashes the process."""
+    if not _at_exit:
+        import atexit
+
+        atexit.register(_abort_all)
+        _at_exit.append(True)
+
+
+def _abort_all() -> None:
+    for block in list(_active):
+        with contextlib.suppress(Exception):
+            block.abort()
+
+
 class Block:
     """One pass of the user's code, profiled between :meth:`start` and :meth:`stop` (called on
     the same thread, by any code: a ``with`` statement or two hooks of a training loop).
@@ -136,6 +157,7 @@ class Block:
         except BaseException:
             self._release()
             raise
+        _abort_at_exit()
 
     def _release(self) -> None:
         with _claim:
