@@ -425,3 +425,55 @@ def test_a_step_left_open_by_the_training_loop_does_not_crash_the_interpreter_at
     assert done.returncode == 0, done.stderr[-2000:]  # was -11: a segfault in torch's teardown
     assert "blocks do not nest" in done.stdout
     assert done.stdout.rstrip().endswith("leaving with the step open")
+
+
+# ------------------------------------------------------------------ callbacks checked when made
+
+
+def _callback(**kwargs: object) -> object:
+    from memprof.integrations.steps import ProfiledSteps
+
+    class Callback(ProfiledSteps):
+        framework = "test"
+
+    return Callback(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("/proc/memprof-reports", "cannot be made: '/proc' is not writable"),  # read-only, even for root
+        ("{tmp}/file/reports", "is a file, so the folder cannot be made there"),
+        ("{tmp}/file", "is a file; give a folder for the reports"),
+        ("{tmp}/" + LONG, "File name too long"),
+    ],
+)
+def test_a_callback_refuses_a_folder_it_cannot_write_when_made(
+    tmp_path: Path, out: str, message: str
+) -> None:
+    from memprof.errors import UsageError
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match=message.replace("(", "\\(")):
+        _callback(out=out.format(tmp=tmp_path))
+
+
+def test_a_callback_refuses_a_report_name_it_cannot_write_when_made(tmp_path: Path) -> None:
+    from memprof.errors import UsageError
+
+    (tmp_path / "step-2.json").mkdir()
+    with pytest.raises(UsageError, match="step-2.json' is a folder"):
+        _callback(out=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("device", "message"), [("tpu", "'tpu' is not a device"), (3, "must be a device name")]
+)
+def test_a_callback_refuses_a_device_that_is_not_one_when_made(
+    tmp_path: Path, device: object, message: str
+) -> None:
+    from memprof.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        _callback(out=tmp_path, device=device)
+    assert list(tmp_path.iterdir()) == []  # no probe or report left behind
