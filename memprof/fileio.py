@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memprof.errors import InputError, OutputError, UsageError, brief
+from memprof.signals import deferred, terminating_cleanly
 
 STDIN_LIMIT_BYTES = 1 << 30
 """The most memprof reads from standard input (1 GiB): more is an error, never a hang or an
@@ -514,19 +515,19 @@ def _new_sibling(out: Path, suffix: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no unused temporary name", str(out.parent))
 
 
-def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
-    """Write a temporary sibling of ``out`` through ``write(handle)``; its path."""
-    fd, tmp = _new_sibling(out, ".tmp")
-    try:
+def _stage(out: Path, write: Callable[[IO[str]], Any], made: list[str]) -> str:
+    """Write a temporary sibling of ``out`` through ``write(handle)``; its path, noted in
+    ``made`` as soon as the file exists (signals held in between: no file without its name)."""
+    with deferred():
+        fd, tmp = _new_sibling(out, ".tmp")
+        made.append(tmp)
         # backslashreplace: a lone surrogate (a name read from JSON as "\\udcff") cannot be UTF-8
-        with _fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
-            write(handle)
-            handle.flush()
-        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
-        _chmod(tmp, _mode_of(out))
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+        handle = _fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="")
+    with handle:
+        write(handle)
+        handle.flush()
+    # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
+    _chmod(tmp, _mode_of(out))
     return tmp
 
 
@@ -552,26 +553,33 @@ def atomic_write_all(
 ) -> list[Path]:
     """Write several files, all or none: each is first written in full to a temporary sibling
     (where a full disk or a vanished folder shows), then they are renamed over their paths (see
-    :func:`_commit`). A failure (an :class:`OutputError`, exit 2) or Ctrl-C leaves every path
-    as it was and no temporary file. A path that is a symbolic link is replaced by the file (the
-    file the link points to is left alone). ``remember``: list the files in :data:`WRITTEN`."""
+    :func:`_commit`). A failure (an :class:`OutputError`, exit 2), Ctrl-C or SIGTERM at any
+    point leaves every path as it was, or all of them written, and no temporary file (see
+    :mod:`memprof.signals`; after SIGTERM the process then ends by it). A path that is a symbolic
+    link is replaced by the file (the file the link points to is left alone). ``remember``: list
+    the files in :data:`WRITTEN`."""
     for path, _ in items:  # checked when written too: the program may have imported it since
         _refuse_program_file(absolute(path), "output", str(path))
-    staged: list[tuple[str, Path]] = []
+    made: list[str] = []
+    written: list[Path] = []
     current = Path()
-    try:
-        for path, write in items:
-            current = absolute(path)
-            staged.append((_stage(current, write), current))
-        _commit(staged)
-    except OSError as error:
-        raise _write_failed(current, error) from None
-    finally:
-        for tmp, _ in staged:
-            _unlink_quietly(tmp)  # gone once renamed; left only after a failure
-    written = [out for _, out in staged]
-    if remember:
-        WRITTEN.extend(written)
+    with terminating_cleanly():
+        try:
+            staged = []
+            for path, write in items:
+                current = absolute(path)
+                staged.append((_stage(current, write, made), current))
+            with deferred():  # the renames and what says they were made: all, or none
+                _commit(staged)
+                written = [out for _, out in staged]
+                if remember:
+                    WRITTEN.extend(written)
+        except OSError as error:
+            raise _write_failed(current, error) from None
+        finally:
+            with deferred():
+                for tmp in made:
+                    _unlink_quietly(tmp)  # gone once renamed; left only after a failure
     return written
 
 

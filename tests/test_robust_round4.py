@@ -477,3 +477,93 @@ def test_a_callback_refuses_a_device_that_is_not_one_when_made(
     with pytest.raises(UsageError, match=message):
         _callback(out=tmp_path, device=device)
     assert list(tmp_path.iterdir()) == []  # no probe or report left behind
+
+
+# ------------------------------------------------------------------ signals while outputs are written
+
+SIGNAL_AT_EVERY_STEP = r'''
+import os, signal, sys
+from pathlib import Path
+from memprof import fileio
+
+folder, signum = Path(sys.argv[1]), int(sys.argv[2])
+names = ["a.json", "b.html", "c.md", "d.csv"]
+PRIMITIVES = ("_open", "_fdopen", "_chmod", "_link", "_replace", "_unlink", "_lstat")
+
+
+def instrumented(at):
+    """Each primitive of fileio counted; the signal sent right after the at-th call returns."""
+    count = [0]
+    for name in PRIMITIVES:
+        real = getattr(fileio, name)
+        def wrapper(*args, _real=real, **kwargs):
+            result = _real(*args, **kwargs)
+            count[0] += 1
+            if count[0] == at:
+                os.kill(os.getpid(), signum)
+            return result
+        setattr(fileio, name, wrapper)
+    return count
+
+
+def trial(at):
+    for name in names:
+        (folder / name).write_text("old")
+    pid = os.fork()
+    if pid == 0:
+        count = instrumented(at)
+        try:
+            fileio.atomic_write_texts([(folder / name, "new " * 1000) for name in names])
+        except KeyboardInterrupt:
+            os._exit(130)
+        os._exit(0 if count[0] >= at else 99)  # 99: fewer steps than at, the trials are over
+    _, status = os.waitpid(pid, 0)
+    contents = {(folder / name).read_text()[:3] for name in names}
+    left = sorted(p.name for p in folder.iterdir() if p.name not in names)
+    return status, contents, left
+
+
+at = 1
+while True:
+    status, contents, left = trial(at)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 99:
+        break
+    print(at, code, sorted(contents), left)
+    at += 1
+'''
+
+
+@pytest.mark.parametrize("signum", [2, 15], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_after_any_step_of_writing_leaves_all_outputs_old_or_all_new_and_no_temporary_file(
+    tmp_path: Path, signum: int
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "every_step.py"
+    script.write_text(SIGNAL_AT_EVERY_STEP)
+    (tmp_path / "out").mkdir()
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), str(signum)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = [line.split(" ", 2) for line in done.stdout.splitlines()]
+    assert len(trials) >= 20  # every step of four files' writing and renaming
+    outcomes = set()
+    for at, code, rest in trials:
+        contents, left = rest.rsplit(" [", 1)
+        assert contents in ("['new']", "['old']"), (at, code, rest)  # never some of each
+        assert left == "]", (at, code, rest)  # no temporary or backup file left
+        # interrupted (130) or ended by SIGTERM (-15), or (the signal after the last rename) written
+        assert int(code) in (130, -15, 0), (at, code, rest)
+        outcomes.add((int(code), contents))
+    killed = 130 if signum == 2 else -15
+    assert (killed, "['old']") in outcomes and (killed, "['new']") in outcomes
