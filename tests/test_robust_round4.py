@@ -7,6 +7,7 @@ never a traceback."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -567,3 +568,111 @@ def test_a_signal_after_any_step_of_writing_leaves_all_outputs_old_or_all_new_an
         outcomes.add((int(code), contents))
     killed = 130 if signum == 2 else -15
     assert (killed, "['old']") in outcomes and (killed, "['new']") in outcomes
+
+
+# ------------------------------------------------------------------ the bytecode cache, private or not used
+
+
+def _start_memprof(cache_home: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": root,
+        "XDG_CACHE_HOME": str(cache_home),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import memprof.version"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _plant(cache_home: Path, marker: Path) -> Path:
+    """A compiled memprof.version that writes ``marker``, filed where memprof would look for it."""
+    import marshal
+    import sys
+    from hashlib import blake2b
+    from importlib.util import MAGIC_NUMBER
+
+    import memprof.version
+
+    path = memprof.version.__file__
+    source = Path(path).read_bytes()
+    digest = blake2b(b"%s\0%d\0" % (os.fsencode(path), sys.flags.optimize) + source, digest_size=20).digest()
+    folder = cache_home / "memprof" / "bytecode" / (sys.implementation.cache_tag or "python")
+    folder.mkdir(parents=True, exist_ok=True)
+    code = compile(f"open({str(marker)!r}, 'w').close()\n__version__ = '0'\n", path, "exec")
+    entry = folder / f"{digest.hex()}.pyc"
+    entry.write_bytes(MAGIC_NUMBER + digest + marshal.dumps(code))
+    entry.chmod(0o600)
+    folder.chmod(0o700)
+    return entry
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's file needs root")
+@pytest.mark.parametrize(
+    "hostile", ["folder open to others", "entry of another user", "entry writable by others"]
+)
+def test_a_planted_compiled_module_is_never_run(tmp_path: Path, hostile: str) -> None:
+    marker = tmp_path / "ran"
+    entry = _plant(tmp_path, marker)
+    if hostile == "folder open to others":
+        entry.parent.chmod(0o777)
+    elif hostile == "entry of another user":
+        os.chown(entry, 65534, 65534)
+    else:
+        entry.chmod(0o666)
+    _start_memprof(tmp_path)
+    assert not marker.exists()
+
+
+def test_a_private_entry_is_used_so_the_planting_tests_can_fail(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    _plant(tmp_path, marker)
+    _start_memprof(tmp_path)
+    assert marker.exists()  # the same entry, private and memprof's: loaded (what the others refuse)
+
+
+def test_a_linked_cache_folder_is_not_used_and_nothing_it_points_to_is_removed(tmp_path: Path) -> None:
+    import sys
+
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    for index in range(2001):
+        (victim / f"{index:040x}.pyc").write_text("precious")
+    folder = tmp_path / "cache" / "memprof" / "bytecode"
+    folder.mkdir(parents=True)
+    (folder / (sys.implementation.cache_tag or "python")).symlink_to(victim)
+    _start_memprof(tmp_path / "cache")
+    assert len(list(victim.iterdir())) == 2001
+
+
+def test_emptying_a_full_cache_removes_only_memprofs_own_regular_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memprof import bytecode
+
+    monkeypatch.setattr(bytecode, "_MAX_ENTRIES", 3)
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    keep = tmp_path / "keep.pyc"
+    keep.write_text("keep")
+    (folder / "notes.txt").write_text("not memprof's")
+    (folder / f"{'a' * 40}.pyc").symlink_to(keep)  # a link with memprof's name: not a regular file
+    (folder / f"{'b' * 40}.pyc").mkdir()  # a folder with memprof's name
+    for index in range(3):
+        (folder / f"{index:040x}.pyc").write_bytes(b"old entry")
+    module = tmp_path / "mod.py"
+    module.write_text("VALUE = 5\n")
+    loader = bytecode._Loader("memprof_mod", str(module), str(folder))
+    namespace: dict[str, object] = {}
+    exec(loader.get_code("memprof_mod"), namespace)  # noqa: S102 - the test's own module
+    assert namespace["VALUE"] == 5
+    left = sorted(p.name for p in folder.iterdir())
+    assert "notes.txt" in left and f"{'a' * 40}.pyc" in left and f"{'b' * 40}.pyc" in left
+    assert not any(name.startswith("0" * 39) for name in left)  # memprof's old entries: removed
+    assert len(left) == 4 and keep.read_text() == "keep"  # and the new entry
