@@ -676,3 +676,65 @@ def test_emptying_a_full_cache_removes_only_memprofs_own_regular_files(
     assert "notes.txt" in left and f"{'a' * 40}.pyc" in left and f"{'b' * 40}.pyc" in left
     assert not any(name.startswith("0" * 39) for name in left)  # memprof's old entries: removed
     assert len(left) == 4 and keep.read_text() == "keep"  # and the new entry
+
+
+# ------------------------------------------------------------------ analysis time linear in the file's size
+
+
+def _shared_name_snapshot(path: Path, scale: int) -> Path:
+    """``1,000 * scale`` allocations, each with its own frame, every frame naming one file of
+    ``100 KB * scale``: one string in the pickle (its memo), a thousand frames."""
+    import pickle
+
+    name = "m" * (100_000 * scale)
+    events = [
+        {
+            "action": "alloc",
+            "addr": 4096 * (i + 1),
+            "size": 512,
+            "stream": 0,
+            "frames": [{"filename": name, "line": i, "name": "f"}],
+        }
+        for i in range(1_000 * scale)
+    ]
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [events]}))
+    return path
+
+
+def _unseen_frees_snapshot(path: Path, scale: int) -> Path:
+    """``8,000 * scale`` frees requested and completed of addresses the trace never allocated."""
+    import pickle
+
+    events = [{"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": []}]
+    for i in range(8_000 * scale):
+        for action in ("free_requested", "free_completed"):
+            events.append({"action": action, "addr": 4096 * (i + 2), "size": 512, "stream": 0, "frames": []})
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [events]}))
+    return path
+
+
+def _analysis_seconds(path: Path) -> float:
+    import time
+
+    import memprof
+
+    best = float("inf")
+    for _ in range(2):  # CPU time, the better of two: other jobs on the machine move wall time
+        started = time.process_time()
+        memprof.analyze(path)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+@pytest.mark.parametrize(
+    "make", [_shared_name_snapshot, _unseen_frees_snapshot], ids=["shared-name", "unseen-frees"]
+)
+def test_snapshot_analysis_time_grows_with_the_file_not_faster(tmp_path: Path, make: object) -> None:
+    small = make(tmp_path / "small.pickle", 1)  # type: ignore[operator]
+    large = make(tmp_path / "large.pickle", 10)  # type: ignore[operator]
+    size_ratio = large.stat().st_size / small.stat().st_size
+    assert 8 < size_ratio < 12
+    _analysis_seconds(small)  # imports and caches warmed
+    ratio = _analysis_seconds(large) / _analysis_seconds(small)
+    # Linear: 11 to 14 measured; the quadratic frees were 25 to 32 here, the shared name 40 to 83.
+    assert ratio < 20, f"10x the file took {ratio:.1f}x the time"
