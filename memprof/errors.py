@@ -120,6 +120,15 @@ def path_error(error: OSError, what: str = "path") -> InputError:
     return InputError(f"{what} {brief(str(name), 120)}: {reason}; {hint}")
 
 
+class HardExit(SystemExit):
+    """The profiled code called ``os._exit()`` in memprof's own process: raised there instead
+    (see :func:`memprof.interpreter.kept_from_user_code`), so that the run fails with exit 3
+    and its message, rather than ending the process with the code's status and no gate."""
+
+    def __str__(self) -> str:
+        return f"called os._exit({brief(self.code)})"
+
+
 def brief(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
     quoting a value from a file or from the user's code in a one-line message."""
@@ -142,6 +151,8 @@ def what_it_did(error: BaseException) -> str:
     code failing too, whatever the code (memprof's own exit code says what happened)."""
     from memprof.text import one_line
 
+    if isinstance(error, HardExit):
+        return f"called os._exit({brief(error.code)})"
     if isinstance(error, SystemExit):
         return f"called sys.exit({'' if error.code is None else brief(error.code)})"
     text = message_of(error).strip().splitlines()

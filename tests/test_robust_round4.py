@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -738,3 +739,99 @@ def test_snapshot_analysis_time_grows_with_the_file_not_faster(tmp_path: Path, m
     ratio = _analysis_seconds(large) / _analysis_seconds(small)
     # Linear: 11 to 14 measured; the quadratic frees were 25 to 32 here, the shared name 40 to 83.
     assert ratio < 20, f"10x the file took {ratio:.1f}x the time"
+
+
+# ------------------------------------------------------------------ code that ends the process or its streams
+
+REAL_EXIT = os._exit
+HARD_EXITS = """
+import os
+import sys
+import threading
+
+import torch
+
+
+def exits():
+    x = torch.ones(256)
+    os._exit(0)
+
+
+def exits_on_a_thread():
+    thread = threading.Thread(target=os._exit, args=(0,))
+    thread.start()
+    thread.join()
+    return torch.ones(4)
+
+
+def forks_a_child_that_exits():
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=os._exit, args=(7,))
+    child.start()
+    child.join()
+    assert child.exitcode == 7, child.exitcode  # the child still ends as it asks
+    return torch.ones(4)
+
+
+def closes_its_streams():
+    x = torch.ones(256)
+    for fd in (0, 1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # closed by the warm-up call already
+    return x
+"""
+
+
+def test_os_exit_in_the_profiled_function_is_a_failed_run_not_a_passed_gate(
+    make_module: object, tmp_path: Path
+) -> None:
+    module = make_module(HARD_EXITS)  # type: ignore[operator]
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        app, ["run", f"{module}:exits", "-q", "--device", "cpu", "--budget", "1GB", "--json", str(out)]
+    )
+    assert result.exit_code == 3, result.output
+    last = result.stderr.rstrip("\n").splitlines()[-1]
+    assert last.startswith("memprof: error: exits called os._exit(0) (peak before the failure: 1.0 KiB")
+    assert "os._exit(0)" in result.stderr  # the user's traceback says where
+    assert not out.exists()
+    assert os._exit is REAL_EXIT  # put back afterwards
+
+
+def _memprof_run(tmp_path: Path, function: str) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    (tmp_path / "hard.py").write_text(HARD_EXITS)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memprof",
+            "run",
+            f"hard.py:{function}",
+            "-q",
+            "--no-explain",
+            "--budget",
+            "1GB",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+
+
+def test_os_exit_on_another_thread_ends_memprof_with_exit_3_and_a_line(tmp_path: Path) -> None:
+    done = _memprof_run(tmp_path, "exits_on_a_thread")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.splitlines() == [
+        "memprof: error: the profiled code called os._exit(0) on a thread, which ends the process: nothing "
+        "was reported and no gate ran"
+    ]
+    assert "memprof gate" not in done.stdout
