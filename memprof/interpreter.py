@@ -10,13 +10,15 @@ code's failure (exit 3), said in one line, instead of a traceback. (The function
 :mod:`memprof.fileio` writes with are bound when it is imported, so replacing ``os.replace``
 cannot make memprof skip writing a report.)
 
-One change cannot be put back afterwards, so it is caught as it happens:
+Two changes cannot be put back afterwards, so they are caught as they happen:
 
 - ``os._exit()`` ends the process at once, with the code's status and without memprof's report
   or gate: a gate that could not run would pass as exit 0. In memprof's process it raises
   :class:`memprof.errors.HardExit` instead (on the main thread: the run fails, exit 3, like
   ``sys.exit()``), or ends the process with exit 3 and a line saying why (on another thread). A
   process forked by the code (a DataLoader worker) still ends as it asks.
+- Closing file descriptors 0, 1 or 2 (``os.close(1)``) leaves memprof nothing to print its
+  report and errors on: copies of them are kept and put back in their place afterwards.
 """
 
 from __future__ import annotations
@@ -108,6 +110,25 @@ def _reopened(name: str, stream: Any) -> Any:
 
 
 @contextlib.contextmanager
+def _standard_fds_kept() -> Iterator[None]:
+    """Copies of file descriptors 0-2, put back in place afterwards where the code closed one."""
+    copies: dict[int, int] = {}
+    for fd in _FDS.values():
+        with contextlib.suppress(OSError):
+            copies[fd] = os.dup(fd)  # not inheritable: no child of the code's gets them
+    try:
+        yield
+    finally:
+        for fd, copy in copies.items():
+            try:
+                os.fstat(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.dup2(copy, fd)
+            os.close(copy)
+
+
+@contextlib.contextmanager
 def _exit_caught() -> Iterator[None]:
     """``os._exit`` (and ``posix._exit``) of memprof's process raise :class:`HardExit` on the
     main thread, and end the process with exit 3 on another, while the block runs."""
@@ -150,7 +171,7 @@ def kept_from_user_code() -> Iterator[None]:
     (exit 3) naming the first change."""
     kept = _state()
     try:
-        with _exit_caught():
+        with _standard_fds_kept(), _exit_caught():
             yield
     except (MemprofError, KeyboardInterrupt):
         raise

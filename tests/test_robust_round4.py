@@ -835,3 +835,14 @@ def test_os_exit_on_another_thread_ends_memprof_with_exit_3_and_a_line(tmp_path:
         "was reported and no gate ran"
     ]
     assert "memprof gate" not in done.stdout
+
+
+def test_closed_standard_streams_and_forked_children_still_give_the_report_and_the_gate(
+    tmp_path: Path,
+) -> None:
+    done = _memprof_run(tmp_path, "closes_its_streams")
+    assert done.returncode == 0, done.stderr  # was 1, with nothing printed
+    assert "memprof gate: passed (1 check)" in done.stdout
+    forked = _memprof_run(tmp_path, "forks_a_child_that_exits")
+    assert forked.returncode == 0, forked.stderr
+    assert "memprof gate: passed (1 check)" in forked.stdout
