@@ -262,6 +262,8 @@ def test_repr_and_summary_of_a_loaded_report_escape_control_characters(tmp_path:
         assert text.isprintable(), text  # no ESC, CR, RLO, BEL, newline
         assert "\\x1b[2J\\x0d\\u202e\\x0amemprof gate: passed (1 checks)\\x07" in text
     assert "aten::sum\\x1b" in run.summary()
+    pretty = pytest.importorskip("IPython.lib.pretty").pretty  # terminal IPython's display
+    assert pretty(report) == repr(report)
 
 
 # ------------------------------------------------------------------ track() on code that runs nothing
