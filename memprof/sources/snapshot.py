@@ -262,7 +262,6 @@ class _Stacks:
             self._frame_by_identity[id(item)] = frame
         return frame
 
-
     def _name(self, value: Any) -> str:
         known = self._names.get(id(value))
         if known is not None and known[0] is value:
