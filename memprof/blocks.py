@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.errors import MemprofError, UsageError, param
 from memprof.pipeline import build_report
+from memprof.text import visible
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
@@ -99,7 +101,9 @@ class Tracking:
         # Against the folder the program started in (the code may change folders meanwhile).
         self.files = {fmt: absolute(path) for fmt, path in files.items() if path is not None}
         self.entries = 0
-        self._open: list[Block | None] = []  # one per entry still running (recursion nests)
+        # One list per thread of the entries still running there (recursion nests): an entry
+        # ends on the thread it began on, whatever other threads enter meanwhile.
+        self._open: dict[int, list[Block | None]] = {}
         self._report: Report | None = None
         self._target = ""
 
@@ -129,7 +133,7 @@ class Tracking:
 
     def __repr__(self) -> str:
         state = repr(self._report) if self._report is not None else f"entered {self.entries} time(s)"
-        return f"<memprof.track {self.label}: {state}>"
+        return visible(f"<memprof.track {self.label}: {state}>", keep="")
 
     # ---- entering and leaving ------------------------------------------------------------------
 
@@ -149,10 +153,14 @@ class Tracking:
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: its call (entry ``skip + 1``) is profiled, with its arguments and
-        its module's globals as roots, as :func:`memprof.profile` profiles a function."""
-        from memprof.sources.target import Target
+        its module's globals as roots, as :func:`memprof.profile` profiles a function. A
+        function whose call runs none of its body (a generator function, an ``async def``) is
+        refused, as ``memprof run`` refuses it: its block would measure nothing."""
+        from memprof.sources.failures import check_ran
+        from memprof.sources.target import Target, check_measurable
 
         target = Target.of(fn)
+        check_measurable(fn, target.spec)
 
         @functools.wraps(fn)
         def tracked(*args: Any, **kwargs: Any) -> Any:
@@ -163,6 +171,7 @@ class Tracking:
                 self.end(error)
                 raise
             self.end(None)
+            check_ran(result, target.spec)  # a generator or coroutine returned: nothing ran
             return result
 
         tracked.track = self  # type: ignore[attr-defined]
@@ -184,7 +193,7 @@ class Tracking:
         index = self.entries
         self.entries += 1
         if index != self.skip:
-            self._open.append(None)
+            self._entries_here().append(None)
             return
         block = Block(self.options, label=self.label, roots=roots, func=func, args=args, module=module)
         try:
@@ -193,12 +202,16 @@ class Tracking:
             self.entries -= 1  # it did not start: the next entry is still the one to profile
             raise
         self._target = target
-        self._open.append(block)
+        self._entries_here().append(block)
+
+    def _entries_here(self) -> list[Block | None]:
+        return self._open.setdefault(threading.get_ident(), [])
 
     def end(self, error: BaseException | None = None) -> None:
         """The entry begun last ends (``error``: what it raised, which still propagates: the
         report then covers the block up to it)."""
-        block = self._open.pop() if self._open else None
+        here = self._entries_here()
+        block = here.pop() if here else None
         if block is None:
             return
         try:

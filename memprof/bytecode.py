@@ -14,6 +14,14 @@ the source file's path, content and Python's optimisation level: an edited file 
 again, and an entry is only ever the compilation of exactly that source at that path.
 ``MEMPROF_BYTECODE_CACHE=0`` turns it off. A folder that cannot be written leaves imports as
 they were.
+
+Compiled code runs when it is loaded, so the cache is private, or not used at all: its folder
+must be a real folder (not a symbolic link) owned by this user with no access for anyone else
+(mode 0700, as it is made); every entry must be a regular file owned by this user, writable by
+no one else, and carry the digest it is filed under; every file is opened, written, renamed and
+removed relative to the folder once it is checked (never through a path another user could
+swap meanwhile), and only memprof's own entries (regular files with its names) are ever
+removed. A folder that fails a check is left as it is and nothing is cached.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 from types import CodeType
 from typing import Any
@@ -34,6 +43,11 @@ except ImportError:  # pragma: no cover - another Python implementation
 _PACKAGE = "memprof."
 _MAGIC = importlib.util.MAGIC_NUMBER
 _MAX_ENTRIES = 2000  # past this, the folder is emptied and filled again as modules load
+_DIGEST = 20  # bytes of the blake2b digest an entry is filed under (40 hex digits in its name)
+_HEX = frozenset("0123456789abcdef")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_folders: dict[str, int | None] = {}  # each cache folder's descriptor once checked; None: not private
 
 
 def install() -> None:
@@ -84,42 +98,98 @@ class _Loader(importlib.machinery.SourceFileLoader):
         # The path (code objects carry it: tracebacks, memprof's own frames told apart by it),
         # the optimisation level (``python -O`` compiles asserts out) and the content.
         named = b"%s\0%d\0" % (os.fsencode(path), sys.flags.optimize)
-        entry = os.path.join(self.folder, f"{blake2b(named + source, digest_size=20).hexdigest()}.pyc")
-        try:
-            with open(entry, "rb") as file:
-                data = file.read()
-            if data[: len(_MAGIC)] == _MAGIC:
-                code = marshal.loads(data[len(_MAGIC) :])
-                if isinstance(code, CodeType):
-                    return code
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent or unreadable: compiled again below
+        digest = blake2b(named + source, digest_size=_DIGEST).digest()
+        folder = private_folder(self.folder)
+        if folder is not None:
+            code = _read(folder, digest)
+            if code is not None:
+                return code
         code = self.source_to_code(source, path)
-        _write(self.folder, entry, _MAGIC + marshal.dumps(code))
+        if folder is not None:
+            _write(folder, digest, _MAGIC + digest + marshal.dumps(code))
         return code
 
 
-def _write(folder: str, entry: str, data: bytes) -> None:
-    """Write ``entry`` whole or not at all (another process may read it meanwhile)."""
+def private_folder(path: str) -> int | None:
+    """A descriptor of the cache folder ``path`` (made when missing, mode 0700), or None when it
+    is not private: a symbolic link, not a folder, another user's, or open to group or others."""
+    if path in _folders:
+        return _folders[path]
+    fd = None
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC)
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            os.close(fd)
+            fd = None
+    except (OSError, ValueError):
+        if fd is not None:
+            os.close(fd)
+        fd = None
+    _folders[path] = fd
+    return fd
+
+
+def _entry_name(digest: bytes) -> str:
+    return f"{digest.hex()}.pyc"
+
+
+def _read(folder: int, digest: bytes) -> CodeType | None:
+    """The code of the entry filed under ``digest``, when it is memprof's: a regular file owned
+    by this user, writable by no one else, starting with the magic number and ``digest``."""
+    try:
+        fd = os.open(_entry_name(digest), os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None  # absent: compiled again
+    try:
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None
+            data = file.read()
+        head = _MAGIC + digest
+        if data[: len(head)] != head:
+            return None
+        code = marshal.loads(data[len(head) :])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None  # unreadable or damaged: compiled again
+    return code if isinstance(code, CodeType) else None
+
+
+def _write(folder: int, digest: bytes, data: bytes) -> None:
+    """Write the entry whole or not at all (another process may read it meanwhile)."""
+    entry = _entry_name(digest)
     temporary = f"{entry}.{os.getpid()}.tmp"
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
         with os.scandir(folder) as entries:
             if sum(1 for _ in entries) > _MAX_ENTRIES:
                 _empty(folder)
-        with open(temporary, "wb") as file:
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
+        )
+        with os.fdopen(fd, "wb") as file:
             file.write(data)
-        os.replace(temporary, entry)
+        os.replace(temporary, entry, src_dir_fd=folder, dst_dir_fd=folder)
     except OSError:
         try:
-            os.remove(temporary)
+            os.unlink(temporary, dir_fd=folder)
         except OSError:
             pass
 
 
-def _empty(folder: str) -> None:
-    for name in os.listdir(folder):
+def _ours(name: str) -> bool:
+    """A name memprof gives its entries (``<40 hex digits>.pyc``) or their temporary files."""
+    stem, _, rest = name.partition(".")
+    return len(stem) == 2 * _DIGEST and set(stem) <= _HEX and (rest == "pyc" or rest.startswith("pyc."))
+
+
+def _empty(folder: int) -> None:
+    """Remove memprof's entries: regular files with its names, nothing else."""
+    with os.scandir(folder) as entries:
+        names = [e.name for e in entries if _ours(e.name) and e.is_file(follow_symlinks=False)]
+    for name in names:
         try:
-            os.remove(os.path.join(folder, name))
+            os.unlink(name, dir_fd=folder)
         except OSError:
             pass

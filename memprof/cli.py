@@ -19,7 +19,15 @@ import typer
 
 from memprof.commands.common import err, err_lines, hidden_line, stderr_width
 from memprof.commands.options import cli_spelling, with_option_groups
-from memprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MemprofError, UserCodeError, spelled_as
+from memprof.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    MemprofError,
+    UserCodeError,
+    path_error,
+    spelled_as,
+)
 from memprof.version import __version__
 
 app = typer.Typer(
@@ -68,6 +76,11 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             err(f"memprof: {interrupted(WRITTEN[written_before:])}")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as error:
+            if error.filename is None:  # not a path's: memprof's own failure, shown as such
+                raise
+            err(f"memprof: error: {path_error(error).message}")
+            raise typer.Exit(EXIT_USAGE) from None
         except MemoryError:
             # Readers name the file that was too large; this is what is left (a huge option value, ...).
             err("memprof: error: memprof ran out of memory; give it smaller inputs, or more memory")
@@ -161,6 +174,11 @@ def main(argv: list[str] | None = None) -> None:
 
         err(f"memprof: {interrupted(WRITTEN)}")
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as error:  # a path the options name, refused by the system (a name too long)
+        if error.filename is None:
+            raise
+        err(f"memprof: error: {path_error(error).message}")
+        sys.exit(EXIT_USAGE)
     except Exception as error:
         # The parser's usage errors (click's, or the copy typer vendors) carry exit_code 2 and
         # format_message(); anything else is not a usage error and propagates.

@@ -101,6 +101,34 @@ class GateFailed(MemprofError):
     shown = True
 
 
+def path_error(error: OSError, what: str = "path") -> InputError:
+    """An operating system's refusal of a path (a name over 255 bytes, a loop of symbolic links,
+    a folder where a file was expected, a permission, ...) as the one-line error it is (exit 2):
+    the path, the system's reason, and what to do."""
+    import errno
+
+    name = error.filename if error.filename is not None else "?"
+    reason = error.strerror or type(error).__name__
+    hint = {
+        errno.ENAMETOOLONG: "a name in a path is at most 255 bytes on most file systems; give a shorter one",
+        errno.ELOOP: "its symbolic links lead round in a loop; give the file itself",
+        errno.EISDIR: "it is a folder; give a file",
+        errno.ENOTDIR: "a part of it that should be a folder is a file; check the path",
+        errno.EACCES: "check its permissions, or give another path",
+        errno.EPERM: "check its permissions, or give another path",
+    }.get(error.errno or 0, "check the path, or give another")
+    return InputError(f"{what} {brief(str(name), 120)}: {reason}; {hint}")
+
+
+class HardExit(SystemExit):
+    """The profiled code called ``os._exit()`` in memprof's own process: raised there instead
+    (see :func:`memprof.interpreter.kept_from_user_code`), so that the run fails with exit 3
+    and its message, rather than ending the process with the code's status and no gate."""
+
+    def __str__(self) -> str:
+        return f"called os._exit({brief(self.code)})"
+
+
 def brief(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
     quoting a value from a file or from the user's code in a one-line message."""
@@ -123,6 +151,8 @@ def what_it_did(error: BaseException) -> str:
     code failing too, whatever the code (memprof's own exit code says what happened)."""
     from memprof.text import one_line
 
+    if isinstance(error, HardExit):
+        return f"called os._exit({brief(error.code)})"
     if isinstance(error, SystemExit):
         return f"called sys.exit({'' if error.code is None else brief(error.code)})"
     text = message_of(error).strip().splitlines()

@@ -7,9 +7,10 @@ byte-order mark is dropped); invalid bytes are an error naming their offset. JSO
 no ``NaN``/``Infinity``, no key twice in one object, no nesting deeper than Python can parse.
 
 Writing: output paths are made absolute and checked before any work starts (writable, distinct,
-none of them a file the run reads: the target's source, its inputs factory, the baseline, and
-none a symbolic link: a link planted in a shared folder must not turn a report into a write over
-the file it points to), and written atomically (temporary file + rename), all or none. A failure
+none of them a file the run reads: the target's source, its inputs factory, the baseline, any
+file of the running program (its script, every module it imported, checked again when writing),
+and none a symbolic link: a link planted in a shared folder must not turn a report into a write
+over the file it points to), and written atomically (temporary file + rename), all or none. A failure
 or Ctrl-C never leaves a truncated report, table or baseline behind, nor some outputs replaced
 and others not; a write that fails (disk full, folder gone, permission taken away) is an
 :class:`OutputError` (exit 2) naming the path and the system's reason.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memprof.errors import InputError, OutputError, UsageError, brief
+from memprof.signals import deferred, terminating_cleanly
 
 STDIN_LIMIT_BYTES = 1 << 30
 """The most memprof reads from standard input (1 GiB): more is an error, never a hang or an
@@ -440,12 +442,51 @@ def check_output_paths(
                     "would replace it: give another file"
                 )
         _refuse_link(out, option)
+        _refuse_program_file(out, option, str(path))
         for other, other_option in seen:
             if _same_file(out, other):
                 raise UsageError(
                     f"{other_option} and {option} both write {str(path)!r}; give each its own file"
                 )
         seen.append((out, option))
+
+
+def _refuse_program_file(out: Path, option: str, given: str) -> None:
+    """Refuse an output that is a file of the running program: the script (``__main__``), any
+    module it imported (its source, its compiled file, an extension), by any name (a hard link
+    too). ``track(json=__file__)`` must not replace the caller's own script."""
+    identity = _identity(out)
+    if identity is None:  # nothing there yet: nothing to replace
+        return
+    for name, where in _program_files():
+        if _identity_of(where) == identity:
+            raise UsageError(
+                f"{option} {given!r} is a file of the running program ({name}'s {where!r}); writing the "
+                "report there would replace it: give another file"
+            )
+
+
+def _program_files() -> list[tuple[str, str]]:
+    """``(module name, file)`` of every loaded module that has a file, and the script's."""
+    import sys
+
+    found = [("the script", sys.argv[0])] if sys.argv and sys.argv[0] else []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str):
+            found.append((name, where))
+            cached = getattr(module, "__cached__", None)
+            if isinstance(cached, str):
+                found.append((name, cached))
+    return found
+
+
+def _identity_of(where: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(where)
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def _write_failed(path: Path, error: OSError) -> OutputError:
@@ -474,19 +515,19 @@ def _new_sibling(out: Path, suffix: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no unused temporary name", str(out.parent))
 
 
-def _stage(out: Path, write: Callable[[IO[str]], Any]) -> str:
-    """Write a temporary sibling of ``out`` through ``write(handle)``; its path."""
-    fd, tmp = _new_sibling(out, ".tmp")
-    try:
+def _stage(out: Path, write: Callable[[IO[str]], Any], made: list[str]) -> str:
+    """Write a temporary sibling of ``out`` through ``write(handle)``; its path, noted in
+    ``made`` as soon as the file exists (signals held in between: no file without its name)."""
+    with deferred():
+        fd, tmp = _new_sibling(out, ".tmp")
+        made.append(tmp)
         # backslashreplace: a lone surrogate (a name read from JSON as "\\udcff") cannot be UTF-8
-        with _fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as handle:
-            write(handle)
-            handle.flush()
-        # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
-        _chmod(tmp, _mode_of(out))
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+        handle = _fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="")
+    with handle:
+        write(handle)
+        handle.flush()
+    # mkstemp creates 0600; give the file the mode a plain open() would (or keep the old one).
+    _chmod(tmp, _mode_of(out))
     return tmp
 
 
@@ -512,24 +553,33 @@ def atomic_write_all(
 ) -> list[Path]:
     """Write several files, all or none: each is first written in full to a temporary sibling
     (where a full disk or a vanished folder shows), then they are renamed over their paths (see
-    :func:`_commit`). A failure (an :class:`OutputError`, exit 2) or Ctrl-C leaves every path
-    as it was and no temporary file. A path that is a symbolic link is replaced by the file (the
-    file the link points to is left alone). ``remember``: list the files in :data:`WRITTEN`."""
-    staged: list[tuple[str, Path]] = []
+    :func:`_commit`). A failure (an :class:`OutputError`, exit 2), Ctrl-C or SIGTERM at any
+    point leaves every path as it was, or all of them written, and no temporary file (see
+    :mod:`memprof.signals`; after SIGTERM the process then ends by it). A path that is a symbolic
+    link is replaced by the file (the file the link points to is left alone). ``remember``: list
+    the files in :data:`WRITTEN`."""
+    for path, _ in items:  # checked when written too: the program may have imported it since
+        _refuse_program_file(absolute(path), "output", str(path))
+    made: list[str] = []
+    written: list[Path] = []
     current = Path()
-    try:
-        for path, write in items:
-            current = absolute(path)
-            staged.append((_stage(current, write), current))
-        _commit(staged)
-    except OSError as error:
-        raise _write_failed(current, error) from None
-    finally:
-        for tmp, _ in staged:
-            _unlink_quietly(tmp)  # gone once renamed; left only after a failure
-    written = [out for _, out in staged]
-    if remember:
-        WRITTEN.extend(written)
+    with terminating_cleanly():
+        try:
+            staged = []
+            for path, write in items:
+                current = absolute(path)
+                staged.append((_stage(current, write, made), current))
+            with deferred():  # the renames and what says they were made: all, or none
+                _commit(staged)
+                written = [out for _, out in staged]
+                if remember:
+                    WRITTEN.extend(written)
+        except OSError as error:
+            raise _write_failed(current, error) from None
+        finally:
+            with deferred():
+                for tmp in made:
+                    _unlink_quietly(tmp)  # gone once renamed; left only after a failure
     return written
 
 

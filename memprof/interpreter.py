@@ -9,6 +9,16 @@ afterwards, and a failure of memprof's own work that such a change caused is the
 code's failure (exit 3), said in one line, instead of a traceback. (The functions
 :mod:`memprof.fileio` writes with are bound when it is imported, so replacing ``os.replace``
 cannot make memprof skip writing a report.)
+
+Two changes cannot be put back afterwards, so they are caught as they happen:
+
+- ``os._exit()`` ends the process at once, with the code's status and without memprof's report
+  or gate: a gate that could not run would pass as exit 0. In memprof's process it raises
+  :class:`memprof.errors.HardExit` instead (on the main thread: the run fails, exit 3, like
+  ``sys.exit()``), or ends the process with exit 3 and a line saying why (on another thread). A
+  process forked by the code (a DataLoader worker) still ends as it asks.
+- Closing file descriptors 0, 1 or 2 (``os.close(1)``) leaves memprof nothing to print its
+  report and errors on: copies of them are kept and put back in their place afterwards.
 """
 
 from __future__ import annotations
@@ -18,11 +28,12 @@ import contextlib
 import io
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.errors import MemprofError, UserCodeError, what_it_did
+from memprof.errors import EXIT_USER_CODE, HardExit, MemprofError, UserCodeError, brief, what_it_did
 
 _STREAMS = ("stdin", "stdout", "stderr")
 _open = io.open  # bound now: the profiled code may replace builtins.open
@@ -99,6 +110,60 @@ def _reopened(name: str, stream: Any) -> Any:
 
 
 @contextlib.contextmanager
+def _standard_fds_kept() -> Iterator[None]:
+    """Copies of file descriptors 0-2, put back in place afterwards where the code closed one."""
+    copies: dict[int, int] = {}
+    for fd in _FDS.values():
+        with contextlib.suppress(OSError):
+            copies[fd] = os.dup(fd)  # not inheritable: no child of the code's gets them
+    try:
+        yield
+    finally:
+        for fd, copy in copies.items():
+            try:
+                os.fstat(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.dup2(copy, fd)
+            os.close(copy)
+
+
+@contextlib.contextmanager
+def _exit_caught() -> Iterator[None]:
+    """``os._exit`` (and ``posix._exit``) of memprof's process raise :class:`HardExit` on the
+    main thread, and end the process with exit 3 on another, while the block runs."""
+    real = getattr(os._exit, "memprof_real", os._exit)  # nested blocks: the system's own
+    pid = os.getpid()
+
+    def _exit(status: int) -> Any:
+        if os.getpid() != pid:  # a forked child: it ends as it asks
+            real(status)
+        if threading.current_thread() is threading.main_thread():
+            raise HardExit(status)
+        with contextlib.suppress(OSError):
+            os.write(
+                2,
+                f"memprof: error: the profiled code called os._exit({brief(status)}) on a thread, which ends "
+                "the process: nothing was reported and no gate ran\n".encode(),
+            )
+        real(EXIT_USER_CODE)
+
+    _exit.memprof_real = real  # type: ignore[attr-defined]
+    modules = [
+        module for module in (os, sys.modules.get("posix"), sys.modules.get("nt")) if module is not None
+    ]
+    before = [module._exit for module in modules]
+    for module in modules:
+        module._exit = _exit  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module, previous in zip(modules, before, strict=True):
+            if getattr(module, "_exit", None) is _exit:
+                module._exit = previous  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
 def kept_from_user_code() -> Iterator[None]:
     """Run a block that runs the user's code (and memprof's work on its results): afterwards
     the interpreter is as the block found it (see :func:`restore`). An exception that is not
@@ -106,7 +171,8 @@ def kept_from_user_code() -> Iterator[None]:
     (exit 3) naming the first change."""
     kept = _state()
     try:
-        yield
+        with _standard_fds_kept(), _exit_caught():
+            yield
     except (MemprofError, KeyboardInterrupt):
         raise
     except Exception as error:

@@ -22,7 +22,7 @@ from memprof.analysis.allocator import AllocatorSettings
 from memprof.analysis.peaks import analyze
 from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_frames, site_of
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
-from memprof.errors import InputError, UsageError, param
+from memprof.errors import InputError, UsageError, param, path_error
 from memprof.fields import copied
 from memprof.fileio import special_file_kind
 from memprof.model import (
@@ -145,6 +145,12 @@ def _read_all(
 ) -> Iterator[_File]:
     """Each file of ``given`` read in turn (a folder: its traces, then its snapshots)."""
     for path in given:
+        try:
+            path.stat()
+        except FileNotFoundError:
+            pass
+        except OSError as error:  # a name too long, a loop of links, a permission
+            raise path_error(error, "input") from None
         if path.is_dir():
             yield from _read_folder(path, settings, status)
         elif not path.exists():

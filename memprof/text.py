@@ -5,7 +5,9 @@ code or from a file anyone may have edited. Shown raw, a bidirectional control (
 a name read backwards, a zero-width space can make two different names look the same, and an
 ANSI escape sequence can recolour or rewrite the terminal. Every renderer for people (terminal,
 Markdown, HTML) shows such characters escaped, as Python writes them (``\\u202e``, ``\\x1b``);
-CSV and JSON keep the exact text, since they are data.
+JSON keeps the exact text, since it is data; so does CSV, except that a cell a spreadsheet
+would evaluate as a formula (one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+return) gets a leading ``'`` (:func:`spreadsheet_safe`), unless exact text is asked for.
 
 A line that quotes such text (a gate's verdict, an error) must stay one line, or a newline in
 a run label could print a fake ``memprof gate: passed`` before the real verdict: :func:`one_line`
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import re
 
 
 def _escaped(char: str) -> str:
@@ -49,6 +52,23 @@ def one_line(text: object, limit: int = QUOTE_LIMIT) -> str:
     if len(shown) <= limit and len(text) <= limit:
         return shown
     return shown[:limit] + "…"
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet (Excel, LibreOffice, Google Sheets) takes a cell starting with for a formula."""
+
+
+def spreadsheet_safe(text: str) -> str:
+    """A CSV cell's text that no spreadsheet evaluates: OWASP's advice for CSV injection, a
+    leading ``'`` before text that starts as a formula does (``=HYPERLINK(...)``, ``@SUM(...)``,
+    ``-2+3``); a spreadsheet shows the text without the quote. Other text, and a plain number
+    (``-8``, ``+1.5e3``: a spreadsheet reads it as that number), is unchanged."""
+    if not text.startswith(FORMULA_STARTS) or _PLAIN_NUMBER.fullmatch(text):
+        return text
+    return "'" + text
+
+
+_PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 NAME_LIMIT = 1000

@@ -135,6 +135,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memprof.bytecode",
             "memprof.gpus",
             "memprof.interpreter",
+            "memprof.signals",
             "memprof.fileio",
         ),
     ),

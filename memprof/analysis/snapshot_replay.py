@@ -8,6 +8,7 @@ own settings and checks every placement and segment against the recorded ones;
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -81,15 +82,23 @@ def trace_start(records: SnapshotRecords, device: int) -> TraceStart:
     first_segment = _first_index(addr, np.isin(action, _SEGMENT_ACTIONS))
     live: dict[int, tuple[int, int, int, int]] = {}
     first_free: dict[int, int] = {}
+    requested_first: dict[int, int] = {}  # address -> its free_requested, first of its events
     for address, index in first_block.items():
         if action[index] != ALLOC:
             requested = int(trace.size[index])
             live[address] = (address, round_size(requested), requested, int(trace.stack[index]))
-            free_index = index
+            first_free[address] = index
             if action[index] == FREE_REQUESTED:
-                later = np.flatnonzero((addr[index:] == address) & (action[index:] == FREE_COMPLETED))
-                free_index = index + int(later[0]) if len(later) else index
-            first_free[address] = free_index
+                requested_first[address] = index
+    # Each such free completes at the first free_completed of its address after it: one pass
+    # over the completions, not a scan of the trace per address (quadratic in the frees).
+    if requested_first:
+        completed = np.flatnonzero(action == FREE_COMPLETED)
+        for index, address in zip(completed.tolist(), addr[completed].tolist(), strict=True):
+            start = requested_first.get(address)
+            if start is not None and index > start:
+                first_free[address] = index
+                del requested_first[address]
     frees_without_alloc = len(live)
     segments: dict[int, tuple[int, int, bool, int]] = {}
     for segment in records.segments:
@@ -240,9 +249,12 @@ def replay_snapshot(records: SnapshotRecords, device: int) -> SnapshotReplay:
         return fake[0] - size - SMALL_BUFFER
 
     model = CachingAllocator(settings, segment_address)
+    starts = [a for a, _, _, _ in start.live]  # sorted: TraceStart.live is
     try:
         for address, size, small, stream in start.segments:
-            inside = [(a, s, r) for a, s, r, _ in start.live if address <= a < address + size]
+            # The blocks inside the segment, found by bisection (a scan per segment is quadratic).
+            first, last = bisect_left(starts, address), bisect_left(starts, address + size)
+            inside = [(a, s, r) for a, s, r, _ in start.live[first:last]]
             model.seed_segment(address, size, small, inside, stream)
     except ValueError as error:
         notes.append(f"the state before the trace could not be rebuilt ({error}); the check was not run")

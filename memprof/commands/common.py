@@ -121,18 +121,26 @@ def report_hidden(report: Report) -> None:
 
 
 def write_outputs(
-    report: Report, files: dict[str, Path], *, rank: int | None = None, gate: GateResult | None = None
+    report: Report,
+    files: dict[str, Path],
+    *,
+    rank: int | None = None,
+    gate: GateResult | None = None,
+    exact_csv: bool = False,
 ) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
     behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
     several ranks details (Markdown, HTML); ``gate``: the gate's result, which the Markdown
-    summary shows first."""
+    summary shows first; ``exact_csv``: CSV text cells as they are (see
+    :func:`memprof.text.spreadsheet_safe`)."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
     rendered = {
-        path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate)(report)
+        path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate, exact_csv=exact_csv)(
+            report
+        )
         for fmt, path in files.items()
     }
     atomic_write_texts(list(rendered.items()))
@@ -145,6 +153,7 @@ def write_and_gate(
     *,
     rank: int | None = None,
     gated: Report | None = None,
+    exact_csv: bool = False,
 ) -> None:
     """Apply the gate (when active) to ``gated`` (default: ``report``), write ``report``'s files
     (the Markdown summary with the gate's verdict), then print the gate's lines and raise
@@ -158,7 +167,7 @@ def write_and_gate(
             result = evaluate(gated or report, config)
         except MemprofError as error:
             problem = error
-    write_outputs(report, files, rank=rank, gate=result)
+    write_outputs(report, files, rank=rank, gate=result, exact_csv=exact_csv)
     if problem is not None:
         raise problem
     if result is not None:
@@ -224,10 +233,10 @@ def profile_and_report(
     report = output.grouped(report)
     print_report(report, output)
     if failure is None:
-        write_and_gate(report, files, gate)
+        write_and_gate(report, files, gate, exact_csv=output.exact_csv)
         return report
     try:
-        write_outputs(report, files)
+        write_outputs(report, files, exact_csv=output.exact_csv)
     except MemprofError as error:
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     raise failure

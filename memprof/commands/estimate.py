@@ -180,7 +180,7 @@ def estimate(
         ranks=ranks,
     )
     print_report(report, output)
-    write_outputs(report, files)
+    write_outputs(report, files, exact_csv=output.exact_csv)
     _gate(report, config)
 
 

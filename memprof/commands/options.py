@@ -75,9 +75,16 @@ def _file(flag: str, help: str, panel: str = REPORTS_PANEL) -> Any:
 
 def _file_path(text: str) -> Path:
     # A Path forgets a trailing "/": "--json out/" would write a file named "out".
-    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+    if text.endswith(("/", os.sep)) or _is_dir(text):
         raise typer.BadParameter(f"{text!r} is a folder; give a file name")
     return Path(text)
+
+
+def _is_dir(text: str) -> bool:
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL: the writer or reader says so, once
+        return False
 
 
 def _folder(flag: str, help: str) -> Any:
@@ -162,6 +169,16 @@ CsvPath = Annotated[Path | None, _file("--csv", "Write per-op numbers as CSV, on
 AtPeakCsvPath = Annotated[
     Path | None,
     _file("--at-peak-csv", "Write what is live at each peak as CSV, one row per entry and run."),
+]
+ExactCsv = Annotated[
+    bool,
+    typer.Option(
+        "--exact-csv",
+        help="Write CSV text exactly as it is. By default a cell a spreadsheet would evaluate as a "
+        "formula (text starting with =, +, -, @, a tab or a carriage return, such as an op named "
+        "=HYPERLINK(...)) gets a leading ' so that it is shown, not run.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 MarkdownPath = Annotated[
     Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
@@ -352,6 +369,7 @@ class OutputOptions(OptionGroup):
     json_path: JsonPath = None
     csv_path: CsvPath = None
     at_peak_csv_path: AtPeakCsvPath = None
+    exact_csv: ExactCsv = False
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     out_dir: OutDir = None

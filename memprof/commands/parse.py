@@ -64,13 +64,16 @@ def _json_text(document: dict[str, Any]) -> str:
     return head + (',\n "rows": [\n  ' + body + "\n ]\n}\n" if rows else ',\n "rows": []\n}\n')
 
 
-def _csv_text(frame: ParsedTable) -> str:
+def _csv_text(frame: ParsedTable, exact: bool = False) -> str:
     """One header line, then the rows (NaN as an empty cell); a text holding a bare carriage
     return is quoted (the csv module quotes only the line terminator's characters before
-    Python 3.12)."""
+    Python 3.12); a text a spreadsheet would evaluate as a formula gets a leading ``'`` unless
+    ``exact``."""
     import csv
     import io
     import math
+
+    from memprof.text import spreadsheet_safe
 
     texts = [key for key, values in frame.data.items() if isinstance(values, list)]
     carriage_return = any("\r" in value for key in texts for value in frame.data[key])
@@ -83,7 +86,12 @@ def _csv_text(frame: ParsedTable) -> str:
     writer.writerow(frame.columns)
     for record in frame.records():
         writer.writerow(
-            "" if isinstance(value, float) and math.isnan(value) else value for value in record.values()
+            ""
+            if isinstance(value, float) and math.isnan(value)
+            else spreadsheet_safe(value)
+            if isinstance(value, str) and not exact
+            else value
+            for value in record.values()
         )
     return buffer.getvalue()
 
@@ -111,6 +119,13 @@ def parse(
     ),
     lenient: bool = typer.Option(
         False, "--lenient", help="Skip rows that do not fit the columns, with a warning each."
+    ),
+    exact_csv: bool = typer.Option(
+        False,
+        "--exact-csv",
+        help="Write CSV text exactly as it is. By default a cell a spreadsheet would evaluate as a "
+        "formula (text starting with =, +, -, @, a tab or a carriage return) gets a leading ' so that "
+        "it is shown, not run.",
     ),
 ) -> None:
     """Turn a printed torch profiler table into data: CSV, JSON, or a clean table.
@@ -146,7 +161,7 @@ def parse(
 
     outputs: list[tuple[str, str]] = []
     if csv_path is not None:
-        outputs.append((csv_path, _csv_text(frame)))
+        outputs.append((csv_path, _csv_text(frame, exact_csv)))
     if json_path is not None:
         outputs.append((json_path, _json_text(table_document(frame))))
     if not outputs:

@@ -99,17 +99,16 @@ class StepProfiler:
         device: str | None,
         verbose: bool,
     ) -> None:
-        from memprof.fileio import absolute
-
         self.framework = framework
         self.steps = check_steps(steps)
         self.formats = check_formats(formats)
         self.budget = budget_bytes(budget)
-        self.out = absolute(out)
-        if self.out.exists() and not self.out.is_dir():
-            raise UsageError(f"{param('out')} {str(out)!r} is a file; give a folder for the reports")
+        self.out = report_folder(
+            out, [f"step-{step}{SUFFIXES[fmt]}" for step in self.steps for fmt in self.formats]
+        )
         self.explain = explain
-        self.device = device
+        # Checked now, as memprof.track checks it, not at the first profiled step.
+        self.device = None if device is None else _resolved(device)
         self.verbose = verbose
         self.reports: dict[int, Report] = {}
         self.files: dict[int, list[Path]] = {}
@@ -202,6 +201,61 @@ class StepProfiler:
                 f"{self._last_step} (steps count optimizer steps from 1)",
                 stacklevel=2,
             )
+
+
+def _resolved(device: str) -> str:
+    from memprof.sources.live import resolve_device
+
+    if not isinstance(device, str):
+        raise UsageError(f"{param('device')} must be a device name (auto, cpu, cuda, cuda:N), got {device!r}")
+    return resolve_device(device)
+
+
+def report_folder(out: Any, names: Iterable[str]) -> Path:
+    """The folder ``out`` the reports ``names`` go to, checked when the callback is made (as
+    :func:`memprof.track` checks its files): a file there, a folder that cannot be written or
+    made (read-only, a file in its path), or a report name that cannot be written is a one-line
+    :class:`UsageError`, not an ``OSError`` at the first profiled step."""
+    import errno
+
+    from memprof.errors import path_error
+    from memprof.fileio import absolute, check_output_paths
+
+    if not isinstance(out, str | os.PathLike):
+        raise UsageError(f"{param('out')} must be a folder's path, got {out!r}")
+    folder = absolute(out)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{param('out')} {str(out)!r} is a file; give a folder for the reports")
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+    except OSError as error:
+        raise UsageError(f"{param('out')}: {path_error(error, 'folder').message}") from None
+    if not existing.is_dir():
+        raise UsageError(
+            f"{param('out')} {str(out)!r}: {str(existing)!r} is a file, so the folder cannot be made there"
+        )
+    if not _can_write(existing):
+        what = (
+            "is not writable" if existing == folder else f"cannot be made: {str(existing)!r} is not writable"
+        )
+        raise UsageError(
+            f"{param('out')} {str(out)!r} {what} ({os.strerror(errno.EACCES)}); give a folder you can write"
+        )
+    if existing == folder:
+        check_output_paths((param("out"), folder / name) for name in names)
+    return folder
+
+
+def _can_write(folder: Path) -> bool:
+    """Whether a file can be made in ``folder``: tried (and removed), since permission bits do
+    not tell (root, a read-only mount, access control lists)."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".memprof-probe-"):
+            return True
+    except OSError:
+        return False
 
 
 class ProfiledSteps:

@@ -22,6 +22,7 @@ from memprof.model.ranks import RankSummary
 from memprof.model.recorded import Source
 from memprof.model.run import RunResult
 from memprof.model.sweep import Sweep
+from memprof.text import visible
 from memprof.version import __version__
 
 if TYPE_CHECKING:
@@ -85,9 +86,11 @@ class Report:
         return diff.verdict if diff else None
 
     def __repr__(self) -> str:
+        # One line, whatever a loaded report's target, labels or op names hold: control
+        # characters (ESC, CR, RLO) and line breaks escaped, as the terminal report shows them.
         runs = "; ".join(run.summary() for run in self.runs.values())
         verdict = f"; {self.verdict()}" if self.diffs else ""
-        return f"<memprof.Report {self.target} on {self.device}: {runs}{verdict}>"
+        return visible(f"<memprof.Report {self.target} on {self.device}: {runs}{verdict}>", keep="")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document: ``schema_version``, ``memprof_version``, the report's fields,

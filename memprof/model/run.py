@@ -27,6 +27,7 @@ from memprof.model.ops import OpStats, ops_frame, sort_ops
 from memprof.model.recorded import AllocatorModel, SnapshotSection
 from memprof.model.timeline import Timeline
 from memprof.model.timing import Spread, format_wall
+from memprof.text import visible
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -138,7 +139,11 @@ class RunResult:
     def summary(self) -> str:
         """One line: ``eager: peak 795.4 MiB during aten::sum, wall 311.5 ms ±0.4%``; for a run
         read from a recording, its peak above the recording's start, and for an estimate, its
-        estimated peak (no wall time)."""
+        estimated peak (no wall time). One line: control characters and line breaks of a label
+        or op name (a loaded report's) are escaped (``\\x1b``, ``\\n``)."""
+        return visible(self._summary(), keep="")
+
+    def _summary(self) -> str:
         if self.failed:
             return f"{self.label}: failed: {self.failed}"
         kind = ReportKind.of_run(self)
@@ -151,7 +156,7 @@ class RunResult:
         return f"{self.label}: peak {format_bytes(self.peak_bytes)}{during}, wall {wall}"
 
     def __repr__(self) -> str:
-        return f"<memprof.RunResult {self.summary()}; {len(self.op_stats)} ops>"
+        return f"<memprof.RunResult {self.summary()}; {len(self.op_stats)} ops>"  # summary: escaped
 
     @cached_property
     def ops(self) -> pd.DataFrame:

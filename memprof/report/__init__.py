@@ -35,11 +35,15 @@ def render_torch_tables(report: Report) -> str:
     )
 
 
-def renderer(fmt: str, *, rank: int | None = None, gate: GateResult | None = None) -> Callable[[Report], str]:
+def renderer(
+    fmt: str, *, rank: int | None = None, gate: GateResult | None = None, exact_csv: bool = False
+) -> Callable[[Report], str]:
     """The render function of a format: json, csv (per op), at_peak_csv (what is live at each
     peak), markdown, html, table (torch's tables).
     ``rank``: which rank of a report of several ranks Markdown and HTML detail (default: the
-    highest peak's); ``gate``: the memory gate's result, which Markdown shows first."""
+    highest peak's); ``gate``: the memory gate's result, which Markdown shows first;
+    ``exact_csv``: CSV text exactly as it is, even a cell a spreadsheet would evaluate as a
+    formula (by default it gets a leading ``'``)."""
     if fmt == "json":
         return lambda report: report.to_json()
     if fmt == "table":
@@ -47,15 +51,15 @@ def renderer(fmt: str, *, rank: int | None = None, gate: GateResult | None = Non
     if fmt == "csv":
         from memprof.report.csv import render_csv
 
-        return render_csv
+        return lambda report: render_csv(report, exact=exact_csv)
     if fmt == "at_peak_csv":
         from memprof.report.csv import render_at_peak_csv
 
-        return render_at_peak_csv
+        return lambda report: render_at_peak_csv(report, exact=exact_csv)
     if fmt == "sweep_csv":
         from memprof.report.csv import render_sweep_csv
 
-        return render_sweep_csv
+        return lambda report: render_sweep_csv(report, exact=exact_csv)
     if fmt == "markdown":
         from memprof.report.markdown import render_markdown
 

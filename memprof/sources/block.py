@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -69,6 +70,30 @@ DISPATCH_RANGE = "PythonDispatchMode"
 """The profiler's range around a ``TorchDispatchMode``'s handling of an op."""
 
 _active: list[Block] = []  # the block being profiled (one at a time: profilers do not nest)
+_claim = threading.Lock()
+"""Held while a block checks :data:`_active` and claims it: two threads starting blocks at once
+get one block and one "blocks do not nest" error, never two profilers (a crash in torch)."""
+
+
+_at_exit: list[bool] = []
+
+
+def _abort_at_exit() -> None:
+    """Have every block still running stopped when the interpreter exits: a block left open
+    (a training step that raised, caught by a script that never called ``callback.stop()``, a
+    second callback's failed start leaving the first's step open) would otherwise leave torch's
+    profiler and the op tracker on while torch tears down, which crashes the process."""
+    if not _at_exit:
+        import atexit
+
+        atexit.register(_abort_all)
+        _at_exit.append(True)
+
+
+def _abort_all() -> None:
+    for block in list(_active):
+        with contextlib.suppress(Exception):
+            block.abort()
 
 
 class Block:
@@ -109,6 +134,7 @@ class Block:
         self._counters: dict[str, int] = {}
         self._heard: Any = None
         self._started = 0.0
+        self._thread = 0
 
     @property
     def running(self) -> bool:
@@ -116,11 +142,29 @@ class Block:
 
     def start(self) -> None:
         """Start profiling (and tracking, when the tracker can start; else a note says why)."""
-        if _active:
-            raise UsageError(
-                f"memprof is already profiling {_active[0].label!r}: blocks do not nest (torch's "
-                "profiler runs one session at a time); profile the outer block or the inner one"
-            )
+        with _claim:
+            if _active:
+                other = "" if _active[0]._thread == threading.get_ident() else " on another thread"
+                raise UsageError(
+                    f"memprof is already profiling {_active[0].label!r}{other}: blocks do not nest "
+                    "(torch's profiler runs one session at a time, for every thread); profile the outer "
+                    "block or the inner one"
+                )
+            self._thread = threading.get_ident()
+            _active.append(self)  # claimed until the profile is read (stop) or dropped (abort)
+        try:
+            self._start()
+        except BaseException:
+            self._release()
+            raise
+        _abort_at_exit()
+
+    def _release(self) -> None:
+        with _claim:
+            if self in _active:
+                _active.remove(self)
+
+    def _start(self) -> None:
         options = self.options
         cuda = options.device.startswith("cuda")
         stack = self._stack
@@ -143,7 +187,6 @@ class Block:
             stack.close()
             raise
         self._marker = marker
-        _active.append(self)
         self._started = time.perf_counter()
 
     def _enter_tracker(self) -> Tracker | None:
@@ -185,16 +228,17 @@ class Block:
             settle_other_threads()
         finally:
             self._marker = None
-            if self in _active:
-                _active.remove(self)
             self._stack.close()
         return wall_ms
 
     def abort(self) -> None:
         """Stop profiling and keep nothing (the code left the block in a way that leaves no
         run to report: training stopped between two hooks)."""
-        if self.running:
-            self._finish()
+        try:
+            if self.running:
+                self._finish()
+        finally:
+            self._release()
 
     def stop(self, failure: BaseException | None = None) -> RunResult:
         """Stop profiling and return the run: the numbers of the pass (peak above the block's
@@ -202,6 +246,12 @@ class Block:
         what the block raised (the run then covers it up to the failure, and a note says so)."""
         if not self.running:
             raise UsageError(f"block {self.label!r} is not being profiled; start it first")
+        try:
+            return self._stopped(failure)
+        finally:
+            self._release()
+
+    def _stopped(self, failure: BaseException | None) -> RunResult:
         wall_ms = self._finish()
         options = self.options
         cuda = options.device.startswith("cuda")

@@ -225,6 +225,9 @@ class _Stacks:
         self._by_identity: dict[tuple[int, ...], int] = {}
         self._frame_by_identity: dict[int, Frame] = {}
         self._frames: dict[tuple[str, int, str], Frame] = {}
+        # Each distinct string object once: a pickle can share one 1 MB file name among 100,000
+        # frames (its memo), and capping (hashing) it again per frame made that hours of work.
+        self._names: dict[int, tuple[str, str]] = {}  # id -> (the string, kept alive; its capped form)
 
     def add(self, frames: Any) -> int:
         if not frames:
@@ -252,12 +255,20 @@ class _Stacks:
         if frame is None:
             if not isinstance(item, dict):
                 raise TypeError("a frame is not a dict")
-            key = (capped_name(_str(item["filename"])), _int(item["line"]), capped_name(_str(item["name"])))
+            key = (self._name(item["filename"]), _int(item["line"]), self._name(item["name"]))
             frame = self._frames.get(key)
             if frame is None:
                 frame = self._frames[key] = Frame(*key)
             self._frame_by_identity[id(item)] = frame
         return frame
+
+    def _name(self, value: Any) -> str:
+        known = self._names.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        capped = capped_name(_str(value))
+        self._names[id(value)] = (value, capped)
+        return capped
 
 
 def _segment(item: Any, stacks: _Stacks, budget: _Visits) -> SnapshotSegment:

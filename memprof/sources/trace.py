@@ -423,6 +423,7 @@ def _device(
         c.arrays["bytes"] = _ints(c.mem_bytes, name, "Bytes of a [memory] event")
         c.arrays["total"] = _ints(c.mem_total, name, "Total Allocated of a [memory] event")
         c.arrays["reserved"] = _ints(c.mem_reserved, name, "Total Reserved of a [memory] event")
+        _check_sums(c.arrays["bytes"], c.arrays["total"], c.arrays["reserved"], name)
     mine = np.flatnonzero((c.arrays["type"] == device_type) & (c.arrays["id"] == device_index))
     # Time order (file order among equal times): with an autograd thread the file order
     # breaks Total Allocated[i] = Total Allocated[i-1] + Bytes[i]; time order restores it.
@@ -553,8 +554,34 @@ def _ints(values: list[Any], name: str, what: str) -> np.ndarray:
     except (ValueError, TypeError):
         array = np.zeros(0, dtype=object)
     if array.dtype.kind not in "iub" or array.ndim != 1:
+        if all(type(value) is int for value in values):  # numpy's object array: past 64 bits
+            raise InputError(f"{name}: {what} is past a 64-bit integer's range; the trace is malformed")
         raise InputError(f"{name}: {what} is not an integer; the trace is malformed")
+    if array.dtype.kind == "u" and len(array) and int(array.max()) > np.iinfo(np.int64).max:
+        # 2**63 to 2**64 - 1 read as unsigned: as int64 they would wrap round to negatives
+        raise InputError(f"{name}: {what} is past a 64-bit integer's range; the trace is malformed")
     return array.astype(np.int64)
+
+
+_MAX_SUM = float(1 << 62)
+"""The most bytes a trace's records may add up to (4 EiB, more than any device holds): below it
+no running sum of 64-bit integers can wrap round."""
+
+
+def _check_sums(deltas: np.ndarray, total: np.ndarray, reserved: np.ndarray, name: str) -> None:
+    """Refuse byte counts whose sums would pass 64 bits (``"Bytes": -9223372036854775808``
+    twice): summed in floating point, where they cannot wrap round as int64 sums would."""
+    if len(deltas) and float(np.abs(deltas.astype(np.float64)).sum()) >= _MAX_SUM:
+        raise InputError(
+            f"{name}: the Bytes of its [memory] events add up to more than 4 EiB, more than any device "
+            "holds; the trace is malformed"
+        )
+    for levels, what in ((total, "Total Allocated"), (reserved, "Total Reserved")):
+        if len(levels) and float(np.abs(levels.astype(np.float64)).max()) >= _MAX_SUM:
+            raise InputError(
+                f"{name}: a {what} of its [memory] events is more than 4 EiB, more than any device "
+                "holds; the trace is malformed"
+            )
 
 
 def _thread_codes(op_tids: list[Any], mem_tids: list[Any], name: str) -> np.ndarray:
