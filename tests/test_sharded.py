@@ -195,6 +195,53 @@ def test_a_sweep_fits_a_value_only_when_every_rank_fits(tmp_path: Path) -> None:
         assert run.notes[0].startswith("rank 1 of a 2-rank job, the neediest of the 2 rank(s) estimated")
 
 
+TWO_D = """
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(256, 1024)
+        self.down = nn.Linear(1024, 256)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+
+def step(model, optimizer, x):
+    model(x).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+def step_inputs():
+    dist.init_process_group("nccl")
+    mesh = init_device_mesh("cuda", (dist.get_world_size() // 2, 2), mesh_dim_names=("dp", "tp"))
+    model = nn.Sequential(MLP(), MLP())
+    for layer in model:
+        parallelize_module(layer, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        fully_shard(layer, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model, torch.optim.AdamW(model.parameters()), torch.randn(16, 256)
+"""
+
+
+def test_a_2d_job_fsdp_by_tensor_parallel_holds_a_quarter_of_each_weight_on_4_ranks(tmp_path: Path) -> None:
+    (tmp_path / "two_d.py").write_text(textwrap.dedent(TWO_D))
+    report = memprof.estimate(f"{tmp_path / 'two_d.py'}:step", device="cpu", world_size=4)
+    # Per layer and rank: the weights split over tp (columns of up, rows of down) and dp; up's
+    # bias split as its weight; down's bias replicated over tp, split over dp.
+    per_layer = 1024 * 256 // 4 + 1024 // 4 + 256 * 1024 // 4 + 256 // 2
+    assert per_layer == 131_456
+    for run in report.runs.values():
+        assert shards(run) == 2 * per_layer * 4
+        assert run.at_peak is not None
+        assert run.at_peak.by_category["optimizer_state"] == 2 * 2 * per_layer * 4 + 4 * 8
+
+
 # ---- the command line ---------------------------------------------------------------------------
 
 
