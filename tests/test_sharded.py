@@ -273,12 +273,19 @@ def test_cli_bad_ranks_are_usage_errors(args: list[str], message: str) -> None:
     assert message in done.output
 
 
-def test_ddp_is_refused_with_what_to_do_instead() -> None:
-    done = CliRunner().invoke(
-        app, ["estimate", "memprof.examples.ddp:step", "--world-size", "2", "--device", "cpu", "-q"]
-    )
-    assert done.exit_code == 3, done.output
-    assert "DistributedDataParallel cannot run on fake tensors" in done.output
+def test_a_ddp_job_is_estimated_as_it_measures_rank_by_rank() -> None:
+    # memprof.examples.ddp: rank r trains on (r + 1) * 256 rows; measured as a 2-rank gloo job
+    # (tests/test_distributed.py), its peaks are 4,457,476 and 7,865,348 B, and each rank holds
+    # DDP's gradient bucket (the parameters' 2,102,272 B) from its start.
+    report = memprof.estimate("memprof.examples.ddp:step", device="cpu", world_size=2)
+    params = 2_102_272
+    for rank, peak in ((0, 4_457_476), (1, 7_865_348)):
+        run = report.runs[f"rank{rank}"]
+        inputs = (rank + 1) * 256 * 256 * 4 * 2
+        assert run.peak_bytes == peak
+        assert run.live_at_start_bytes == params + params + inputs
+        assert run.footprint_bytes == run.live_at_start_bytes + peak
+        assert roles(run) == {("other", "ddp_gradient_bucket"): params}
     assert not dist.is_initialized()
 
 

@@ -9,8 +9,11 @@ every rank with one merged report::
 
 The inputs factory starts the process group (gloo on CPU, nccl on CUDA) from the variables
 torchrun sets; run without them, it starts a group of one, so the example also runs alone.
-``--warmup 2``: DDP rebuilds its gradient buckets during the second iteration, so the first
-two calls allocate what later calls do not.
+DDP rebuilds its gradient buckets during its second call (``--warmup 2`` leaves that to the
+warm-up; memprof warms up once more by itself when it would be the measured call). Estimate
+the job for any number of ranks without running it::
+
+    memprof estimate memprof.examples.ddp:step --world-size 2 --device cpu
 """
 
 from __future__ import annotations

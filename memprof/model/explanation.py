@@ -105,6 +105,7 @@ ROLES = {
     "fsdp_all_gather_buffer": "FSDP all-gather",
     "fsdp_unsharded_gradient": "FSDP unsharded",
     "fsdp_reduce_scatter_buffer": "FSDP reduce-scatter",
+    "ddp_gradient_bucket": "DDP bucket",
 }
 """What the distributed machinery holds a storage as (an entry's ``role``), and its short
 name in tables: ``fsdp_unsharded_parameter``, a parameter FSDP gathered whole for forward or
@@ -112,7 +113,8 @@ backward (category parameter); ``fsdp_all_gather_buffer``, FSDP's flat buffer th
 gathered into before they are copied out per parameter (other); ``fsdp_unsharded_gradient``,
 the gradient of a gathered parameter, before FSDP reduce-scatters it into the shard's
 (gradient); ``fsdp_reduce_scatter_buffer``, FSDP's flat buffer of those gradients sent to the
-reduce-scatter (gradient)."""
+reduce-scatter (gradient); ``ddp_gradient_bucket``, a gradient bucket DDP's C++ reducer holds
+(other; counted from DDP's own figures of its bucket sizes: no tensor reaches it)."""
 
 
 @dataclass(frozen=True)

@@ -182,22 +182,51 @@ def _patch_device_mesh(stack: contextlib.ExitStack) -> None:
 
 
 def _patch_ddp(stack: contextlib.ExitStack) -> None:
-    """DistributedDataParallel refused with a message that says why and what to do: its C++
-    reducer reads the parameters' data (to build and rebuild its buckets), which fake tensors
-    lack."""
+    """DistributedDataParallel as its memory is: the module, and one set of gradient buckets
+    of the parameters' size (after DDP's rebuild, the buckets of its steady state, at most
+    ``bucket_cap_mb`` each), allocated when it is built. DDP's C++ reducer reads the
+    parameters' data, which fake tensors lack: it does not run. Its collectives reduce in place
+    into the buckets, allocating nothing: the gradients are autograd's, as without DDP."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from memprof.errors import UserCodeError
+    originals = {name: vars(DistributedDataParallel).get(name) for name in _DDP_METHODS}
 
-    original = DistributedDataParallel.__init__
+    def __init__(self: Any, module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+        torch.nn.Module.__init__(self)
+        if kwargs.get("gradient_as_bucket_view"):
+            from memprof.errors import UserCodeError
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise UserCodeError(
-            "DistributedDataParallel cannot run on fake tensors (its C++ reducer reads the parameters' "
-            "data): every DDP rank holds the whole model, its gradients and gradient buckets of the "
-            "parameters' size; estimate the step without the DDP wrapper (adding one bucket set), or "
-            "measure the job on its ranks (memprof run on every rank of a torchrun job)"
-        )
+            raise UserCodeError(
+                "DistributedDataParallel(gradient_as_bucket_view=True) cannot be estimated: its "
+                "gradients are views of buckets its C++ reducer makes; estimate without it (the "
+                "gradients then take their own memory, once more the parameters' size)"
+            )
+        self.module = module
+        cap = int((kwargs.get("bucket_cap_mb") or 25) * 1024 * 1024)
+        params: list[torch.Tensor] = [p for p in module.parameters() if p.requires_grad]
+        groups, _ = dist._compute_bucket_assignment_by_size(params, [cap]) if params else ([], [])
+        self._memprof_buckets = [
+            torch.empty(sum(params[i].numel() for i in group), dtype=params[group[0]].dtype)
+            for group in groups
+        ]
 
-    DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
-    stack.callback(setattr, DistributedDataParallel, "__init__", original)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self: Any) -> Iterator[None]:
+        yield
+
+    def register_comm_hook(self: Any, *args: Any, **kwargs: Any) -> None:
+        return None  # the hook's collectives would reduce the buckets in place
+
+    replacements = {"__init__": __init__, "forward": forward, "no_sync": no_sync}
+    replacements["register_comm_hook"] = register_comm_hook
+    for name, replacement in replacements.items():
+        setattr(DistributedDataParallel, name, replacement)
+    for name, original in originals.items():
+        if original is not None:
+            stack.callback(setattr, DistributedDataParallel, name, original)
+
+
+_DDP_METHODS = ("__init__", "forward", "no_sync", "register_comm_hook")

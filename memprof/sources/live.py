@@ -267,7 +267,9 @@ def _warm_up(
     """The unprofiled calls; in compile mode at least one, which compiles and is timed."""
     compiling = options.mode == "compile"
     warm = _Warm(fn=_compiled(func, options, name) if compiling else func)
-    for index in range(max(options.warmup, 1) if compiling else options.warmup):
+    calls, index = (max(options.warmup, 1) if compiling else options.warmup), -1
+    while index + 1 < calls:
+        index += 1
         what = (
             f"compiling {name} with torch.compile (backend {options.backend})"
             if index == 0 and compiling
@@ -296,7 +298,31 @@ def _warm_up(
             warm.compile_seconds = time.perf_counter() - start
             if status:
                 status(f"compiled {name} in {warm.compile_seconds:.1f} s")
+        if index + 1 == calls and not compiling and _ddp_rebuilds(inputs):
+            # Every rank decides alike (each has made the same calls), so the collectives meet.
+            calls += 1
+            warm.notes.append(
+                "one more warm-up call than asked: DistributedDataParallel rebuilds its gradient "
+                "buckets during its second training call, which the measured call would have been"
+            )
     return warm
+
+
+def _ddp_rebuilds(inputs: Inputs) -> bool:
+    """Whether a DistributedDataParallel module among the arguments rebuilds its gradient
+    buckets in its next training call."""
+    from memprof.sources.tracking.state import rebuilds_buckets
+
+    ddp = getattr(sys.modules.get("torch.nn.parallel.distributed"), "DistributedDataParallel", None)
+    if ddp is None:
+        return False
+    values = [*inputs.args, *inputs.kwargs.values()]
+    return any(
+        isinstance(module, ddp) and rebuilds_buckets(module)
+        for value in values
+        if isinstance(value, torch.nn.Module)
+        for module in value.modules()
+    )
 
 
 FIRST_COMPILE_HINT = "a first compile takes 10-60 s; later runs use the cache"

@@ -118,6 +118,7 @@ class Tracker:
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
         self.state.finish(self._clock())
+        self._notes += [note for note in self.state.notes if note not in self._notes]
 
     # ---- the result ---------------------------------------------------------------------------
 
