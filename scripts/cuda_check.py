@@ -11,7 +11,9 @@ writes OUT_DIR/log.txt (every command, its exit code, time and output) and OUT_D
 - ``--compare-compile`` of the similarity and GPT examples (Inductor's Triton kernels);
 - a CUDA memory snapshot and a chrome trace of two examples, recorded with torch's own APIs
   (``record``), each with the counters over the recorded call, then ``memprof analyze`` of them;
-- the DDP example under torchrun on NCCL (one rank: the machine has one GPU);
+- the DDP example under torchrun on NCCL (one rank: the machine has one GPU), and the FSDP2 and
+  DDP examples as jobs of world size 1 measured on the GPU beside their estimates
+  (``--world-size 1``);
 - the allocations and frees of one call in torch's event tree against its flat event list,
   with memprof's tracker following ops and not (``tree``);
 - the GPT step at the batch ``memprof estimate --gpu H100`` calls the largest that fits, and
@@ -268,6 +270,22 @@ def _distributed(log: Log, work: Path) -> None:
     )
     _sh(log, f"{PY} -m memprof run {ddp} --nproc-per-node 1 --json {work}/ddp-nproc1.json", 180)
     _sh(log, f"{PY} -m memprof run {ddp} --nproc-per-node 2", 180)
+    # Sharded jobs of world size 1 on the GPU against their estimates: FSDP2 and DDP examples,
+    # measured under torchrun on NCCL, estimated with --world-size 1 for the card.
+    for example in ("fsdp", "ddp"):
+        target = f"memprof.examples.{example}:step"
+        _sh(
+            log,
+            f"{PY} -m torch.distributed.run --standalone --nproc-per-node 1 -m memprof run {target} "
+            f"--device cuda --json {work}/{example}-world1-measured.json",
+            240,
+        )
+        _sh(
+            log,
+            f"{PY} -m memprof estimate {target} --world-size 1 --device cuda "
+            f"--json {work}/{example}-world1-estimated.json",
+            240,
+        )
 
 
 def _tree(log: Log, work: Path) -> None:
