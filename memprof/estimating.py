@@ -31,6 +31,7 @@ def estimate(
     warmup: int = 1,
     status: StatusFn | None = None,
     reserve: int | str | None = None,
+    timeout: float | None = None,
     **kwargs: Any,
 ) -> Report:
     """Estimate the memory ``fn(*args, **kwargs)`` needs, without running it for real: on fake
@@ -52,41 +53,41 @@ def estimate(
     estimates each value of one factory parameter (runs ``batch=8``, ...), fits the bytes
     needed against it and, with a capacity, finds the largest value that fits
     (``report.sweep``). ``warmup`` calls run first
-    (optimizer state is made there). Raises :class:`memprof.errors.UserCodeError` when the code
-    fails on fake tensors.
+    (optimizer state is made there). ``timeout``: seconds the estimate may take (a sweep: all
+    of it; default: no limit). Raises :class:`memprof.errors.UserCodeError` when the code
+    fails on fake tensors, runs past ``timeout`` (naming the line it was at), or loops on
+    values fake tensors can only guess (a ``while`` whose condition is a tensor: it names the
+    loop's line).
 
     >>> import memprof
     >>> report = memprof.estimate("memprof.examples.gpt:train_step", gpu="H100")  # doctest: +SKIP
     >>> report.fits.fits, report.runs["estimate"].reserved_peak_bytes  # doctest: +SKIP
     """
+    from memprof.sources.deadline import time_limit
+    from memprof.sources.fake import estimate_environment
     from memprof.sources.options import EstimateOptions
     from memprof.sources.target import resolve
 
     modelled = _estimate_device(device)
-    if warmup < 0:
-        raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
+    _check_arguments(
+        warmup, bool(args or kwargs), inputs is not None or bool(inputs_kwargs) or sweep is not None
+    )
     card, capacity_bytes, reserve_bytes = _device_memory(capacity, gpu, reserve, modelled)
     usable = capacity_bytes - reserve_bytes if capacity_bytes is not None else None
-    if (args or kwargs) and (inputs is not None or inputs_kwargs or sweep is not None):
-        raise UsageError(
-            f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
-            f"{param('inputs_kwargs')}, {param('sweep')}), not both"
-        )
-    target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
-    options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
-    progress = _Progress.of(status, sweep, capacity_bytes is not None)
-    one = _estimator(target, options, args, kwargs, inputs, progress or status)
-    params = dict(inputs_kwargs or {})
-    needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
-    if sweep is None:
-        runs = {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
-        sweep_result = None
-        fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
-    else:
-        runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
-        fits = None
-    from memprof.sources.fake import estimate_environment
-
+    with time_limit(timeout):
+        target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
+        options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
+        progress = _Progress.of(status, sweep, capacity_bytes is not None)
+        one = _estimator(target, options, args, kwargs, inputs, progress or status)
+        params = dict(inputs_kwargs or {})
+        needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
+        if sweep is None:
+            runs = {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
+            sweep_result = None
+            fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
+        else:
+            runs, sweep_result = _sweep(one, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
+            fits = None
     return build_report(
         target=target.spec,
         device=modelled,
@@ -96,6 +97,16 @@ def estimate(
         fits=fits,
         sweep=sweep_result,
     )
+
+
+def _check_arguments(warmup: int, arguments: bool, factory: bool) -> None:
+    if warmup < 0:
+        raise UsageError(f"{param('warmup')} must be 0 or more, got {warmup}")
+    if arguments and factory:
+        raise UsageError(
+            f"estimate takes the arguments themselves or an inputs factory ({param('inputs')}, "
+            f"{param('inputs_kwargs')}, {param('sweep')}), not both"
+        )
 
 
 def _estimate_device(device: str) -> str:

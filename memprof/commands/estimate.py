@@ -18,6 +18,7 @@ from memprof.commands.options import (
     OutputOptions,
     SaveBaseline,
     Target,
+    Timeout,
     parse_assignment,
 )
 from memprof.errors import GateFailed, InputError, UsageError
@@ -109,6 +110,7 @@ def estimate(
     warmup: WarmupOption = 1,
     sweep: SweepOption = None,
     sweep_csv: SweepCsvOption = None,
+    timeout: Timeout = None,
     factory: FactoryOptions,
     output: OutputOptions,
     gate: GateOptions,
@@ -132,23 +134,13 @@ def estimate(
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
     from memprof.commands.common import print_report, read_inputs, status_printer, write_outputs
-    from memprof.commands.distributed import refuse_rank
     from memprof.gcpause import start_up_imports
     from memprof.gpus import gpu_table
 
     if gpu is not None and gpu.strip().lower() == "list":
         typer.echo(gpu_table(), nl=False)
         return
-    if mode is Mode.compile:
-        raise UsageError(COMPILE_REFUSED)
-    if output.table_path is not None:
-        raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
-    if output.group_modules:
-        raise UsageError(
-            "--group-modules groups the modules of a run memprof explains; an estimate does not explain "
-            "its peak by module: measure it with memprof run (at a size that fits this machine)"
-        )
-    refuse_rank(output.rank)
+    _refuse(mode, output)
     swept = parse_sweep(sweep) if sweep is not None else None
     reads = read_inputs([target, inputs], gate.baseline)
     files = _files(output, save_baseline, sweep_csv, swept is not None, reads)
@@ -171,10 +163,27 @@ def estimate(
         sweep=swept,
         warmup=warmup,
         status=status_printer(output.quiet),
+        timeout=timeout,
     )
     print_report(report, output)
     write_outputs(report, files)
     _gate(report, config)
+
+
+def _refuse(mode: Mode, output: OutputOptions) -> None:
+    """What an estimate cannot do, refused before anything runs."""
+    from memprof.commands.distributed import refuse_rank
+
+    if mode is Mode.compile:
+        raise UsageError(COMPILE_REFUSED)
+    if output.table_path is not None:
+        raise UsageError("--table saves torch's own table of a profile; an estimate makes none")
+    if output.group_modules:
+        raise UsageError(
+            "--group-modules groups the modules of a run memprof explains; an estimate does not explain "
+            "its peak by module: measure it with memprof run (at a size that fits this machine)"
+        )
+    refuse_rank(output.rank)
 
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
