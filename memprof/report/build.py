@@ -22,6 +22,7 @@ from memprof.model.timing import format_spread, format_wall
 from memprof.report import document as doc
 from memprof.report import estimate, recorded
 from memprof.report.answer import conclusions
+from memprof.report.compiled import compile_section
 from memprof.report.context import Context, Limits
 from memprof.report.gate_section import gate_section
 from memprof.report.ops import fused_section, ops_section
@@ -41,6 +42,7 @@ ORDER = (
     "ranks",
     "verdict",
     "runs",
+    "compile",
     "timeline",
     "estimate",
     "snapshot",
@@ -491,6 +493,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "ranks": _ranks,
     "verdict": _verdict,
     "runs": _runs,
+    "compile": compile_section,
     "timeline": _timeline,
     "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
