@@ -29,24 +29,29 @@ ends the process."""
 
 
 def where_code_was(frame: FrameType | None) -> str:
-    """The innermost line of the user's code at or above ``frame`` (``loop.py:12 (while loss
-    > tol:)``), with a library's line first when the code was inside one; "" when none."""
-    from memprof.sources.tracking.lines import LIBRARY, USER, frame_kind, resolve_sites
+    """The innermost line of the user's code in ``frame``'s stack below memprof's outermost
+    frame (what called memprof is not the profiled code), with a library's line first when the
+    code was inside one: ``loop.py:12 (while loss > tol:)``; "" when none (memprof's own work)."""
+    from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind, resolve_sites
 
+    stack: list[tuple[str, int, str]] = []  # innermost first
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        stack.append((filename, frame.f_lineno, frame_kind(filename)))
+        frame = frame.f_back
+    outermost = max((n for n, (_, _, kind) in enumerate(stack) if kind == MEMPROF), default=len(stack))
     library: tuple[str, int] | None = None
     user: tuple[str, int] | None = None
-    while frame is not None and user is None:
-        kind = frame_kind(frame.f_code.co_filename)
-        here = (frame.f_code.co_filename, frame.f_lineno)
+    for filename, line, kind in stack[:outermost]:
+        if filename.startswith("<") and not filename.startswith("<ipython"):
+            continue  # code made at run time (a dataclass's __init__): no line to show
         if kind == USER:
-            user = here
-        elif kind == LIBRARY and library is None:
-            library = here
-        frame = frame.f_back
-    shown = [site for site in (library, user) if site is not None]
-    return ", called from ".join(
-        f"{s.source} ({s.text})" if s.text else s.source for s in resolve_sites(shown)
-    )
+            user = (filename, line)
+            break
+        if kind == LIBRARY and library is None:
+            library = (filename, line)
+    sites = resolve_sites([site for site in (library, user) if site is not None])
+    return ", called from ".join(f"{s.source} ({s.text})" if s.text else s.source for s in sites)
 
 
 class _Watch:
@@ -72,7 +77,15 @@ class _Watch:
             self.where = where_code_was(sys._current_frames().get(self.target))
             self.fired = True
             _raise_in(self.target, TimeLimitReached)
-        if self.hard is not None and not self.done.wait(GRACE_SECONDS):
+        # Raised again each second until it is received: code may have swallowed it (a bare
+        # except around an import).
+        for _ in range(int(GRACE_SECONDS)):
+            if self.done.wait(1.0):
+                return
+            with self.lock:
+                if not self.done.is_set() and not self.received:
+                    _raise_in(self.target, TimeLimitReached)
+        if self.hard is not None and not self.done.wait(max(0.0, GRACE_SECONDS - int(GRACE_SECONDS))):
             self.hard(self.where)
 
     def stop(self) -> None:
@@ -107,7 +120,7 @@ def ending_the_process() -> Iterator[None]:
 def timed_out_message(seconds: float, spelled: str, where: str) -> str:
     """The exit-3 message of a time limit that ran out; ``spelled``: the parameter as the caller
     writes it (``--timeout 5``)."""
-    at = f"it was at {where}" if where else "it was outside the user's code"
+    at = f"it was at {where}" if where else "it was in memprof's or torch's own work, not in the code"
     return (
         f"the profiled code did not finish within {seconds:g} s ({spelled}): {at}; if that is a loop "
         "that never ends, make it stop (a fixed trip count); else give it more time"
@@ -143,8 +156,15 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def _ender(seconds: float, spelled: str) -> Callable[[str], None]:
+    # The standard error of now: a profile redirects file descriptor 2 while it runs.
+    try:
+        stderr = os.dup(2)
+    except OSError:
+        stderr = 2
+
     def end(where: str) -> None:
-        os.write(2, f"memprof: error: {timed_out_message(seconds, spelled, where)}\n".encode())
+        with contextlib.suppress(OSError):
+            os.write(stderr, f"memprof: error: {timed_out_message(seconds, spelled, where)}\n".encode())
         os._exit(EXIT_USER_CODE)
 
     return end

@@ -69,18 +69,19 @@ class DynamoWatch:
         self._graphs = max(0, utils.counters["stats"]["unique_graphs"] - self._start_graphs)
 
     def section(self) -> CompileSection:
-        """The graphs, the breaks (a break Dynamo recorded twice on one traced path, as it does
-        when it restarts its analysis, counted once; most frequent first, then by line) and the
-        recompiles."""
+        """The graphs, the breaks (each once, however many frames of its traced path Dynamo met
+        it in; most frequent first, then by line) and the recompiles."""
         paths: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
         for item in self._breaks:
             stack = tuple((f.filename, f.lineno or 0) for f in getattr(item, "user_stack", ()) or ())
             paths.add((_reason(str(getattr(item, "reason", ""))), stack))
         counted: Counter[tuple[str, tuple[str, int] | None, tuple[str, int] | None]] = Counter()
+        stacks = {stack for _, stack in paths}
         for reason, stack in sorted(paths):
-            # A break inside an inlined call is met again when Dynamo compiles that call's own
-            # frame (its stack the end of the first one's): one break.
-            if any(o != stack and o[-len(stack) :] == stack for r, o in paths if r == reason and stack):
+            # A break inside an inlined call is met again, as Dynamo compiles each frame of that
+            # call on its own (their stacks are parts of the first one's, their reasons that one
+            # or "step_unsupported" at the call): one break, the first.
+            if stack and any(len(o) > len(stack) and _inside(stack, o) for o in stacks):
                 continue
             where, user = _statements(stack)
             counted[(reason, where, user)] += 1
@@ -106,6 +107,11 @@ class DynamoWatch:
             for name, file, line, guard in self._recompiles
         )
         return CompileSection(graphs=self._graphs, breaks=tuple(breaks), recompiles=recompiles)
+
+
+def _inside(part: tuple[Any, ...], whole: tuple[Any, ...]) -> bool:
+    """Whether ``part`` is a run of consecutive items of ``whole``."""
+    return any(whole[i : i + len(part)] == part for i in range(len(whole) - len(part) + 1))
 
 
 def _statements(stack: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
