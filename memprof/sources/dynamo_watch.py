@@ -61,12 +61,13 @@ class DynamoWatch:
             # torch._dynamo.reset() empties the list: what is there since then is this run's
             self._breaks += reasons[start:] if len(reasons) >= start else list(reasons)
 
-    def first_call_done(self) -> None:
+    def first_call_done(self) -> str:
         """The first (compiling) call has returned: its graphs are the run's (recompiles add
-        graphs of their own, listed apart)."""
+        graphs of their own, listed apart). Returns `` (3 graphs)`` for the status line."""
         from torch._dynamo import utils
 
         self._graphs = max(0, utils.counters["stats"]["unique_graphs"] - self._start_graphs)
+        return f" ({self._graphs} graph{'s' if self._graphs != 1 else ''})"
 
     def section(self) -> CompileSection:
         """The graphs, the breaks (each once, however many frames of its traced path Dynamo met

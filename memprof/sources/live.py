@@ -309,11 +309,10 @@ def _warm_up(
         if not what and (index > 0 or options.device == "cpu"):
             warm.last_ms = (time.perf_counter() - start) * 1e3
         if what:
-            if watch is not None:
-                watch.first_call_done()
+            made = watch.first_call_done() if watch is not None else ""
             warm.compile_seconds = time.perf_counter() - start
             if status:
-                status(f"compiled {name} in {warm.compile_seconds:.1f} s")
+                status(f"compiled {name} in {warm.compile_seconds:.1f} s{made}")
     return warm
 
 
