@@ -64,6 +64,7 @@ def compare(
     mode: str = "eager",
     status: StatusFn | None = None,
     inputs_kwargs: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
     **settings: Any,
 ) -> Report:
     """Profile each target in turn and return one :class:`memprof.Report`; the first run is the
@@ -81,7 +82,9 @@ def compare(
     table of each run), ``time_budget`` (seconds of calls timed without the profiler for the
     wall time, default 0.2; 0: the profiled calls' times), ``verbose`` (let torch's own
     warnings and log messages through), ``explain`` (default True: explain each peak, see
-    :func:`profile`).
+    :func:`profile`). ``timeout``: seconds the whole comparison may take (the targets' imports
+    and inputs included); past them, :class:`memprof.errors.UserCodeError` naming the line
+    the code was at (default: no limit).
 
     When a target's code fails, the others are still profiled; then the first failure is
     raised (:class:`memprof.errors.UserCodeError`) with ``error.report`` holding every run,
@@ -99,7 +102,11 @@ def compare(
         ]
     named = _labels(variants, labels)
     variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
-    return _profile_variants(variants, _run_options(settings), status)
+    options = _run_options(settings)
+    from memprof.sources.deadline import time_limit
+
+    with time_limit(timeout):
+        return _profile_variants(variants, options, status)
 
 
 def profile(
@@ -114,6 +121,7 @@ def profile(
     time_budget: float = 0.2,
     verbose: bool = False,
     explain: bool = True,
+    timeout: float | None = None,
     **kwargs: Any,
 ) -> Report:
     """Profile ``fn(*args, **kwargs)`` and return a :class:`memprof.Report`.
@@ -129,7 +137,8 @@ def profile(
     explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
     at it by category, module and source line, ``run.modules`` per module; it makes one more,
     instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
-    Raises :class:`memprof.errors.UserCodeError` if ``fn`` raises.
+    ``timeout``: seconds the calls may take in all (default: no limit). Raises
+    :class:`memprof.errors.UserCodeError` if ``fn`` raises or runs past ``timeout``.
 
     >>> import torch, memprof
     >>> report = memprof.profile(torch.ones, 1024, 1024)
@@ -148,6 +157,7 @@ def profile(
         time_budget=time_budget,
         verbose=verbose,
         explain=explain,
+        timeout=timeout,
     )
 
 

@@ -58,10 +58,11 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from memprof.fileio import WRITTEN
         from memprof.interpreter import kept_from_user_code
+        from memprof.sources.deadline import ending_the_process
 
         written_before = len(WRITTEN)
         try:
-            with spelled_as(spelling), kept_from_user_code():
+            with spelled_as(spelling), kept_from_user_code(), ending_the_process():
                 return func(*args, **kwargs)
         except MemprofError as error:
             if isinstance(error, UserCodeError) and error.user_traceback:

@@ -293,3 +293,10 @@ def spelled_as(spelling: Spelling) -> Iterator[None]:
         yield
     finally:
         _SPELLING.reset(token)
+
+
+class TimeLimitReached(KeyboardInterrupt):
+    """Raised inside the profiled code (in the thread that runs it) when its time limit ran out
+    (:mod:`memprof.sources.deadline`). A :class:`KeyboardInterrupt`, so that it passes every
+    place that lets Ctrl-C through and no ``except Exception`` of the user's code stops it; the
+    time limit turns it into a :class:`UserCodeError` naming where the code was."""

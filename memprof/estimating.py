@@ -31,6 +31,7 @@ def estimate(
     warmup: int = 1,
     status: StatusFn | None = None,
     reserve: int | str | None = None,
+    timeout: float | None = None,
     world_size: int | None = None,
     ranks: Sequence[int] | None = None,
     **kwargs: Any,
@@ -54,39 +55,37 @@ def estimate(
     estimates each value of one factory parameter (runs ``batch=8``, ...), fits the bytes
     needed against it and, with a capacity, finds the largest value that fits
     (``report.sweep``). ``warmup`` calls run first
-    (optimizer state is made there). Raises :class:`memprof.errors.UserCodeError` when the code
-    fails on fake tensors.
-
-    ``world_size=8``: each of ``ranks`` (default all) of an 8-rank job (FSDP2, tensor parallel)
-    on a fake process group (:mod:`memprof.sharded`), a run each; the neediest decides the fit.
+    (optimizer state is made there). ``timeout``: seconds the estimate may take (a sweep: all
+    of it; default: no limit). Raises :class:`memprof.errors.UserCodeError` when the code
+    fails on fake tensors, runs past ``timeout`` (naming the line it was at), or loops on
+    values fake tensors can only guess (a ``while`` whose condition is a tensor: it names the
+    loop's line). ``world_size=8``: each of ``ranks`` (default all) of an 8-rank job (FSDP2,
+    DDP, tensor parallel) on a fake process group (:mod:`memprof.sharded`), a run each.
 
     >>> import memprof
     >>> report = memprof.estimate("memprof.examples.gpt:train_step", gpu="H100")  # doctest: +SKIP
     >>> report.fits.fits, report.runs["estimate"].reserved_peak_bytes  # doctest: +SKIP
     """
+    from memprof.sources.deadline import time_limit
+    from memprof.sources.fake import estimate_environment
     from memprof.sources.options import EstimateOptions
     from memprof.sources.target import resolve
 
     modelled = _estimate_device(device)
-    _check_arguments(warmup, bool(args or kwargs), inputs is not None or bool(inputs_kwargs) or bool(sweep))
+    _check_arguments(
+        warmup, bool(args or kwargs), inputs is not None or bool(inputs_kwargs) or sweep is not None
+    )
     card, capacity_bytes, reserve_bytes = _device_memory(capacity, gpu, reserve, modelled)
     usable = capacity_bytes - reserve_bytes if capacity_bytes is not None else None
-    target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
-    options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
-    progress = _Progress.of(status, sweep, capacity_bytes is not None)
-    one = _estimator(target, options, args, kwargs, inputs, progress or status)
-    params = dict(inputs_kwargs or {})
-    needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
     job = _job(world_size, ranks, status)
-    sweep_result = fits = None
-    if sweep is None:
-        runs = job.runs(one, params) if job is not None else {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
-        fits = _fits(runs, needed, capacity_bytes, reserve_bytes, card.name if card else None)
-    else:
-        per_value = job.neediest(one, lambda run: _needed(run, needed)) if job is not None else one
-        runs, sweep_result = _sweep(per_value, sweep, params, needed, capacity_bytes, reserve_bytes, progress)
-    from memprof.sources.fake import estimate_environment
-
+    with time_limit(timeout):
+        target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
+        options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
+        progress = _Progress.of(status, sweep, capacity_bytes is not None)
+        one = _estimator(target, options, args, kwargs, inputs, progress or status)
+        needed = "reserved_peak_bytes" if modelled == "cuda" else "footprint_bytes"
+        memory = (needed, capacity_bytes, reserve_bytes, card.name if card else None)
+        runs, sweep_result, fits = _runs(one, dict(inputs_kwargs or {}), sweep, job, memory, progress)
     environment = estimate_environment(modelled, card.name if card else None)
     environment.update(job.environment() if job is not None else {})
     return build_report(
@@ -98,6 +97,25 @@ def estimate(
         fits=fits,
         sweep=sweep_result,
     )
+
+
+def _runs(
+    one: Callable[[str, dict[str, Any]], RunResult],
+    params: dict[str, Any],
+    sweep: tuple[str, Sequence[Any]] | None,
+    job: Any,
+    memory: tuple[str, int | None, int, str | None],
+    progress: _Progress | None,
+) -> tuple[dict[str, RunResult], Any, Any]:
+    """The estimated runs (one, a sweep's or a job's ranks), the sweep and whether it fits;
+    ``memory``: what is needed of the device, its capacity, the reserve and the card's name."""
+    needed, capacity, reserve, card = memory
+    if sweep is None:
+        runs = job.runs(one, params) if job is not None else {ESTIMATE_LABEL: one(ESTIMATE_LABEL, params)}
+        return runs, None, _fits(runs, needed, capacity, reserve, card)
+    per_value = job.neediest(one, lambda run: _needed(run, needed)) if job is not None else one
+    runs, sweep_result = _sweep(per_value, sweep, params, needed, capacity, reserve, progress)
+    return runs, sweep_result, None
 
 
 def _check_arguments(warmup: int, arguments: bool, factory: bool) -> None:

@@ -162,7 +162,7 @@ def test_a_live_cuda_run_shows_footprint_live_at_start_reserved_and_its_share_of
     assert device_line(report.runs["eager"]) == line
     text = render_terminal(report, width=200)
     assert text.splitlines()[2].split() == [
-        "run", "peak", "footprint", "live", "at", "start", "reserved", "peak", "allocated", "net", "inputs",
+        "run", "peak", "footprint", "live", "at", "start", "reserved", "peak", "allocated", "net", "args",
         "wall/call", "peak", "during",
     ]  # fmt: skip
     assert text.splitlines()[4].split()[:9] == [

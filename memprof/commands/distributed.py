@@ -158,18 +158,22 @@ def run_rank(
 
     status = status_printer(output.quiet) if env.rank == 0 else None
     mine, merged = split_files(files, env.rank)
-    outcome = rank_part(
-        variants,
-        timeout=timeout,
-        status=status,
-        keep_table="table" in files,  # torch's key_averages() table: only when --table asks
-        verbose=output.verbose,
-        before_hand_in=lambda local: write_outputs(
-            output.grouped(local), mine, rank=output.rank, exact_csv=output.exact_csv
-        ),
-        handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
-        **profile.api_arguments(),
-    )
+    from memprof.sources.deadline import time_limit
+
+    arguments = profile.api_arguments()
+    with time_limit(arguments.pop("timeout")):  # the rank's whole part, its waits included
+        outcome = rank_part(
+            variants,
+            timeout=timeout,
+            status=status,
+            keep_table="table" in files,  # torch's key_averages() table: only when --table asks
+            verbose=output.verbose,
+            before_hand_in=lambda local: write_outputs(
+                output.grouped(local), mine, rank=output.rank, exact_csv=output.exact_csv
+            ),
+            handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
+            **arguments,
+        )
     report, local, failure = outcome.job, outcome.local, outcome.failure
     if report is None:
         return

@@ -18,6 +18,7 @@ from memprof.commands.options import (
     OutputOptions,
     SaveBaseline,
     Target,
+    Timeout,
     parse_assignment,
 )
 from memprof.errors import GateFailed, InputError, UsageError
@@ -122,6 +123,7 @@ def estimate(
     sweep: SweepOption = None,
     sweep_csv: SweepCsvOption = None,
     world_size: WorldSizeOption = None,
+    timeout: Timeout = None,
     factory: FactoryOptions,
     output: OutputOptions,
     gate: GateOptions,
@@ -178,6 +180,7 @@ def estimate(
         status=status_printer(output.quiet),
         world_size=world_size,
         ranks=ranks,
+        timeout=timeout,
     )
     print_report(report, output)
     write_outputs(report, files, exact_csv=output.exact_csv)

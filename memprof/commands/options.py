@@ -154,6 +154,18 @@ FreshCompile = Annotated[
         rich_help_panel=RUNS_PANEL,
     ),
 ]
+Timeout = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        metavar="SECONDS",
+        help="Stop the profiled code after this long (its import and inputs included) and exit 3, "
+        "naming the line it was at. Default: no limit (an estimate still stops a loop that only "
+        "guessed values keep going).",
+        rich_help_panel=RUNS_PANEL,
+    ),
+]
 Explain = Annotated[
     bool,
     typer.Option(
@@ -348,6 +360,7 @@ class ProfileOptions(OptionGroup):
     time_budget: TimeBudget = 0.2
     fresh_compile: FreshCompile = False
     explain: Explain = True
+    timeout: Timeout = None
 
     def api_arguments(self) -> dict[str, Any]:
         return {
@@ -359,6 +372,7 @@ class ProfileOptions(OptionGroup):
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
             "explain": self.explain,
+            "timeout": self.timeout,
         }
 
 

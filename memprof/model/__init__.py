@@ -12,12 +12,14 @@ saved report loads back (:func:`memprof.pipeline.load_report`) without torch or 
 - :mod:`.ops`: :class:`OpStats`, per-op numbers; :mod:`.timeline`: :class:`Timeline`;
 - :mod:`.explanation`: what is live at the peak (:class:`AtPeak`), modules, kernels, calls;
 - :mod:`.diff`: two runs compared (:class:`RunDiff`); :mod:`.ranks`: runs of several ranks;
+- :mod:`.compiled`: what torch.compile made of a compiled run (:class:`CompileSection`);
 - :mod:`.estimate`: what an estimate adds (:class:`EstimateSection`, :class:`Fits`);
   :mod:`.sweep`: a sweep of one parameter;
 - :mod:`.recorded`: where numbers come from (:class:`Source`) and what snapshots add;
 - :mod:`.timing`: how timed calls spread.
 """
 
+from memprof.model.compiled import CompileSection, GraphBreak, Recompile
 from memprof.model.diff import OpDiff, RunDiff
 from memprof.model.estimate import AllocatorReplay, EstimateSection, Fits, Guess
 from memprof.model.explanation import (
@@ -60,9 +62,11 @@ __all__ = [
     "AtPeakEntry",
     "CallNumbers",
     "CategoryTimeline",
+    "CompileSection",
     "EstimateSection",
     "Fits",
     "Fragmentation",
+    "GraphBreak",
     "Guess",
     "Imbalance",
     "KernelStats",
@@ -72,6 +76,7 @@ __all__ = [
     "OpStats",
     "RankRow",
     "RankSummary",
+    "Recompile",
     "Report",
     "ReportKind",
     "RunDiff",

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from memprof import fields
+from memprof.model.compiled import CompileSection
 from memprof.model.estimate import EstimateSection
 from memprof.model.explanation import (
     AtPeak,
@@ -51,7 +52,7 @@ class RunResult:
     ``device``/``device_name``/``device_total_bytes``; ``footprint_bytes`` (everything live at
     the peak, what was live before included), ``live_at_start_bytes``, ``reserved_peak_bytes``
     (CUDA's caching allocator); ``snapshot`` and ``allocator_model`` (runs read from a CUDA
-    memory snapshot).
+    memory snapshot); ``compile`` (a compiled run: its graphs, graph breaks and recompiles).
 
     Explained runs (the default for live runs; docs/concepts/at-peak.md) have
     ``footprint_bytes`` and ``live_at_start_bytes`` (``peak_bytes`` is their difference),
@@ -89,6 +90,7 @@ class RunResult:
     compile_seconds: float | None = fields.maybe_number(
         omit=lambda run: run.mode != "compile" and run.compile_seconds is None
     )
+    compile: CompileSection | None = fields.optional(CompileSection)
     fused_kernels: dict[str, tuple[str, ...]] | None = fields.mapping(
         fields.list_of(fields.TEXT), default=None, nullable=True, omit=lambda run: run.fused_kernels is None
     )

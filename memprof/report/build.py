@@ -22,6 +22,7 @@ from memprof.model.timing import format_spread, format_wall
 from memprof.report import document as doc
 from memprof.report import estimate, recorded
 from memprof.report.answer import conclusions
+from memprof.report.compiled import compile_section
 from memprof.report.context import Context, Limits
 from memprof.report.gate_section import gate_section
 from memprof.report.ops import fused_section, ops_section
@@ -41,6 +42,7 @@ ORDER = (
     "ranks",
     "verdict",
     "runs",
+    "compile",
     "timeline",
     "estimate",
     "snapshot",
@@ -246,7 +248,9 @@ def _live_runs(report: Report) -> doc.Table:
         doc.Column("peak at", doc.NUMBER, only=frozenset({doc.HTML})),
         doc.Column("allocated", doc.SIZE, drop=3),
         doc.Column("net", doc.SIZE, signed=True, delta=True, drop=5),
-        doc.Column("inputs", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
+        # Not "inputs": it holds the model and the optimizer state too, where the input category
+        # at the peak is the input tensors alone.
+        doc.Column("args", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
         doc.Column("wall/call", doc.NUMBER),
         *([doc.Column("compile", doc.NUMBER, drop=4)] if compiled else []),
         doc.Column("peak during", doc.NAME, width=32, only=doc.SUMMARIES),
@@ -326,8 +330,9 @@ def _live_help(report: Report) -> str:
     return (
         "peak: most live bytes above the call's start, from the allocator's own records (and the frees "
         "of tensors made before the call); peak at: when, in ms since the call started; allocated: all "
-        "bytes allocated; net: left allocated at the end; inputs: what was live when the first call "
-        "started (arguments, model, optimizer state), not in the peak; wall/call: the median of the "
+        "bytes allocated; net: left allocated at the end; args: the tensors the call was given (the "
+        "model and optimizer state it reaches included, not the input category alone), live when the "
+        "first call started and not in the peak; wall/call: the median of the "
         "calls timed without the profiler, ± half the spread of their middle half (hover for every "
         f"figure).{meaning}"
     )
@@ -491,6 +496,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "ranks": _ranks,
     "verdict": _verdict,
     "runs": _runs,
+    "compile": compile_section,
     "timeline": _timeline,
     "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
     "snapshot": lambda context: recorded.snapshot_section(context.detail),

@@ -56,7 +56,7 @@ from memprof.fields import copied
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.records import Allocations, RawProfile, TrackedFacts
-from memprof.sources.guesses import Guesses
+from memprof.sources.guesses import GuessedLoop, Guesses
 from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
@@ -99,8 +99,9 @@ class Recorder(TorchDispatchMode):
         self.workspaces = workspaces
         self._live: dict[int, int] = {}  # key of a live storage -> its allocation record
         self._freed: dict[int, int] = {}  # allocation record -> its free record
-        self._finalizers: list[weakref.finalize] = []
-        self._watched: set[int] = set()  # keys of the storages whose death is followed
+        # Only the live storages' (a loop making a tensor a round holds no more than it keeps);
+        # a storage resized in place keeps its one.
+        self._finalizers: dict[int, weakref.finalize] = {}
         self._next_workspace = -1
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -153,13 +154,12 @@ class Recorder(TorchDispatchMode):
         record = len(self.time)
         self._live[key] = record
         self._record(key, nbytes)
-        if key not in self._watched:
-            self._watched.add(key)
-            self._finalizers.append(weakref.finalize(storage, self._died, key))
+        if key not in self._finalizers:
+            self._finalizers[key] = weakref.finalize(storage, self._died, key)
         return record
 
     def _died(self, key: int) -> None:
-        self._watched.discard(key)
+        self._finalizers.pop(key, None)
         self._free(key)
 
     def _free(self, key: int) -> None:
@@ -217,7 +217,7 @@ class Recorder(TorchDispatchMode):
 
     def detach(self) -> None:
         """Stop following deaths (the run is over; later frees do not belong to it)."""
-        for finalizer in self._finalizers:
+        for finalizer in self._finalizers.values():
             finalizer.detach()
         self._finalizers.clear()
 
@@ -412,9 +412,12 @@ def estimate_target(
     started = time.perf_counter()
     if status:
         status(f"estimating {name} ({label}) on fake tensors")
-    with session:
-        inputs = _fake_inputs(make_inputs, session, name)
-        call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
+    try:
+        with session:
+            inputs = _fake_inputs(make_inputs, session, name)
+            call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
+    except GuessedLoop as loop:
+        raise _stopped(loop, session.recorder, name) from None
     seconds = time.perf_counter() - started
     notes: list[str] = []
     if workspaces is not None:
@@ -466,6 +469,27 @@ def _fake_calls(
             end = clock.clock()
     del result
     return _Call(tracker, start, end, tracked_from)
+
+
+def _stopped(loop: GuessedLoop, recorder: Recorder, name: str) -> UserCodeError:
+    """The estimate stopped in a loop that guesses kept going: where, what to do, and how far
+    the memory had got (not reliable: part of a run, on guessed values)."""
+    from memprof.sources.tracking.lines import resolve_sites
+
+    lines = [loop.where] + ([loop.user] if loop.user is not None else [])
+    sites = resolve_sites(lines)
+    at = f"{sites[0].source} ({sites[0].text})" if sites[0].text else sites[0].source
+    if len(sites) > 1 and sites[1] != sites[0]:
+        at += f", called from {sites[1].source}"
+    reached = int(np.cumsum(recorder.bytes).max()) if recorder.bytes else 0
+    return UserCodeError(
+        f"estimating {name} stopped in a loop at {at}: fake tensors have no values, so its condition "
+        f"was guessed ({loop.count:,} times in {loop.seconds:.1f} s) and the loop would never end; "
+        "give the loop its trip count (a for loop over a fixed number of steps; generate's "
+        "max_new_tokens with min_new_tokens the same) or keep tensor values out of its condition, "
+        f"or measure it with memprof run. Partial and not reliable: {format_bytes(reached)} live at "
+        "most before it stopped"
+    )
 
 
 def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:

@@ -16,19 +16,51 @@ guess by the statement that asked for it, and says whether the guess steered the
   compared, tested for truth, or turned into an integer (what carries it along keeps the
   note: arithmetic on it gives guessed floats); ``float(t)`` must return a plain float, so its
   guess is counted but not followed.
+
+A statement whose guess steers, asked again and again, is a loop that the guesses keep going
+(``while loss > tol``, ``while s.item() > 0``: on fake tensors every such condition holds for
+ever). Past :data:`GUESSED_LOOP_LIMIT` guesses of one statement, or
+:data:`GUESSED_LOOP_SECONDS` after its first guess once it made
+:data:`GUESSED_LOOP_MIN` of them, :class:`GuessedLoop` is raised there, and again at every
+later guess (code that catches it meets it at its next one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from types import FrameType
 from typing import Any
 
 import torch  # noqa: TID253 - fake execution
 
+from memprof.errors import UserCodeError
 from memprof.model import Guess
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind, resolve_sites
+
+GUESSED_LOOP_LIMIT = 10_000
+"""The most guesses one steering statement may ask for before the estimate stops."""
+GUESSED_LOOP_SECONDS = 120.0
+GUESSED_LOOP_MIN = 100
+"""A steering statement guessed at least this many times, over more than
+:data:`GUESSED_LOOP_SECONDS` since its first guess, stops the estimate too (loops whose every
+round runs a whole model)."""
+
+_Key = tuple[str, tuple[str, int], tuple[str, int] | None]
+
+
+class GuessedLoop(UserCodeError):
+    """A statement whose guessed value steers the program was asked again and again: a loop
+    that only the guesses keep going. ``where``: the statement (file, line), ``user``: the
+    user's line that called it when it is another, ``count``: its guesses."""
+
+    def __init__(
+        self, where: tuple[str, int], user: tuple[str, int] | None, count: int, seconds: float
+    ) -> None:
+        super().__init__(f"a loop at {where[0]}:{where[1]} kept going on guessed values ({count} guesses)")
+        self.where, self.user, self.count, self.seconds = where, user, count, seconds
+
 
 _METHODS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist")
 _SOURCE_KINDS = (USER, LIBRARY)
@@ -43,9 +75,10 @@ class Guesses:
 
     def __init__(self, placeholders: Any) -> None:
         self._placeholders = placeholders
-        self._rows: dict[tuple[str, tuple[str, int], tuple[str, int] | None], list[Any]] = {}
+        self._rows: dict[_Key, list[Any]] = {}
         self._stack = contextlib.ExitStack()
         self.count = 0
+        self.stopped: GuessedLoop | None = None
 
     def __enter__(self) -> Guesses:
         for name in _METHODS:
@@ -94,17 +127,29 @@ class Guesses:
             return GuessedFloat(value, self, key)
         return value
 
-    def _note(self, kind: str, steers: bool) -> tuple[str, tuple[str, int], tuple[str, int] | None]:
+    def _note(self, kind: str, steers: bool) -> _Key:
+        if self.stopped is not None:
+            raise self.stopped
         where, user = _statements(sys._getframe(1))
         key = (kind, where, user)
-        row = self._rows.setdefault(key, [0, False, ""])
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = [0, False, "", time.monotonic()]
         row[0] += 1
         self.count += 1
         if steers and not row[1]:
             row[1], row[2] = True, f"{where[0]}:{where[1]}"
+        if row[1]:
+            self._check_loop(where, user, row)
         return key
 
-    def steered(self, key: tuple[str, tuple[str, int], tuple[str, int] | None]) -> None:
+    def _check_loop(self, where: tuple[str, int], user: tuple[str, int] | None, row: list[Any]) -> None:
+        count, seconds = row[0], time.monotonic() - row[3]
+        if count > GUESSED_LOOP_LIMIT or (count >= GUESSED_LOOP_MIN and seconds > GUESSED_LOOP_SECONDS):
+            self.stopped = GuessedLoop(where, user, count, seconds)
+            raise self.stopped
+
+    def steered(self, key: _Key) -> None:
         """A guessed float was compared, tested or made an integer: note where (once)."""
         row = self._rows[key]
         if not row[1]:
@@ -118,7 +163,7 @@ class Guesses:
         resolved = dict(zip(lines, resolve_sites(lines), strict=True))
         out = []
         for key in keys:
-            count, steers, steered_at = self._rows[key]
+            count, steers, steered_at, _ = self._rows[key]
             site = resolved[key[1]]
             user = resolved[key[2]] if key[2] is not None else None
             out.append(

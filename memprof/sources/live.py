@@ -37,6 +37,7 @@ from memprof.model import RunResult
 from memprof.names import aten_names
 from memprof.pipeline import Recording, run_of
 from memprof.records import CALL_MARKER, RawProfile
+from memprof.sources.dynamo_watch import DynamoWatch, frames_compiled
 from memprof.sources.explaining import Explaining, explaining_call
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
 from memprof.sources.mapped import mapped_files
@@ -173,12 +174,13 @@ def run_target(
     if not options.time_budget >= 0:
         raise UsageError(f"{param('time_budget')} must be 0 or more seconds, got {options.time_budget}")
     explaining = Explaining(func, module)
+    watch = DynamoWatch() if options.mode == "compile" else None
     import_path = list(sys.path)
     with hidden_torch_messages(show=options.verbose) as heard, _counted(heard), _compile_config(options):
         with survivors_frozen() as collect:
-            with explaining.compiling(options):
+            with explaining.compiling(options), watch.watching() if watch else contextlib.nullcontext():
                 with imports_frozen():
-                    warm = _warm_up(func, inputs, options, name, status)
+                    warm = _warm_up(func, inputs, options, name, status, watch)
                 restore_import_path(import_path)  # the profiler imports lazily: what the calls removed
                 measured = _profile_calls(
                     warm.fn,
@@ -199,7 +201,7 @@ def run_target(
         # With nothing frozen: a collection during a timed call walks what it would in the program.
         timed = _time(warm, inputs, options, name, status)
         restore_import_path(import_path)
-    return _assemble(measured, warm, inputs, options, timed, heard)
+    return _assemble(measured, warm, inputs, options, timed, heard, watch)
 
 
 @contextlib.contextmanager
@@ -262,20 +264,28 @@ def _compiled(func: Callable[..., Any], options: RunOptions, name: str) -> Calla
 
 
 def _warm_up(
-    func: Callable[..., Any], inputs: Inputs, options: RunOptions, name: str, status: StatusFn | None
+    func: Callable[..., Any],
+    inputs: Inputs,
+    options: RunOptions,
+    name: str,
+    status: StatusFn | None,
+    watch: DynamoWatch | None = None,
 ) -> _Warm:
-    """The unprofiled calls; in compile mode at least one, which compiles and is timed."""
+    """The unprofiled calls; in compile mode at least one, which compiles and is timed, and up
+    to :data:`EXTRA_WARM_UPS` more while the last one still compiled (a recompile inside the
+    measured call would count the compiler's allocations as the call's)."""
     compiling = options.mode == "compile"
     warm = _Warm(fn=_compiled(func, options, name) if compiling else func)
-    calls, index = (max(options.warmup, 1) if compiling else options.warmup), -1
-    while index + 1 < calls:
-        index += 1
+    calls = max(options.warmup, 1) if compiling else options.warmup
+    index = -1
+    while (index := index + 1) < calls:
         what = (
             f"compiling {name} with torch.compile (backend {options.backend})"
             if index == 0 and compiling
             else None
         )
         start = time.perf_counter()
+        compiled_before = frames_compiled() if compiling else 0
         try:
             with ticker(status if what else None, what or "", FIRST_COMPILE_HINT):
                 result = warm.fn(*inputs.args, **inputs.kwargs)
@@ -292,13 +302,18 @@ def _warm_up(
             break
         check_ran(result, name)
         del result
+        if index == calls - 1 and calls < max(options.warmup, 1) + EXTRA_WARM_UPS and compiling:
+            # The last call compiled again (a guard failed: the state the first call made, an
+            # optimizer's): one more, so that the measured call compiles nothing.
+            calls += frames_compiled() != compiled_before
         if not what and (index > 0 or options.device == "cpu"):
             warm.last_ms = (time.perf_counter() - start) * 1e3
         if what:
+            made = watch.first_call_done() if watch is not None else ""
             warm.compile_seconds = time.perf_counter() - start
             if status:
-                status(f"compiled {name} in {warm.compile_seconds:.1f} s")
-        if index + 1 == calls and not compiling and _ddp_rebuilds(inputs):
+                status(f"compiled {name} in {warm.compile_seconds:.1f} s{made}")
+        if index == calls - 1 and not compiling and _ddp_rebuilds(inputs):
             # Every rank decides alike (each has made the same calls), so the collectives meet.
             calls += 1
             warm.notes.append(
@@ -306,6 +321,10 @@ def _warm_up(
                 "buckets during its second training call, which the measured call would have been"
             )
     return warm
+
+
+EXTRA_WARM_UPS = 3
+"""Calls added to a compiled run's warm-up while its last one still compiled."""
 
 
 def _ddp_rebuilds(inputs: Inputs) -> bool:
@@ -422,7 +441,13 @@ def _profile_calls(
 
 
 def _assemble(
-    measured: _Measured, warm: _Warm, inputs: Inputs, options: RunOptions, timed: Timed, heard: Heard
+    measured: _Measured,
+    warm: _Warm,
+    inputs: Inputs,
+    options: RunOptions,
+    timed: Timed,
+    heard: Heard,
+    watch: DynamoWatch | None = None,
 ) -> RunResult:
     """The run: what the profiled calls recorded, with what the source measured and noticed,
     handed to the pipeline (:func:`memprof.pipeline.run_of`)."""
@@ -453,6 +478,7 @@ def _assemble(
         mapped_files=tuple(measured.mapped),
         fields={
             "compile_seconds": warm.compile_seconds,
+            "compile": watch.section() if watch is not None else None,
             "torch_table": measured.table,
             "torch_messages": heard.lines(),
         },

@@ -57,3 +57,18 @@ def test_weight_gradients_are_gradients(compiled: Any) -> None:
         shapes = {str(tuple(p.shape)) for p in module.parameters(recurse=False)}
         assert entry.shape in shapes, (entry.module, entry.shape, shapes)
     assert sum(e.bytes for e in gradients) <= parameter_bytes(model)
+
+
+def test_graph_breaks_are_shown_at_the_librarys_line_and_the_users_call(compiled: Any) -> None:
+    # Dynamo splits GPT-2's step into several graphs; a break is named where transformers' code
+    # made it (in 5.24, a logger call inside modeling_gpt2.py:703's callee), with the user's
+    # call that led there and Dynamo's reason.
+    lines, first = inspect.getsourcelines(workloads.gpt2_step)
+    (call,) = [first + n for n, text in enumerate(lines) if text.strip().startswith("out = model(")]
+    user = f"{os.path.relpath(inspect.getsourcefile(workloads.gpt2_step) or '', Path.cwd())}:{call}"
+    section = compiled.run.compile
+    assert section is not None and section.graphs >= 2
+    inside = [b for b in section.breaks if b.source.startswith("transformers/")]
+    assert inside and all(b.reason and b.source_text for b in inside), section.breaks
+    assert any(b.user_source == user for b in inside), [(b.source, b.user_source) for b in inside]
+    assert all("memprof" not in r.source for r in section.recompiles)

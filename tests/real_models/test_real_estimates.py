@@ -85,3 +85,24 @@ def test_the_largest_batch_that_fits_an_h100_leaves_room_outside_the_allocator(t
     # Every value estimated above it needs more than the card less the reserve.
     above = [v for v in needed if int(v) > int(largest)]
     assert above and all(needed[v] > card.memory_bytes - sweep["reserve_bytes"] for v in above)
+
+
+def test_a_decoding_loop_that_stops_on_a_token_stops_the_estimate_at_its_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On fake tensors the last token is never the end of sequence: the loop would run for
+    # ever. The estimate stops it (a small bound here; 10,000 guesses or 2 minutes by default),
+    # exit 3, naming the loop's line and what to do.
+    import inspect
+
+    from memprof.sources import guesses
+
+    monkeypatch.setattr(guesses, "GUESSED_LOOP_LIMIT", 20)
+    lines, first = inspect.getsourcelines(workloads.llama_decode_until_eos)
+    (loop,) = [first + n for n, text in enumerate(lines) if text.strip().startswith("while (ids[:, -1]")]
+    result = CliRunner().invoke(app, ["estimate", f"{WORKLOADS}:llama_decode_until_eos", "--device", "cpu"])
+    assert result.exit_code == 3, result.output
+    message = " ".join(result.output.split())
+    assert f"workloads.py:{loop} (while (ids[:, -1] != model.config.eos_token_id).any():)" in message
+    assert "was guessed (21 times in" in message and "max_new_tokens" in message
+    assert "Partial and not reliable:" in message

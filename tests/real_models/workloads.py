@@ -119,6 +119,20 @@ def llama_generate_inputs(device: str = "cpu") -> tuple[Any, ...]:
     return llama_model().to(device).eval(), _ids(1, 8, device)
 
 
+def llama_decode_until_eos(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Greedy decoding written by hand, until the model says end of sequence: whether the
+    loop goes on is a value fake tensors cannot know (an estimate can only guess it)."""
+    with torch.no_grad():
+        while (ids[:, -1] != model.config.eos_token_id).any():
+            logits = model(input_ids=ids).logits
+            ids = torch.cat([ids, logits[:, -1:].argmax(-1)], dim=1)
+    return ids
+
+
+def llama_decode_until_eos_inputs(device: str = "cpu") -> tuple[Any, ...]:
+    return llama_generate_inputs(device)
+
+
 # ---- BERT: an encoder fine-tuning step -----------------------------------------------------------
 
 

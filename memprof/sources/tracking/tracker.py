@@ -104,15 +104,20 @@ class Tracker:
         import torch.autograd as autograd
 
         original = autograd.backward
-        state = self.state
+        # Called where Dynamo resumes the user's frame after its graph break at backward():
+        # Dynamo would compile every frame of memprof's called from there. Only the user's code
+        # is compiled: memprof's frames are kept out of it, those of backward itself (the
+        # user's hooks in it) are not.
+        seen = torch.compiler.disable(self.state.gradients_made, reason="memprof's own bookkeeping")
 
         def backward(*args: Any, **kwargs: Any) -> Any:
             try:
                 return original(*args, **kwargs)
             finally:
-                state.gradients_made()
+                seen()
 
-        autograd.backward = backward  # type: ignore[assignment]
+        wrapper = torch.compiler.disable(backward, recursive=False, reason="memprof's own bookkeeping")
+        autograd.backward = wrapper  # type: ignore[assignment]
         stack.callback(setattr, autograd, "backward", original)
 
     def __exit__(self, *exc_info: object) -> None:
