@@ -142,7 +142,7 @@ def test_getting_started_shows_the_similarity_report_as_memprof_prints_it() -> N
     expected = golden("terminal_similarity_explained.txt")
 
     def bytes_part(text: str) -> str:
-        return text[text.index("At the peak of eager") : text.index("compile vs eager:")]
+        return text[text.index("At the peak of eager") : text.index("\ncompile vs eager:")]
 
     assert bytes_part(shown) == bytes_part(expected)
 

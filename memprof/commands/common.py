@@ -174,12 +174,24 @@ def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
 
 
 def report_gate(result: GateResult) -> None:
-    """Print the gate's lines on stdout (they belong in CI logs, next to the report); raise
+    """Print the gate's lines on stdout (they belong in CI logs, next to the report): one line
+    each in a log, wrapped to the width on a terminal or with ``COLUMNS``; raise
     :class:`GateFailed` (exit 1) when a check failed."""
+    from memprof.report.layout import known_width, wrap
     from memprof.text import one_line
 
+    width = known_width()
     for line in result.lines():
-        out(one_line(line, MESSAGE_LIMIT))  # each verdict one line, whatever its labels hold
+        # Each verdict one line, whatever its labels hold: so it stays in a log (grep finds it
+        # whole); on a terminal or with COLUMNS, wrapped to the width (its indent kept, later
+        # lines indented two more spaces).
+        text = one_line(line, MESSAGE_LIMIT)
+        if width is None:
+            out(text)
+            continue
+        indent = text[: len(text) - len(text.lstrip(" "))]
+        for row in wrap(text.lstrip(" "), width, indent=indent, hanging=indent + "  "):
+            out(row)
     if not result.passed:
         raise GateFailed(result.summary())
 

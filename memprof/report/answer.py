@@ -1,6 +1,7 @@
 """What a report concludes, for every kind of report and every format (:func:`conclusions`):
 each explained run's bottom line (its peak and footprint, the categories holding most, the
-largest entries with their lines), each comparison's verdict and its memory-and-time summary;
+largest entries with their lines), each comparison's verdict, the biggest cause of the change at
+the peak (both runs explained) and its memory-and-time summary;
 a recording's peak per run; an estimate's answer (how much, and whether it fits: ``NOT
 RELIABLE`` first when fake execution guessed values that steered the code) or a sweep's
 verdict. The terminal prints it last, so that the lines left on the screen are the answer;
@@ -19,6 +20,7 @@ from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import Report, RunResult
+    from memprof.model.diff import RunDiff
     from memprof.model.explanation import AtPeakEntry
 
 TOP_CATEGORIES = 3
@@ -42,10 +44,21 @@ def conclusions(report: Report) -> tuple[Conclusion, ...]:
             Conclusion((diff.verdict,)) for diff in report.diffs
         )
     groups = [bottom_line(run) for run in ok if run.at_peak is not None]
-    groups += [Conclusion((diff.verdict, diff.summary)) for diff in report.diffs]
+    groups += [Conclusion((diff.verdict, *_cause(diff), diff.summary)) for diff in report.diffs]
     if not groups and len(ok) == 1:
         groups.append(Conclusion((_peak(ok[0]),)))
     return tuple(groups) or (Conclusion(("no run succeeded",)),)
+
+
+def _cause(diff: RunDiff) -> tuple[str, ...]:
+    """``biggest cause: the backward of GPT -16.0 MiB of temporaries``: the first of the rows
+    that explain the change of what is live at the peak (both runs explained), else nothing."""
+    change = diff.at_peak
+    if change is None or not change.footprint_delta_bytes:
+        return ()
+    _, said, parts = change.summary.partition(": ")
+    first = parts.split("; ")[0] if said else ""
+    return (f"biggest cause: {first}",) if first else ()
 
 
 def _estimated(report: Report) -> tuple[Conclusion, ...]:

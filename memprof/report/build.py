@@ -53,13 +53,13 @@ ORDER = (
     "torch-table",
     "legend",
 )
-"""Every section there can be, in the order every format shows them (the terminal shows the
-verdict, the answer, last, then what changed at the peak: the lines left on the screen are the
-answer and why the peak moved). ``peak-diff`` is what changed at the peak between two runs."""
+"""Every section there can be, in the order every format shows them (the terminal shows what
+changed at the peak, then the verdict, the answer, last: the lines left on the screen are the
+answer and the biggest cause). ``peak-diff`` is what changed at the peak between two runs."""
 
 ANSWER = "verdict"
-LAST = (ANSWER, PEAK_DIFF)
-"""The sections the terminal shows last, in this order."""
+LAST = (PEAK_DIFF, ANSWER)
+"""The sections the terminal shows last, in this order: the answer is the last thing printed."""
 
 
 def build(

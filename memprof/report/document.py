@@ -109,9 +109,11 @@ Text = Inline | Listing | str
 
 SIZE, COUNT, NUMBER = "size", "count", "number"
 LABEL, NAME, TEXT, CATEGORY, NOTE, BAR = "label", "name", "text", "category", "note", "bar"
+SOURCE = "source"
 """Column kinds: bytes (``int`` or None), a whole count, a :class:`Value` (a time, a share), a
 run's label (text, shortened when there is no room), a name (code, shortened when there is no
-room), plain text, a category of memory (text; HTML shows its colour), a note (under its row
+room), a line of source (``gpt.py:109  loss = …``: a name whose code is shortened, never its
+``file:line``), plain text, a category of memory (text; HTML shows its colour), a note (under its row
 when there is no room), a bar (a fraction of the largest, drawn in HTML)."""
 
 NUMERIC = frozenset({SIZE, COUNT, NUMBER})

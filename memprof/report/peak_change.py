@@ -63,9 +63,9 @@ def peak_change_section(context: Context) -> doc.Section | None:
 # ---- the summaries -------------------------------------------------------------------------------
 
 
-def _columns(name: str, a: str, b: str) -> tuple[doc.Column, ...]:
+def _columns(name: str, a: str, b: str, kind: str = doc.NAME) -> tuple[doc.Column, ...]:
     return (
-        doc.Column(name, doc.NAME, width=24),
+        doc.Column(name, kind, width=24),
         doc.Column(a, doc.SIZE, label=True),
         doc.Column(b, doc.SIZE, label=True),
         doc.Column("delta", doc.SIZE, signed=True, delta=True),
@@ -87,7 +87,9 @@ def _terminal(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     sources = [row for row in change.by_source if row.delta_bytes][:source_rows]
     if any(row.source for row in sources):
         rows = tuple(doc.Row((source_cell(row), *_sizes(row))) for row in sources)
-        blocks.append(doc.Table(_columns("line", a, b), rows, name="peak-diff-lines", only=_TERMINAL))
+        blocks.append(
+            doc.Table(_columns("line", a, b, doc.SOURCE), rows, name="peak-diff-lines", only=_TERMINAL)
+        )
     for held, whose, other in ((change.only_in_other, b, a), (change.only_in_base, a, b)):
         if held:
             listed = ", ".join(

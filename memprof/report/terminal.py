@@ -137,7 +137,7 @@ def table_lines(table: doc.Table, width: int) -> list[Line]:
 
 
 def _column(column: doc.Column) -> layout.Column:
-    shrink = column.kind in (doc.NAME, doc.LABEL)
+    shrink = column.kind in (doc.NAME, doc.LABEL, doc.SOURCE)
     return layout.Column(
         column.header,
         "right" if column.numeric else "left",
@@ -147,6 +147,7 @@ def _column(column: doc.Column) -> layout.Column:
         detach=column.kind == doc.NOTE,
         label=column.label,
         clip=column.verbatim,
+        source=column.kind == doc.SOURCE,
     )
 
 
