@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memprof.pipeline import compared, load_report
-from memprof.report.layout import ELLIPSIS, Column, Table, plain, shorten, wrap
+from memprof.report.layout import ELLIPSIS, Column, Table, cut_source, plain, shorten, wrap
 from memprof.report.rows import op_tables
 from memprof.report.terminal import print_terminal, render_terminal
 
@@ -280,3 +280,13 @@ def test_an_at_peak_entry_shows_the_users_line_that_called_a_library(explained_r
     row = next(i for i, line in enumerate(lines) if line.lstrip().startswith(entry.source))
     assert lines[row + 1] == "      called from train.py:13  out = model(x)"
     assert "called from train.py:13  out = model(x)" in render_terminal(report, width=80).split("largest:")[1]
+
+
+def test_a_source_line_is_cut_in_its_code_never_in_its_file_and_line() -> None:
+    line = "memprof/examples/gpt.py:109  loss = F.cross_entropy(logits)"
+    assert cut_source(line, 40) == "memprof/examples/gpt.py:109  loss = F.c…"
+    assert cut_source(line, 30) == "memprof/examples/gpt.py:109"
+    # No room even for the location: whole directories go first, never the file's name and line.
+    assert cut_source(line, 22) == "…/examples/gpt.py:109"
+    assert cut_source(line, 12) == "…/gpt.py:109"
+    assert cut_source(line, 80) == line

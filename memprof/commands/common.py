@@ -177,14 +177,20 @@ def report_gate(result: GateResult) -> None:
     """Print the gate's lines on stdout (they belong in CI logs, next to the report): one line
     each in a log, wrapped to the width on a terminal or with ``COLUMNS``; raise
     :class:`GateFailed` (exit 1) when a check failed."""
+    print_gate_lines(result.lines())
+    if not result.passed:
+        raise GateFailed(result.summary())
+
+
+def print_gate_lines(lines: Sequence[str]) -> None:
+    """The gate's lines on stdout. Each verdict is one line, whatever its labels hold: so it
+    stays in a log (grep finds it whole); on a terminal or with ``COLUMNS``, wrapped to the
+    width (its indent kept, later lines indented two more spaces)."""
     from memprof.report.layout import known_width, wrap
     from memprof.text import one_line
 
     width = known_width()
-    for line in result.lines():
-        # Each verdict one line, whatever its labels hold: so it stays in a log (grep finds it
-        # whole); on a terminal or with COLUMNS, wrapped to the width (its indent kept, later
-        # lines indented two more spaces).
+    for line in lines:
         text = one_line(line, MESSAGE_LIMIT)
         if width is None:
             out(text)
@@ -192,8 +198,6 @@ def report_gate(result: GateResult) -> None:
         indent = text[: len(text) - len(text.lstrip(" "))]
         for row in wrap(text.lstrip(" "), width, indent=indent, hanging=indent + "  "):
             out(row)
-    if not result.passed:
-        raise GateFailed(result.summary())
 
 
 def profile_and_report(

@@ -221,6 +221,7 @@ def _files(
 def _gate(report: Any, config: Any) -> None:
     """The budget and baseline checks, then whether the estimate fits: its line on stdout and
     exit 1 when it does not."""
+    from memprof.commands.common import print_gate_lines
     from memprof.report.estimate import failed, unreliable_fit
 
     refused = unreliable_fit(report)
@@ -231,11 +232,10 @@ def _gate(report: Any, config: Any) -> None:
         from memprof.gate import evaluate
 
         result = evaluate(report, config)
-        for gate_line in result.lines():
-            typer.echo(gate_line)
+        print_gate_lines(result.lines())
         if not result.passed:
             raise GateFailed(result.summary())
     line = failed(report)
     if line is not None:
-        typer.echo(line)
+        print_gate_lines([line])
         raise GateFailed(line)

@@ -92,7 +92,11 @@ def cut_source(text: str, width: int) -> str:
         return shorten(text, width)
     if len(where) + len(gap) + 1 < width:
         return clip(text, width)
-    return where if len(where) <= width else ELLIPSIS + where[-(width - 1) :]
+    if len(where) <= width:
+        return where
+    # Whole directories go, from the first: ``…/examples/gpt.py:109``.
+    cut = next((n for n, char in enumerate(where) if char == "/" and len(where) - n < width), None)
+    return ELLIPSIS + (where[cut:] if cut is not None else where[-(width - 1) :])
 
 
 def location_width(text: str, *, short: bool = False) -> int:
