@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.blocks import track as track  # the API's front door for blocks of code
 from memprof.errors import UsageError, UserCodeError, param
 from memprof.estimating import estimate as estimate  # ... and for estimates
-from memprof.model import Report, RunResult, Source
+from memprof.model import Recipe, Report, RunResult, Source
 from memprof.pipeline import build_report, failed_run
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.target import Inputs, InputsFactory, Target
@@ -274,8 +274,9 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
     for variant, (target, inputs) in zip(variants, resolved, strict=True):
         assert variant.label is not None and variant.mode is not None
         run_options = replace(options, device=device, mode=variant.mode)
+        recipe = _recipe(target, inputs, variant, device)
         try:
-            runs[variant.label] = run_target(
+            run = run_target(
                 target.func,
                 inputs,
                 run_options,
@@ -288,7 +289,8 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
             if len(variants) == 1:
                 raise
             first_error = first_error or error
-            runs[variant.label] = failed_run(variant.label, variant.mode, error.message)
+            run = failed_run(variant.label, variant.mode, error.message)
+        runs[variant.label] = replace(run, recipe=recipe)
     names = " vs ".join(dict.fromkeys(target.spec for target, _ in resolved))
     report = build_report(
         target=names, device=device, runs=runs, environment=environment(device), source=Source(kind="live")
@@ -297,6 +299,18 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
         first_error.report = report
         raise first_error
     return report
+
+
+def _recipe(target: Target, inputs: Inputs, variant: Variant, device: str) -> Recipe:
+    """How a run is made, as its report records it (``run.recipe``)."""
+    settings = {name: str(value) for name, value in (variant.inputs_kwargs or {}).items()}
+    return Recipe(
+        target=target.spec,
+        inputs=inputs.source,
+        settings=settings,
+        mode=variant.mode or "eager",
+        device=device,
+    )
 
 
 def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inputs]]:

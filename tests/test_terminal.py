@@ -290,3 +290,19 @@ def test_a_source_line_is_cut_in_its_code_never_in_its_file_and_line() -> None:
     assert cut_source(line, 22) == "…/examples/gpt.py:109"
     assert cut_source(line, 12) == "…/gpt.py:109"
     assert cut_source(line, 80) == line
+
+
+def test_how_runs_were_made_differently_leaves_out_what_their_labels_say() -> None:
+    from memprof.model.recipe import Recipe, recipe_changes
+    from memprof.report.answer import made_differently
+
+    eager = Recipe(target="t.py:step", inputs="t.py:step_inputs", settings={"batch": "8"}, device="cpu")
+    compiled = dataclasses.replace(eager, mode="compile", settings={"batch": "16", "seq": "64"})
+    # Settings first (one set on one side only is "unset" on the other), then the rest.
+    assert recipe_changes(eager, compiled) == ("batch 8 -> 16", "seq unset -> 64", "mode eager -> compile")
+    assert recipe_changes(eager, None) == ()
+    diff = load_report(DATA / "gpt-explained.json").diffs[0]  # eager vs compile
+    said = dataclasses.replace(diff, recipe_changes=recipe_changes(eager, compiled))
+    assert made_differently(said) == "made differently: batch 8 -> 16; seq unset -> 64"
+    alike = dataclasses.replace(diff, recipe_changes=("mode eager -> compile",))
+    assert made_differently(alike) is None

@@ -77,7 +77,7 @@ def analyze(
     if config.active:
         config.budgets.check_labels(list(report.runs))
     print_report(report, output, rank=output.rank)
-    write_and_gate(report, files, config, rank=output.rank)
+    write_and_gate(report, files, config, rank=output.rank, quiet=output.quiet)
 
 
 def _recordings(paths: list[Path], baseline: Path | None) -> list[tuple[str, Path | None]]:

@@ -121,13 +121,19 @@ def report_hidden(report: Report) -> None:
 
 
 def write_outputs(
-    report: Report, files: dict[str, Path], *, rank: int | None = None, gate: GateResult | None = None
+    report: Report,
+    files: dict[str, Path],
+    *,
+    rank: int | None = None,
+    gate: GateResult | None = None,
+    quiet: bool = False,
 ) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
-    behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
-    several ranks details (Markdown, HTML); ``gate``: the gate's result, which the Markdown
-    summary shows first."""
+    behind; then say on stderr which files were written (``memprof: wrote report.html``),
+    unless ``quiet``. ``baseline`` is the JSON report under another name. ``rank``: the rank a
+    report of several ranks details (Markdown, HTML); ``gate``: the gate's result, which the
+    Markdown summary shows first."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
@@ -136,6 +142,19 @@ def write_outputs(
         for fmt, path in files.items()
     }
     atomic_write_texts(list(rendered.items()))
+    if rendered and not quiet:
+        err(f"memprof: wrote {', '.join(dict.fromkeys(shown_path(path) for path in rendered))}")
+
+
+def shown_path(path: Path) -> str:
+    """A path as a user reads it: relative to the working directory when inside it."""
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def write_and_gate(
@@ -145,11 +164,12 @@ def write_and_gate(
     *,
     rank: int | None = None,
     gated: Report | None = None,
+    quiet: bool = False,
 ) -> None:
     """Apply the gate (when active) to ``gated`` (default: ``report``), write ``report``'s files
-    (the Markdown summary with the gate's verdict), then print the gate's lines and raise
-    :class:`GateFailed` when it failed. A gate that cannot be applied (exit 2) is raised after
-    the files are written."""
+    (the Markdown summary with the gate's verdict; ``quiet``: without saying so), then print
+    the gate's lines and raise :class:`GateFailed` when it failed. A gate that cannot be
+    applied (exit 2) is raised after the files are written."""
     result, problem = None, None
     if config.active:
         from memprof.gate import evaluate
@@ -158,7 +178,7 @@ def write_and_gate(
             result = evaluate(gated or report, config)
         except MemprofError as error:
             problem = error
-    write_outputs(report, files, rank=rank, gate=result)
+    write_outputs(report, files, rank=rank, gate=result, quiet=quiet)
     if problem is not None:
         raise problem
     if result is not None:
@@ -240,10 +260,10 @@ def profile_and_report(
     report = output.grouped(report)
     print_report(report, output)
     if failure is None:
-        write_and_gate(report, files, gate)
+        write_and_gate(report, files, gate, quiet=output.quiet)
         return report
     try:
-        write_outputs(report, files)
+        write_outputs(report, files, quiet=output.quiet)
     except MemprofError as error:
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     raise failure

@@ -135,12 +135,12 @@ def diff(
         diff_lines(report, sort=output.sort.value, top=output.top, width=width, chains=output.op_chains)
     )
     if fraction is None:
-        write_and_gate(report, files, GateConfig())
+        write_and_gate(report, files, GateConfig(), quiet=output.quiet)
         return
     # The gate compares the second run with the first as with a baseline of the same label.
     label = list(report.runs)[1]
     config = GateConfig(baseline=_alone(base_report, base, label), tolerance=fraction)
-    write_and_gate(report, files, config, gated=_alone(other_report, other, label))
+    write_and_gate(report, files, config, gated=_alone(other_report, other, label), quiet=output.quiet)
 
 
 def _alone(source: Report, run: RunResult, label: str) -> Report:
@@ -240,5 +240,6 @@ def paired(
         device=other_report.device if not warning else f"{base_report.device} and {other_report.device}",
         environment=other_report.environment,
         runs=runs,
+        diff_of=(paths[0].name, paths[1].name),
     )
     return report, warning

@@ -164,7 +164,9 @@ def run_rank(
         status=status,
         keep_table="table" in files,  # torch's key_averages() table: only when --table asks
         verbose=output.verbose,
-        before_hand_in=lambda local: write_outputs(output.grouped(local), mine, rank=output.rank),
+        before_hand_in=lambda local: write_outputs(
+            output.grouped(local), mine, rank=output.rank, quiet=output.quiet
+        ),
         handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
         **profile.api_arguments(),
     )
@@ -177,7 +179,7 @@ def run_rank(
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
     print_report(report, output, rank=output.rank)
-    write_outputs(report, merged, rank=output.rank)
+    write_outputs(report, merged, rank=output.rank, quiet=output.quiet)
     if any(run.failed for run in report.runs.values()):
         raise UserCodeError(
             failed_message(report), user_traceback=failure.user_traceback if failure is not None else ""

@@ -173,7 +173,7 @@ def estimate(
         status=status_printer(output.quiet),
     )
     print_report(report, output)
-    write_outputs(report, files)
+    write_outputs(report, files, quiet=output.quiet)
     _gate(report, config)
 
 

@@ -15,7 +15,7 @@ saved report loads back (:func:`memprof.pipeline.load_report`) without torch or 
 - :mod:`.estimate`: what an estimate adds (:class:`EstimateSection`, :class:`Fits`);
   :mod:`.sweep`: a sweep of one parameter;
 - :mod:`.recorded`: where numbers come from (:class:`Source`) and what snapshots add;
-- :mod:`.timing`: how timed calls spread.
+- :mod:`.timing`: how timed calls spread; :mod:`.recipe`: how a run was made (:class:`Recipe`).
 """
 
 from memprof.model.diff import OpDiff, RunDiff
@@ -32,6 +32,7 @@ from memprof.model.explanation import (
 from memprof.model.kind import ReportKind
 from memprof.model.ops import OP_COLUMNS, OpStats
 from memprof.model.ranks import Imbalance, RankRow, RankSummary
+from memprof.model.recipe import Recipe
 from memprof.model.recorded import (
     AllocatorModel,
     Fragmentation,
@@ -71,6 +72,7 @@ __all__ = [
     "OpDiff",
     "OpStats",
     "RankRow",
+    "Recipe",
     "RankSummary",
     "Report",
     "ReportKind",

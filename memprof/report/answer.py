@@ -44,10 +44,33 @@ def conclusions(report: Report) -> tuple[Conclusion, ...]:
             Conclusion((diff.verdict,)) for diff in report.diffs
         )
     groups = [bottom_line(run) for run in ok if run.at_peak is not None]
-    groups += [Conclusion((diff.verdict, *_cause(diff), diff.summary)) for diff in report.diffs]
+    groups += [
+        Conclusion((diff.verdict, *filter(None, [made_differently(diff)]), *_cause(diff), diff.summary))
+        for diff in report.diffs
+    ]
     if not groups and len(ok) == 1:
         groups.append(Conclusion((_peak(ok[0]),)))
     return tuple(groups) or (Conclusion(("no run succeeded",)),)
+
+
+def made_differently(diff: RunDiff) -> str | None:
+    """``made differently: batch 8 -> 16``: how the two runs were made differently, but what
+    their labels say already (``mode eager -> compile`` of runs labelled eager and compile),
+    or None."""
+    told = [change for change in diff.recipe_changes if not _labelled(change, diff.base, diff.other)]
+    return f"made differently: {'; '.join(told)}" if told else None
+
+
+def _labelled(change: str, base: str, other: str) -> bool:
+    """Whether the runs' labels say ``change`` (``name a -> b``) already: each label is its
+    value (``eager``), names it (``batch=8``) or is its function's name (``pkg.mod:no_grad``)."""
+    values = change.partition(" ")[2].split(" -> ")
+    if len(values) != 2:
+        return False
+    return all(
+        label == value or label.endswith(f"={value}") or value.endswith(f":{label}")
+        for label, value in zip((base, other), values, strict=True)
+    )
 
 
 def _cause(diff: RunDiff) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
 from memprof.report import document as doc
 from memprof.report import estimate, recorded
-from memprof.report.answer import conclusions
+from memprof.report.answer import conclusions, made_differently
 from memprof.report.context import Context, Limits
 from memprof.report.gate_section import gate_section
 from memprof.report.ops import fused_section, ops_section
@@ -76,7 +76,7 @@ def build(
     )
     return doc.Document(
         kind=report.kind,
-        name=("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target,
+        name=_name(context),
         title=_title(context),
         uid=_uid(report),
         sections=sections,
@@ -93,8 +93,20 @@ def _uid(report: Report) -> str:
 # ---- the summary ---------------------------------------------------------------------------------
 
 
+def _name(context: Context) -> str:
+    """The report's name (a page's title): ``memprof: pkg.mod:f``, ``memprof diff: a.json vs
+    b.json``, ``memprof estimate: pkg.mod:f``."""
+    report = context.report
+    if report.diff_of:
+        return "memprof diff: " + " vs ".join(report.diff_of)
+    return ("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target
+
+
 def _title(context: Context) -> tuple:
     report = context.report
+    if report.diff_of:
+        made = f"{report.target} on {report.device}"
+        return doc.join(f"memprof diff: {' vs '.join(report.diff_of)} (", doc.name(made), ")")
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
     if context.kind.estimated:
@@ -224,7 +236,10 @@ def _runs(context: Context) -> doc.Section:
         table, help_text = estimate.runs_table(report), estimate.RUNS_HELP
     else:
         table, help_text = _live_runs(report), _live_help(report)
-    blocks: list = [table]
+    # How the runs were made differently comes first (batch 8 -> 16): it may be the whole story.
+    made = [line for diff in report.diffs if (line := made_differently(diff))]
+    blocks: list = [doc.Paragraph(doc.words(line), "strong") for line in made[:1]]
+    blocks.append(table)
     if kind is ReportKind.RUN and (legend := _wall_legend(report)):
         blocks.append(doc.Paragraph(doc.words(legend), "help", only=frozenset({doc.TERMINAL})))
     blocks.append(doc.Paragraph(doc.words(help_text), "help", only=frozenset({doc.HTML})))
