@@ -16,6 +16,7 @@ from memprof.model.kind import ReportKind
 from memprof.model.run import peak_line
 from memprof.report import estimate
 from memprof.report.document import Conclusion
+from memprof.report.rows import indexed_class, module_text
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -115,19 +116,22 @@ def _explained(run: RunResult) -> tuple[str, ...]:
     footprint = run.footprint_bytes if run.footprint_bytes is not None else at_peak.footprint_bytes
     lines = [f"footprint {format_bytes(footprint)}" + (f", most of it {most}" if most else "")]
     for n, entry in enumerate(at_peak.entries[:TOP_ENTRIES]):
-        lines.append(("largest: " if n == 0 else "then: ") + entry_line(entry))
+        lines.append(
+            ("largest: " if n == 0 else "then: ") + entry_line(entry, indexed_class(run, entry.module))
+        )
     return tuple(lines)
 
 
-def entry_line(entry: AtPeakEntry) -> str:
+def entry_line(entry: AtPeakEntry, module_class: str = "") -> str:
     """``8.0 MiB activation (aten::_log_softmax) at gpt.py:109 loss = F.cross_entropy(...)``,
-    with the user's line that called a library's (``, called from train.py:13 ...``)."""
+    with the user's line that called a library's (``, called from train.py:13 ...``); state
+    from before the call names its module, with ``module_class`` (``of 0 (Linear)``)."""
     what = entry.category + (f" x{entry.count}" if entry.count > 1 else "")
     op = f" ({entry.op})" if entry.op else ""
     head = f"{format_bytes(entry.bytes)} {what}{op}"
     if not entry.source:
         shape = f", {entry.shape} {entry.dtype}".rstrip() if entry.shape else ""
-        module = f" of {entry.module}" if entry.module else ""
+        module = f" of {module_text(entry.module, '', module_class)}" if entry.module else ""
         return f"{head}{module}, {'before the call' if entry.before_call else 'no line'}{shape}"
     line = f"{head} at {entry.source}  {entry.source_text}".rstrip()
     if entry.user_source:

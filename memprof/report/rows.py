@@ -472,6 +472,14 @@ def at_peak_views(
     return tuple(views)
 
 
+def indexed_class(run: RunResult, module: str) -> str:
+    """The class of a module its path names only by an index in a container (``0`` of a
+    ``Sequential``, ``blocks.3``): ``Linear``; else (or when not recorded) empty."""
+    if not module or not module.rpartition(".")[2].isdigit():
+        return ""
+    return next((m.module_class for m in run.module_stats if m.module == module and m.module_class), "")
+
+
 def module_text(module: str, phase: str, module_class: str = "") -> str:
     """``lm_head``, ``GPT (backward)``, ``blocks.0.attn (recompute)``, ``(optimizer)``; with
     its class, ``6 (Conv2d)``; ``-`` for none."""
