@@ -139,7 +139,7 @@ def test_getting_started_shows_the_similarity_report_as_memprof_prints_it() -> N
     """The main job's output: every byte figure is the golden report's (the times are the run's
     own): from the first "At the peak" to the verdict, line for line."""
     shown = next(b for b in code_blocks(page("install.md")) if b.startswith("memprof: memprof.examples"))
-    expected = golden("terminal_similarity_explained.txt")
+    expected = golden("terminal_similarity_explained_short.txt")
 
     def bytes_part(text: str) -> str:
         return text[text.index("At the peak of eager") : text.index("\ncompile vs eager:")]

@@ -67,10 +67,11 @@ def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeyp
 
 
 def test_readme_main_job_shows_the_gpt_step_as_memprof_prints_it() -> None:
-    """The main job's output is the start of the golden terminal output of a saved GPT step
-    report (itself checked against a fresh run by tests/test_explain_run.py), line for line."""
+    """The main job's output is the start of the golden (short, default) terminal output of a
+    saved GPT step report (the full one is checked against a fresh run by
+    tests/test_explain_run.py), line for line."""
     shown = next(block for block in code_blocks(README) if block.startswith("memprof: "))
-    golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained.txt").read_text()
+    golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained_short.txt").read_text()
     assert golden.startswith(shown)
     assert "At the peak of eager" in shown and "more entries" in shown.splitlines()[-1]
 

@@ -107,13 +107,14 @@ def test_narrow_terminals_get_fewer_columns_shortened_names_and_notes_under_thei
         if line.startswith("autograd::engine:") and line.split("  ")[0].endswith("LogSoftmaxBackward0")
     )
     assert ELLIPSIS in shortened and len(shortened) < len(long_name)
-    # The note ("fused into <kernel>") is on its own line, indented under its row.
+    # The note ("fused into <kernel>") is on its own line, indented under its row, the kernel's
+    # name shortened in the middle to end that line.
     lines = narrow.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("aten::_log_softmax_backward_data  "))
-    assert lines[row + 1] == "    fused into"
-    assert (
-        lines[row + 2].startswith("    cpp_fused__log_softmax__log_softmax_b") and ELLIPSIS in lines[row + 2]
-    )
+    note = lines[row + 1]
+    assert note.startswith("    fused into cpp_fused__log_softmax__log_soft") and ELLIPSIS in note
+    assert note.endswith("_scalar_tensor_view_0") and len(note) == 80
+    assert lines[row + 2].startswith("aten::")
 
 
 def test_fused_kernels_have_their_own_section_most_memory_first():
@@ -306,3 +307,27 @@ def test_how_runs_were_made_differently_leaves_out_what_their_labels_say() -> No
     assert made_differently(said) == "made differently: batch 8 -> 16; seq unset -> 64"
     alike = dataclasses.replace(diff, recipe_changes=("mode eager -> compile",))
     assert made_differently(alike) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "golden"),
+    [
+        ("similarity-explained.json", "terminal_similarity_explained_short.txt"),
+        ("gpt-explained.json", "terminal_gpt_explained_short.txt"),
+    ],
+)
+def test_the_short_report_the_commands_print_by_default(data: str, golden: str, update_golden: bool) -> None:
+    """What ``memprof run ... --compare-compile`` prints without ``--full``: the runs, a few
+    entries live at each peak, the top 5 ops, what changed at the peak in a sentence, and the
+    verdict with its biggest cause last; about 60 lines at 100 columns."""
+    report = load_report(DATA / data)
+    text = render_terminal(report, full=False)
+    check_golden(golden, text, update_golden)
+    lines = text.splitlines()
+    assert len(lines) <= 62
+    assert len(lines) < len(render_terminal(report).splitlines()) / 1.5
+    assert "Top 5 ops by peak bytes, eager vs compile:" in lines
+    assert sum(line.startswith("    memprof/examples/") for line in lines) <= 6  # entries' lines
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("torch.compile lowers peak memory"))
+    assert len(lines) - verdict <= 5 and lines[verdict + 1].startswith("biggest cause: ")
+    assert lines[-1].startswith("compile vs eager: peak -")

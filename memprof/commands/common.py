@@ -78,7 +78,9 @@ def print_report(report: Report, output: OutputOptions, rank: int | None = None)
     from memprof.report.terminal import print_terminal
 
     clear_status()
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=rank, chains=output.op_chains)
+    print_terminal(
+        report, sort=output.sort.value, top=output.top, rank=rank, chains=output.op_chains, full=output.full
+    )
 
 
 def hidden_line(count: int, examples: Sequence[tuple[str, int]] = (), width: int = 100) -> str | None:

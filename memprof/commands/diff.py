@@ -11,6 +11,7 @@ import typer
 
 from memprof.commands.options import (
     REPORTS_PANEL,
+    Full,
     HtmlPath,
     JsonPath,
     MarkdownPath,
@@ -71,7 +72,8 @@ class DiffOutputs(OptionGroup):
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     sort: SortOption = SortChoice.peak
-    top: Top = 15
+    top: Top = None
+    full: Full = False
     op_chains: OpChains = False
     quiet: Quiet = False
 
@@ -132,7 +134,14 @@ def diff(
             err(f"memprof: {line}")
     width = terminal_width()
     print_lines(
-        diff_lines(report, sort=output.sort.value, top=output.top, width=width, chains=output.op_chains)
+        diff_lines(
+            report,
+            sort=output.sort.value,
+            top=output.top,
+            width=width,
+            chains=output.op_chains,
+            full=output.full,
+        )
     )
     if fraction is None:
         write_and_gate(report, files, GateConfig(), quiet=output.quiet)

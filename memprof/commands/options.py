@@ -177,8 +177,24 @@ SortOption = Annotated[
     typer.Option("--sort", help="Order ops by peak, self or allocated bytes.", rich_help_panel=REPORTS_PANEL),
 ]
 Top = Annotated[
-    int,
-    typer.Option("--top", min=1, help="How many ops to show in the terminal.", rich_help_panel=REPORTS_PANEL),
+    int | None,
+    typer.Option(
+        "--top",
+        min=1,
+        help="How many ops to show in the terminal (default 5; 15 with --full).",
+        show_default=False,
+        rich_help_panel=REPORTS_PANEL,
+    ),
+]
+Full = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Print the whole report: 10 entries at each peak, the modules and kernels, the fused kernels, "
+        "what changed at the peak by module and line, the notes (by default a short one that ends with the "
+        "answer; the JSON, HTML and Markdown reports always hold everything).",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 OpChains = Annotated[
     bool,
@@ -357,7 +373,8 @@ class OutputOptions(OptionGroup):
     out_dir: OutDir = None
     table_path: TablePath = None
     sort: SortOption = Sort.peak
-    top: Top = 15
+    top: Top = None
+    full: Full = False
     op_chains: OpChains = False
     quiet: Quiet = False
     verbose: Verbose = False

@@ -30,12 +30,13 @@ TOP_ENTRIES = 2
 """A bottom line names this many entries, largest first, with their lines."""
 
 
-def conclusions(report: Report) -> tuple[Conclusion, ...]:
+def conclusions(report: Report, *, short: bool = False) -> tuple[Conclusion, ...]:
     """What ``report`` concludes, in order (a report of several ranks: give the detailed rank's
     report). Live runs: each explained run's :func:`bottom_line`, then each comparison's verdict
     and summary (a single run not explained: its peak; none succeeded: so). Recordings: each
     run's peak, then each comparison's verdict. An estimate: its answer (``NOT RELIABLE``
-    first when fake execution guessed values that steered the code); a sweep: its verdict."""
+    first when fake execution guessed values that steered the code); a sweep: its verdict.
+    ``short`` (the short terminal report): a comparison without each run's bottom line."""
     kind = ReportKind.of_source(report.source, swept=report.sweep is not None)
     ok = report.ok_runs()
     if kind.estimated:
@@ -44,7 +45,8 @@ def conclusions(report: Report) -> tuple[Conclusion, ...]:
         return tuple(Conclusion((peak_line(run),)) for run in ok) + tuple(
             Conclusion((diff.verdict,)) for diff in report.diffs
         )
-    groups = [bottom_line(run) for run in ok if run.at_peak is not None]
+    # A short report of a comparison ends with the verdict alone: each run's figures are above.
+    groups = [bottom_line(run) for run in ok if run.at_peak is not None and not (short and report.diffs)]
     groups += [
         Conclusion((diff.verdict, *filter(None, [made_differently(diff)]), *_cause(diff), diff.summary))
         for diff in report.diffs

@@ -206,7 +206,7 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
-    return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail)),))
+    return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail, short=context.limits.short)),))
 
 
 # ---- runs ----------------------------------------------------------------------------------------
@@ -471,7 +471,11 @@ def _notes(context: Context) -> doc.Section | None:
     items = estimate.notes(context.report)
     if not items:
         return None
-    return doc.Section("notes", "Notes", (doc.Notes(tuple(items)),), titled=_TITLED)
+    # The short terminal report of live runs shows each note on one line (the full report,
+    # Markdown and HTML whole); an estimate's notes say what it could not model: always whole.
+    brief = context.limits.short and context.kind is ReportKind.RUN
+    blocks = (doc.Notes(tuple(items), brief=brief),)
+    return doc.Section("notes", "Notes", blocks, titled=_TITLED)
 
 
 def _torch_tables(context: Context) -> doc.Section | None:

@@ -83,8 +83,9 @@ def plain(text: Inline | str) -> str:
 @dataclass(frozen=True)
 class Listing:
     """``lead`` then ``items``, separated by commas: ``fuses abs, sub``. A format with little
-    room shows the first ``short`` items and how many more; HTML collapses a long list behind
-    ``lead`` and the count (``fuses 23 ops``)."""
+    room shows the first ``short`` items and how many more (``short`` 0: one item, or how many:
+    ``fused into 2 kernels``); HTML collapses a long list behind ``lead`` and the count
+    (``fuses 23 ops``)."""
 
     lead: str
     items: tuple[Inline, ...]
@@ -92,8 +93,11 @@ class Listing:
     short: int | None = None
 
     def inline(self, count: int | None = None) -> Inline:
-        """The first ``count`` items (all when None), then ``and N more``."""
-        shown = self.items if count is None else self.items[:count]
+        """The first ``count`` items (all when None), then ``and N more``; with ``count`` 0,
+        the count alone (``fused into 2 kernels``)."""
+        if count == 0 and len(self.items) > 1:
+            return words(f"{self.lead}{len(self.items)} {self.noun}")
+        shown = self.items if count is None else self.items[: max(count, 1)]
         out: list[Span] = list(words(self.lead))
         for n, item in enumerate(shown):
             out += [*words(", " if n else ""), *item]
@@ -239,10 +243,12 @@ class Categories:
 
 @dataclass(frozen=True)
 class Notes:
-    """The runs' notes: (whose, note)."""
+    """The runs' notes: (whose, note); ``brief``: the terminal shows each on one line, cut at
+    its edge (the short report)."""
 
     items: tuple[tuple[str, str], ...]
     only: frozenset[str] = EVERY
+    brief: bool = False
 
 
 @dataclass(frozen=True)

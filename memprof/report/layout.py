@@ -126,6 +126,11 @@ def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[s
     the middle rather than broken."""
     room = max(width - len(hanging), _HARD_MIN)
     words = [shorten(word, room) for word in NUMBER_UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
+    # A long name after a short lead (``fused into cpp_fused_…``) is shortened to end the first
+    # line rather than take a line of its own.
+    head = len(indent) + len(" ".join(words[:-1])) + 1
+    if len(words) > 1 and head <= width // 3 and head + len(words[-1]) > width and len(words[-1]) > room // 2:
+        words[-1] = shorten(words[-1], max(width - head, _HARD_MIN))
     lines = textwrap.wrap(
         " ".join(words),
         width=max(width, _HARD_MIN),

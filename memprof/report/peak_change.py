@@ -44,6 +44,10 @@ def peak_change_section(context: Context) -> doc.Section | None:
     change = diff.at_peak if diff is not None else None
     if diff is None or change is None:
         return None
+    if context.limits.short and not context.report.diff_of:
+        return (
+            None  # the short report of runs: the verdict's biggest cause says it (a diff's is its question)
+        )
     a, b = diff.base, diff.other
     title = f"What changed at the peak, {b} vs {a}"
     blocks: list[doc.Block] = [

@@ -98,7 +98,8 @@ class LeftOut:
 
     def inline(self, groups: int = 3) -> Inline:
         """``3 ops not shown: aten::_to_copy, aten::empty_strided (same figures as aten::to);
-        1 with no memory activity.`` (empty when none; at most ``groups`` chains named)."""
+        1 with no memory activity.`` (empty when none; at most ``groups`` chains named; with
+        ``groups`` 0, the count alone: ``3 more ops not shown.``)."""
         if not len(self):
             return ()
         parts: list[Inline] = []
@@ -115,6 +116,8 @@ class LeftOut:
             parts.append(words(f"{len(self.no_activity)} with no memory activity"))
         total = len(self)
         out = join(f"{total} op{'s' if total > 1 else ''} not shown: ")
+        if not groups:  # counted alone
+            return join(f"{total} more op{'s' if total > 1 else ''} not shown.")
         for n, part in enumerate(parts):
             out = join(out, "; " if n else "", part)
         return join(out, ".")
