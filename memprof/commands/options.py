@@ -108,7 +108,13 @@ Device = Annotated[
     ),
 ]
 CompileModeOption = Annotated[
-    CompileMode, typer.Option("--compile-mode", help="torch.compile mode.", rich_help_panel=RUNS_PANEL)
+    CompileMode,
+    typer.Option(
+        "--compile-mode",
+        metavar="MODE",
+        help="torch.compile mode: default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs.",
+        rich_help_panel=RUNS_PANEL,
+    ),
 ]
 Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.", rich_help_panel=RUNS_PANEL)]
 Warmup = Annotated[
@@ -190,9 +196,7 @@ Full = Annotated[
     bool,
     typer.Option(
         "--full",
-        help="Print the whole report: 10 entries at each peak, the modules and kernels, the fused kernels, "
-        "what changed at the peak by module and line, the notes (by default a short one that ends with the "
-        "answer; the JSON, HTML and Markdown reports always hold everything).",
+        help="Print the whole report, not the short one (the JSON, HTML and Markdown reports hold it all).",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
