@@ -299,7 +299,7 @@ def _warm_up(
     return warm
 
 
-FIRST_COMPILE_HINT = "a first compile takes 10-60 s; later runs use the cache"
+FIRST_COMPILE_HINT = "a first compile can take minutes; later runs reuse Inductor's cache"
 
 
 @dataclass
