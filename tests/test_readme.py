@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from memprof.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-GATE_DATA = Path(__file__).parent / "data" / "gate"
 README = (ROOT / "README.md").read_text()
 
 
@@ -47,8 +46,9 @@ def command_blocks(text: str, command: str) -> list[tuple[str, str]]:
 
 
 def run_check_example(command: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A ``memprof check`` example on the reports of tests/data/gate prints what it shows."""
-    monkeypatch.chdir(GATE_DATA)
+    """A ``memprof check`` example on the reports of tests/data/gate prints what it shows, run as
+    written from the repository's root."""
+    monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code in (0, 1)
     assert result.stdout == expected
