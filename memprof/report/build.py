@@ -215,8 +215,8 @@ def _verdict(context: Context) -> doc.Section:
 _LIVE_DROP = {
     "footprint_bytes": 1,
     "reserved_peak_bytes": 2,
-    "allocated_bytes": 3,
-    "compile": 4,
+    "compile": 3,  # a compiled run's cost: kept before what it allocated in all
+    "allocated_bytes": 4,
     "net_bytes": 5,
     "inputs_bytes": 6,
     "live_at_start_bytes": 7,
@@ -259,12 +259,12 @@ def _live_runs(report: Report) -> doc.Table:
         doc.Column("peak", doc.SIZE, strong=True),
         *(doc.Column(header, doc.SIZE, drop=_LIVE_DROP[attr]) for header, attr in extra),
         doc.Column("peak at", doc.NUMBER, only=frozenset({doc.HTML})),
-        doc.Column("allocated", doc.SIZE, drop=3),
+        doc.Column("allocated", doc.SIZE, drop=_LIVE_DROP["allocated_bytes"]),
         doc.Column("net", doc.SIZE, signed=True, delta=True, drop=5),
         doc.Column("inputs", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
         doc.Column("wall/call", doc.NUMBER),
-        *([doc.Column("compile", doc.NUMBER, drop=4)] if compiled else []),
-        doc.Column("peak during", doc.NAME, width=32, only=doc.SUMMARIES),
+        *([doc.Column("compile", doc.NUMBER, drop=_LIVE_DROP["compile"])] if compiled else []),
+        doc.Column("peak during", doc.NAME, width=30, only=doc.SUMMARIES),
         _DURING[1],
     )
     rows = []
