@@ -261,10 +261,17 @@ class Conclusion:
 @dataclass(frozen=True)
 class Answer:
     """What the report concludes (:func:`memprof.report.answer.conclusions`), one group per
-    run or comparison."""
+    run or comparison, in the order the terminal prints them (last, the one that matters most:
+    a comparison's verdict, a GPU's peak); a page that shows the answer first shows them
+    :attr:`first_first`."""
 
     groups: tuple[Conclusion, ...]
     only: frozenset[str] = EVERY
+
+    @property
+    def first_first(self) -> tuple[Conclusion, ...]:
+        """The groups, the one that matters most first (Markdown and HTML)."""
+        return tuple(reversed(self.groups))
 
 
 @dataclass(frozen=True)
