@@ -42,6 +42,8 @@ def conclusions(report: Report, *, short: bool = False) -> tuple[Conclusion, ...
     if kind.estimated:
         return _estimated(report)
     if kind is ReportKind.RECORDED:
+        # The host's memory first, the GPUs' last: the terminal's last line is a GPU's peak.
+        ok = sorted(ok, key=lambda run: 0 if (run.device or run.label).startswith("cpu") else 1)
         return tuple(Conclusion((peak_line(run),)) for run in ok) + tuple(
             Conclusion((diff.verdict,)) for diff in report.diffs
         )
