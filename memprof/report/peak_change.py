@@ -169,19 +169,31 @@ def _html(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     if held or change.notes:
         blocks.append(doc.Items((*held, *(doc.words(note) for note in change.notes)), only=_HTML))
     sides = _columns("", a, b)[1:]
+    # Every row named: what has no module, line or op says so.
     modules = tuple(
-        doc.Row((module_text(r.module, r.phase), "yes" if r.submodules else "no", *_sizes(r)))
+        doc.Row((r.module or "no module", r.phase or "-", "yes" if r.submodules else "no", *_sizes(r)))
         for r in change.by_module
     )
     sources = tuple(
-        doc.Row((doc.name(r.source), doc.name(r.source_text), doc.name(r.user_source), *_sizes(r)))
+        doc.Row(
+            (
+                doc.name(r.source) or doc.words("no line"),
+                doc.name(r.source_text),
+                doc.name(r.user_source),
+                *_sizes(r),
+            )
+        )
         for r in change.by_source
     )
-    ops = tuple(doc.Row((doc.name(r.op), r.base_bytes, r.other_bytes, r.delta_bytes)) for r in change.by_op)
+    ops = tuple(
+        doc.Row((doc.name(r.op) or doc.words("no op"), r.base_bytes, r.other_bytes, r.delta_bytes))
+        for r in change.by_op
+    )
     categories = tuple(doc.Row((name, delta)) for name, delta in change.by_category.items())
     text, name = doc.Column("module", doc.TEXT), doc.Column("line", doc.NAME)
+    phase = doc.Column("phase", doc.TEXT)
     tables = (
-        ("By module and phase", (text, doc.Column("submodules included"), *sides), modules),
+        ("By module and phase", (text, phase, doc.Column("submodules included"), *sides), modules),
         (
             "By line",
             (name, doc.Column("statement", doc.NAME), doc.Column("called from", doc.NAME), *sides),
