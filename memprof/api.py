@@ -75,7 +75,8 @@ def compare(
     target without its own. ``mode``: "eager" or "compile" for every target without its own, or
     "both" to compare one target with its compiled self. ``labels``: one per run (default: the
     function names, ``f#2`` when repeated; for one target, its mode). ``status`` receives
-    progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
+    progress lines (``status=memprof.api.slow_steps(sys.stderr)``: only steps that take long,
+    as :func:`profile` says them). ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
     ``device`` ("auto", the default, picks CUDA when available), ``warmup``, ``repeat``,
     ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
     table of each run), ``time_budget`` (seconds of calls timed without the profiler for the
@@ -100,6 +101,32 @@ def compare(
     named = _labels(variants, labels)
     variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
     return _profile_variants(variants, _run_options(settings), status)
+
+
+SLOW_STEP_SECONDS, SLOW_STEP_EVERY = 5, 30
+""":func:`slow_steps` says nothing of a step that takes less than :data:`SLOW_STEP_SECONDS`
+(a compile, say), and of a longer one a line then and every :data:`SLOW_STEP_EVERY` seconds."""
+
+
+def slow_steps(stream: Any) -> StatusFn:
+    """Status lines for the Python API (:func:`profile` uses it): only steps that take long (``memprof:
+    compiling step with torch.compile (backend inductor) ... 5 s (a first compile can take
+    minutes; ...)``), on ``stream``, so that a long compile is never silent."""
+    import re
+
+    said: dict[str, float] = {}
+
+    def status(message: str) -> None:
+        found = re.fullmatch(r"(?P<what>.*) \.\.\. (?P<seconds>\d+) s(?: \(.*\))?", message)
+        if found is None:
+            return
+        what, seconds = found.group("what"), float(found.group("seconds"))
+        last = said.get(what)
+        if seconds >= SLOW_STEP_SECONDS and (last is None or seconds - last >= SLOW_STEP_EVERY):
+            said[what] = seconds
+            print(f"memprof: {message}", file=stream, flush=True)
+
+    return status
 
 
 def profile(
@@ -129,6 +156,7 @@ def profile(
     explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
     at it by category, module and source line, ``run.modules`` per module; it makes one more,
     instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
+    A step that takes more than 5 s (a compile) says so on stderr, then every 30 s.
     Raises :class:`memprof.errors.UserCodeError` if ``fn`` raises.
 
     >>> import torch, memprof
@@ -139,6 +167,7 @@ def profile(
     inputs = Inputs(args=tuple(args), kwargs=dict(kwargs), source="python")
     return compare(
         Variant(target=fn, inputs=inputs),
+        status=slow_steps(sys.stderr),  # a long compile is never silent
         mode=mode,
         device=device,
         warmup=warmup,
