@@ -307,6 +307,17 @@ def test_how_runs_were_made_differently_leaves_out_what_their_labels_say() -> No
     assert made_differently(said) == "made differently: batch 8 -> 16; seq unset -> 64"
     alike = dataclasses.replace(diff, recipe_changes=("mode eager -> compile",))
     assert made_differently(alike) is None
+    # memprof compare m:with_autograd m:no_grad: the targets and their own factories are the labels'.
+    compared_ = dataclasses.replace(
+        diff,
+        base="with_autograd",
+        other="no_grad",
+        recipe_changes=(
+            "target m:with_autograd -> m:no_grad",
+            "inputs m:with_autograd_inputs -> m:no_grad_inputs",
+        ),
+    )
+    assert made_differently(compared_) is None
 
 
 @pytest.mark.parametrize(

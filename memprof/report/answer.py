@@ -9,6 +9,7 @@ Markdown and HTML show it first."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from memprof.model.explanation import nonzero_categories
@@ -50,7 +51,7 @@ def conclusions(report: Report, *, short: bool = False) -> tuple[Conclusion, ...
     # A short report of a comparison ends with the verdict alone: each run's figures are above.
     groups = [bottom_line(run) for run in ok if run.at_peak is not None and not (short and report.diffs)]
     groups += [
-        Conclusion((diff.verdict, *filter(None, [made_differently(diff)]), *_cause(diff), diff.summary))
+        Conclusion((diff.verdict, *filter(None, [made_differently(diff)]), *_cause(diff, ok), diff.summary))
         for diff in report.diffs
     ]
     if not groups and len(ok) == 1:
@@ -68,24 +69,31 @@ def made_differently(diff: RunDiff) -> str | None:
 
 def _labelled(change: str, base: str, other: str) -> bool:
     """Whether the runs' labels say ``change`` (``name a -> b``) already: each label is its
-    value (``eager``), names it (``batch=8``) or is its function's name (``pkg.mod:no_grad``)."""
+    value (``eager``), names it (``batch=8``) or is its function's name (``pkg.mod:no_grad``,
+    and its own factory ``pkg.mod:no_grad_inputs``)."""
     values = change.partition(" ")[2].split(" -> ")
     if len(values) != 2:
         return False
     return all(
-        label == value or label.endswith(f"={value}") or value.endswith(f":{label}")
+        label == value or label.endswith(f"={value}") or value.endswith((f":{label}", f":{label}_inputs"))
         for label, value in zip((base, other), values, strict=True)
     )
 
 
-def _cause(diff: RunDiff) -> tuple[str, ...]:
+def _cause(diff: RunDiff, runs: list[RunResult]) -> tuple[str, ...]:
     """``biggest cause: the backward of GPT -16.0 MiB of temporaries``: the first of the rows
-    that explain the change of what is live at the peak (both runs explained), else nothing."""
+    that explain the change of what is live at the peak (both runs explained), else nothing;
+    a module its path names only by an index gets its class (``the forward of 10 (Linear)``)."""
     change = diff.at_peak
     if change is None or not change.footprint_delta_bytes:
         return ()
     _, said, parts = change.summary.partition(": ")
     first = parts.split("; ")[0] if said else ""
+    found = re.match(r"the (?:forward|backward|recompute) of (\S+) ", first)
+    if found is not None:
+        module_class = next((c for run in runs if (c := indexed_class(run, found.group(1)))), "")
+        if module_class:
+            first = first[: found.end(1)] + f" ({module_class})" + first[found.end(1) :]
     return (f"biggest cause: {first}",) if first else ()
 
 
