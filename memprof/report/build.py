@@ -323,7 +323,13 @@ _DURING = (
 
 def _during(run: RunResult) -> tuple:
     op = doc.name(peak_during(run)) if run.peak_op else doc.name("-")
-    return op, doc.names(run.peak_op_stack, " > ") or op
+    outer = run.peak_op_stack[:-1]
+    if not outer:
+        return op, op
+    # HTML: the op, then the ops it ran inside, outermost first (folded when long, so that a
+    # row stays a line or two on a phone).
+    inside = doc.Listing(f"{doc.plain(op)} inside ", tuple(doc.name(name) for name in outer), noun="ranges")
+    return op, inside
 
 
 _MEANING = {
