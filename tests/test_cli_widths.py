@@ -136,3 +136,25 @@ def test_diff_ends_with_the_verdict_and_its_biggest_cause(width: int) -> None:
 def test_check_ends_with_the_gates_summary(args: list[str], summary: str, width: int) -> None:
     lines = invoke(["check", *(str(GATE / a) if a.endswith(".json") else a for a in args)], width)
     assert lines[-1] == summary
+
+
+def test_the_files_written_are_said_before_the_report_so_the_answer_stays_last(saved, tmp_path: Path) -> None:
+    report = saved("compare", "gpt-explained.json")
+    page, data = tmp_path / "report.html", tmp_path / "report.json"
+    args = [
+        "run",
+        "memprof.examples.gpt:train_step",
+        "--compare-compile",
+        "--html",
+        str(page),
+        "--json",
+        str(data),
+    ]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert f"memprof: wrote {data}, {page}" in result.stderr.splitlines()
+    assert page.is_file() and data.is_file()
+    # stdout and stderr as a terminal shows them, one after the other: the answer is last.
+    diff = report.diffs[0]
+    ends_with(result.output.splitlines(), [diff.summary], 80)
+    assert result.output.index("memprof: wrote") < result.output.index(diff.verdict[:40])

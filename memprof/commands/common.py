@@ -129,23 +129,32 @@ def write_outputs(
     rank: int | None = None,
     gate: GateResult | None = None,
     quiet: bool = False,
+    show: Callable[[], None] | None = None,
 ) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
     behind; then say on stderr which files were written (``memprof: wrote report.html``),
-    unless ``quiet``. ``baseline`` is the JSON report under another name. ``rank``: the rank a
-    report of several ranks details (Markdown, HTML); ``gate``: the gate's result, which the
-    Markdown summary shows first."""
+    unless ``quiet``, and only then ``show`` the terminal report, so that its answer is the
+    last thing printed (when writing fails, the report is shown before the error). ``baseline``
+    is the JSON report under another name. ``rank``: the rank a report of several ranks details
+    (Markdown, HTML); ``gate``: the gate's result, which the Markdown summary shows first."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
-    rendered = {
-        path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate)(report)
-        for fmt, path in files.items()
-    }
-    atomic_write_texts(list(rendered.items()))
+    try:
+        rendered = {
+            path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate)(report)
+            for fmt, path in files.items()
+        }
+        atomic_write_texts(list(rendered.items()))
+    except MemprofError:
+        if show is not None:
+            show()
+        raise
     if rendered and not quiet:
         err(f"memprof: wrote {', '.join(dict.fromkeys(shown_path(path) for path in rendered))}")
+    if show is not None:
+        show()
 
 
 def shown_path(path: Path) -> str:
@@ -167,11 +176,12 @@ def write_and_gate(
     rank: int | None = None,
     gated: Report | None = None,
     quiet: bool = False,
+    show: Callable[[], None] | None = None,
 ) -> None:
     """Apply the gate (when active) to ``gated`` (default: ``report``), write ``report``'s files
-    (the Markdown summary with the gate's verdict; ``quiet``: without saying so), then print
-    the gate's lines and raise :class:`GateFailed` when it failed. A gate that cannot be
-    applied (exit 2) is raised after the files are written."""
+    (the Markdown summary with the gate's verdict; ``quiet``: without saying so), ``show`` the
+    terminal report, then print the gate's lines and raise :class:`GateFailed` when it failed.
+    A gate that cannot be applied (exit 2) is raised after the files are written."""
     result, problem = None, None
     if config.active:
         from memprof.gate import evaluate
@@ -180,7 +190,7 @@ def write_and_gate(
             result = evaluate(gated or report, config)
         except MemprofError as error:
             problem = error
-    write_outputs(report, files, rank=rank, gate=result, quiet=quiet)
+    write_outputs(report, files, rank=rank, gate=result, quiet=quiet, show=show)
     if problem is not None:
         raise problem
     if result is not None:
@@ -230,7 +240,7 @@ def profile_and_report(
     profile: ProfileOptions,
     output: OutputOptions,
 ) -> Report:
-    """Profile (:func:`memprof.compare`), print the terminal summary, write the files, then
+    """Profile (:func:`memprof.compare`), write the files, print the terminal summary, then
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
     from memprof.gcpause import start_up_imports
@@ -260,12 +270,16 @@ def profile_and_report(
     if not output.quiet:
         report_hidden(report)
     report = output.grouped(report)
-    print_report(report, output)
+    grouped = report
+
+    def show() -> None:
+        print_report(grouped, output)
+
     if failure is None:
-        write_and_gate(report, files, gate, quiet=output.quiet)
+        write_and_gate(report, files, gate, quiet=output.quiet, show=show)
         return report
     try:
-        write_outputs(report, files, quiet=output.quiet)
+        write_outputs(report, files, quiet=output.quiet, show=show)
     except MemprofError as error:
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     raise failure

@@ -133,23 +133,17 @@ def diff(
         if line and not output.quiet:
             err(f"memprof: {line}")
     width = terminal_width()
-    print_lines(
-        diff_lines(
-            report,
-            sort=output.sort.value,
-            top=output.top,
-            width=width,
-            chains=output.op_chains,
-            full=output.full,
-        )
+    lines = diff_lines(
+        report, sort=output.sort.value, top=output.top, width=width, chains=output.op_chains, full=output.full
     )
     if fraction is None:
-        write_and_gate(report, files, GateConfig(), quiet=output.quiet)
+        write_and_gate(report, files, GateConfig(), quiet=output.quiet, show=lambda: print_lines(lines))
         return
     # The gate compares the second run with the first as with a baseline of the same label.
     label = list(report.runs)[1]
     config = GateConfig(baseline=_alone(base_report, base, label), tolerance=fraction)
-    write_and_gate(report, files, config, gated=_alone(other_report, other, label), quiet=output.quiet)
+    gated = _alone(other_report, other, label)
+    write_and_gate(report, files, config, gated=gated, quiet=output.quiet, show=lambda: print_lines(lines))
 
 
 def _alone(source: Report, run: RunResult, label: str) -> Report:

@@ -178,8 +178,13 @@ def run_rank(
 
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
-    print_report(report, output, rank=output.rank)
-    write_outputs(report, merged, rank=output.rank, quiet=output.quiet)
+    write_outputs(
+        report,
+        merged,
+        rank=output.rank,
+        quiet=output.quiet,
+        show=lambda: print_report(report, output, rank=output.rank),
+    )
     if any(run.failed for run in report.runs.values()):
         raise UserCodeError(
             failed_message(report), user_traceback=failure.user_traceback if failure is not None else ""

@@ -172,8 +172,7 @@ def estimate(
         warmup=warmup,
         status=status_printer(output.quiet),
     )
-    print_report(report, output)
-    write_outputs(report, files, quiet=output.quiet)
+    write_outputs(report, files, quiet=output.quiet, show=lambda: print_report(report, output))
     _gate(report, config)
 
 
