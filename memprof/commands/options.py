@@ -153,13 +153,18 @@ FreshCompile = Annotated[
         rich_help_panel=RUNS_PANEL,
     ),
 ]
-Explain = Annotated[
+ExplainAnyway = Annotated[
     bool,
     typer.Option(
-        "--explain/--no-explain",
-        help="Explain each peak: what is live at it by category, module and source line (one more, "
-        "instrumented call in eager mode; Inductor's graph caches off in compile mode). --no-explain "
-        "keeps the numbers and skips that.",
+        "--explain", hidden=True, help="Explain each peak (the default; kept for scripts that say so)."
+    ),
+]
+NoExplain = Annotated[
+    bool,
+    typer.Option(
+        "--no-explain",
+        help="Skip explaining each peak (what is live at it by category, module and line: one more, "
+        "instrumented call in eager mode; Inductor's graph caches off in compile mode); the numbers stay.",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -180,7 +185,12 @@ OutDir = Annotated[
 TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
 SortOption = Annotated[
     Sort,
-    typer.Option("--sort", help="Order ops by peak, self or allocated bytes.", rich_help_panel=REPORTS_PANEL),
+    typer.Option(
+        "--sort",
+        metavar="KEY",
+        help="Order ops by peak, self or allocated bytes.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 Top = Annotated[
     int | None,
@@ -216,7 +226,7 @@ GroupModules = Annotated[
     list[str] | None,
     typer.Option(
         "--group-modules",
-        metavar="class|PATTERN,...",
+        metavar="GROUPING",
         help="Group the modules table by layer kind: class (all GPT2Attention together) or path "
         "patterns where * matches anything (transformer.h.*.attn: every layer's attention; "
         "comma-separated or repeated). A module inside another of its group counts once.",
@@ -267,7 +277,7 @@ Budget = Annotated[
     str | None,
     typer.Option(
         "--budget",
-        metavar="SIZE|LABEL=SIZE,...",
+        metavar="SIZE",
         help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
         rich_help_panel=GATES_PANEL,
     ),
@@ -350,7 +360,8 @@ class ProfileOptions(OptionGroup):
     repeat: Repeat = 1
     time_budget: TimeBudget = 0.2
     fresh_compile: FreshCompile = False
-    explain: Explain = True
+    no_explain: NoExplain = False
+    explain: ExplainAnyway = False
 
     def api_arguments(self) -> dict[str, Any]:
         return {
@@ -361,7 +372,7 @@ class ProfileOptions(OptionGroup):
             "compile_mode": self.compile_mode.value,
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
-            "explain": self.explain,
+            "explain": self.explain or not self.no_explain,
         }
 
 
