@@ -38,6 +38,14 @@ def test_the_command_line_reference_is_what_the_commands_help_says_now() -> None
     assert page("reference/cli.md") == script("gen_cli_reference").render()
 
 
+def test_the_quoted_outputs_are_the_golden_files_now() -> None:
+    # If this fails: python scripts/quote_goldens.py, and commit README.md and docs/install.md.
+    quote = script("quote_goldens")
+    for path, (start, block) in quote.QUOTES.items():
+        text = path.read_text()
+        assert quote.quoted(text, start, block()) == text, path
+
+
 def test_the_json_reference_is_what_the_field_declarations_say_now() -> None:
     # If this fails: python scripts/gen_json_reference.py, and commit docs/reference/json.md.
     assert page("reference/json.md") == script("gen_json_reference").render()
