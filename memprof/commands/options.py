@@ -96,8 +96,8 @@ Inputs = Annotated[
     str | None,
     typer.Option(
         "--inputs",
-        help="Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
-        "(**kwargs) or one argument. Default: <function>_inputs in the target's module.",
+        help="Factory of the arguments, as TARGET: a tuple/list (*args), a dict (**kwargs) or one "
+        "argument. Default: <function>_inputs.",
         rich_help_panel=TARGET_PANEL,
     ),
 ]
@@ -138,10 +138,8 @@ TimeBudget = Annotated[
         "--time-budget",
         min=0,
         metavar="SECONDS",
-        help="Time the call without the profiler for this long (at least 5 calls, at most 1,000 "
-        "calls or 5x this, at least 1 s; a call that takes this long alone is timed once); wall time "
-        "is their median. "
-        "0: time the profiled calls.",
+        help="Seconds of calls timed without the profiler; wall time is their median (at least 5 "
+        "calls; 0: the profiled calls' times).",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -214,8 +212,8 @@ OpChains = Annotated[
     bool,
     typer.Option(
         "--op-chains",
-        help="In ops side by side, show the wrappers folded into the op inside them (aten::linear -> "
-        "aten::matmul -> aten::mm, autograd's and the compiled region's ranges), each with what it wraps.",
+        help="Show the wrappers folded into each op side by side (aten::linear -> aten::mm, "
+        "autograd's ranges).",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -227,9 +225,8 @@ GroupModules = Annotated[
     typer.Option(
         "--group-modules",
         metavar="GROUPING",
-        help="Group the modules table by layer kind: class (all GPT2Attention together) or path "
-        "patterns where * matches anything (transformer.h.*.attn: every layer's attention; "
-        "comma-separated or repeated). A module inside another of its group counts once.",
+        help="Group the modules table: class (every GPT2Attention together) or path patterns "
+        "(transformer.h.*.attn), comma-separated.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
