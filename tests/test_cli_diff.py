@@ -52,7 +52,7 @@ def test_the_checkpointed_compile_regression_at_the_terminal(update_golden: bool
     # The answer last: the verdict, its biggest cause, the memory-and-time summary.
     assert block.splitlines()[-3:] == [
         "torch.compile raises peak memory by 47.5 MiB (+116.3%): 40.9 MiB -> 88.4 MiB",
-        "biggest cause: the backward of blocks.0–3 +33.9 MiB of temporaries",
+        "biggest cause: the backward of blocks.0–3 (Block) +33.9 MiB of temporaries",
         "compile vs eager: peak +116.3%, wall time +11.5% (1140.7 ms -> 1271.3 ms)",
     ]
     # docs/guides/diff.md shows the same block.

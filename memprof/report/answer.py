@@ -90,11 +90,23 @@ def _cause(diff: RunDiff, runs: list[RunResult]) -> tuple[str, ...]:
     _, said, parts = change.summary.partition(": ")
     first = parts.split("; ")[0] if said else ""
     found = re.match(r"the (?:forward|backward|recompute) of (\S+) ", first)
-    if found is not None:
-        module_class = next((c for run in runs if (c := indexed_class(run, found.group(1)))), "")
-        if module_class:
-            first = first[: found.end(1)] + f" ({module_class})" + first[found.end(1) :]
+    classes = _indexed_classes(found.group(1), runs) if found is not None else ""
+    if found is not None and classes:
+        first = first[: found.end(1)] + f" ({classes})" + first[found.end(1) :]
     return (f"biggest cause: {first}",) if first else ()
+
+
+def _indexed_classes(label: str, runs: list[RunResult]) -> str:
+    """The classes of modules named by index alone: ``10`` -> ``Linear``; ``blocks.0–3`` or
+    ``2–15`` (consecutive children) -> each class once, ``Linear, GELU``."""
+    found = re.fullmatch(r"(?:(?P<name>.*)\.)?(?P<first>\d+)(?:–(?P<last>\d+))?", label)
+    if found is None:
+        return ""
+    prefix = f"{found.group('name')}." if found.group("name") else ""
+    first, last = int(found.group("first")), int(found.group("last") or found.group("first"))
+    names = [f"{prefix}{index}" for index in range(first, last + 1)]
+    classes = [c for name in names for run in runs if (c := indexed_class(run, name))]
+    return ", ".join(dict.fromkeys(classes))
 
 
 def _estimated(report: Report) -> tuple[Conclusion, ...]:
