@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.blocks import track as track  # the API's front door for blocks of code
 from memprof.errors import UsageError, UserCodeError, param
 from memprof.estimating import estimate as estimate  # ... and for estimates
-from memprof.model import Report, RunResult, Source
+from memprof.model import Recipe, Report, RunResult, Source
 from memprof.pipeline import build_report, failed_run
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.target import Inputs, InputsFactory, Target
@@ -76,7 +76,8 @@ def compare(
     target without its own. ``mode``: "eager" or "compile" for every target without its own, or
     "both" to compare one target with its compiled self. ``labels``: one per run (default: the
     function names, ``f#2`` when repeated; for one target, its mode). ``status`` receives
-    progress lines. ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
+    progress lines (``status=memprof.api.slow_steps(sys.stderr)``: only steps that take long,
+    as :func:`profile` says them). ``settings`` are those of :class:`memprof.sources.options.RunOptions`:
     ``device`` ("auto", the default, picks CUDA when available), ``warmup``, ``repeat``,
     ``compile_mode``, ``backend``, ``fresh_compile``, ``keep_table`` (keep torch's printed
     table of each run), ``time_budget`` (seconds of calls timed without the profiler for the
@@ -109,6 +110,32 @@ def compare(
         return _profile_variants(variants, options, status)
 
 
+SLOW_STEP_SECONDS, SLOW_STEP_EVERY = 5, 30
+""":func:`slow_steps` says nothing of a step that takes less than :data:`SLOW_STEP_SECONDS`
+(a compile, say), and of a longer one a line then and every :data:`SLOW_STEP_EVERY` seconds."""
+
+
+def slow_steps(stream: Any) -> StatusFn:
+    """Status lines for the Python API (:func:`profile` uses it): only steps that take long (``memprof:
+    compiling step with torch.compile (backend inductor) ... 5 s (a first compile can take
+    minutes; ...)``), on ``stream``, so that a long compile is never silent."""
+    import re
+
+    said: dict[str, float] = {}
+
+    def status(message: str) -> None:
+        found = re.fullmatch(r"(?P<what>.*) \.\.\. (?P<seconds>\d+) s(?: \(.*\))?", message)
+        if found is None:
+            return
+        what, seconds = found.group("what"), float(found.group("seconds"))
+        last = said.get(what)
+        if seconds >= SLOW_STEP_SECONDS and (last is None or seconds - last >= SLOW_STEP_EVERY):
+            said[what] = seconds
+            print(f"memprof: {message}", file=stream, flush=True)
+
+    return status
+
+
 def profile(
     fn: Callable[..., Any],
     *args: Any,
@@ -137,7 +164,8 @@ def profile(
     explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
     at it by category, module and source line, ``run.modules`` per module; it makes one more,
     instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
-    ``timeout``: seconds the calls may take in all (default: no limit). Raises
+    ``timeout``: seconds the calls may take in all (default: no limit). A step that takes more
+    than 5 s (a compile) says so on stderr, then every 30 s. Raises
     :class:`memprof.errors.UserCodeError` if ``fn`` raises or runs past ``timeout``.
 
     >>> import torch, memprof
@@ -148,6 +176,7 @@ def profile(
     inputs = Inputs(args=tuple(args), kwargs=dict(kwargs), source="python")
     return compare(
         Variant(target=fn, inputs=inputs),
+        status=slow_steps(sys.stderr),  # a long compile is never silent
         mode=mode,
         device=device,
         warmup=warmup,
@@ -284,8 +313,9 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
     for variant, (target, inputs) in zip(variants, resolved, strict=True):
         assert variant.label is not None and variant.mode is not None
         run_options = replace(options, device=device, mode=variant.mode)
+        recipe = _recipe(target, inputs, variant, device)
         try:
-            runs[variant.label] = run_target(
+            run = run_target(
                 target.func,
                 inputs,
                 run_options,
@@ -298,7 +328,8 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
             if len(variants) == 1:
                 raise
             first_error = first_error or error
-            runs[variant.label] = failed_run(variant.label, variant.mode, error.message)
+            run = failed_run(variant.label, variant.mode, error.message)
+        runs[variant.label] = replace(run, recipe=recipe)
     names = " vs ".join(dict.fromkeys(target.spec for target, _ in resolved))
     report = build_report(
         target=names, device=device, runs=runs, environment=environment(device), source=Source(kind="live")
@@ -307,6 +338,18 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
         first_error.report = report
         raise first_error
     return report
+
+
+def _recipe(target: Target, inputs: Inputs, variant: Variant, device: str) -> Recipe:
+    """How a run is made, as its report records it (``run.recipe``)."""
+    settings = {name: str(value) for name, value in (variant.inputs_kwargs or {}).items()}
+    return Recipe(
+        target=target.spec,
+        inputs=inputs.source,
+        settings=settings,
+        mode=variant.mode or "eager",
+        device=device,
+    )
 
 
 def _resolve(variants: Sequence[Variant], device: str) -> list[tuple[Target, Inputs]]:

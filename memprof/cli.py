@@ -141,6 +141,46 @@ def _register() -> None:
         app.command()(handle_errors(reflowed(with_option_groups(command))))
 
 
+# What --help shows as an option's value: nothing for a flag (typer shows ``<bool>``), a word for
+# the rest (``TEXT``, ``N``) instead of a type (``<str>``, ``<int range> [x>=1]``); the choices and
+# metavars the options give themselves stay.
+_VALUE_WORDS = {
+    "<str>": "TEXT",
+    "<int>": "N",
+    "<int range>": "N",
+    "<float>": "NUMBER",
+    "<float range>": "NUMBER",
+}
+
+
+def _compact_help() -> None:
+    """--help shows flags without a value and plain values as words (``TEXT``, ``N``); the
+    limits of a number stay in its error message. Left as it is where typer's help differs
+    (another version)."""
+    from typer import core
+
+    option, argument = getattr(core, "TyperOption", None), getattr(core, "TyperArgument", None)
+    if option is None or argument is None or not hasattr(option, "display_type_rich"):
+        return
+    shown_by_typer = option.display_type_rich
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False):
+            return None
+        shown = shown_by_typer(self, ctx)
+        return _VALUE_WORDS.get(shown, shown) if isinstance(shown, str) else shown
+
+    option.display_type_rich = display_type_rich
+    if hasattr(option, "_get_number_range_help_str"):
+        option._get_number_range_help_str = lambda self: None
+    if hasattr(argument, "display_type_rich"):
+        shown_for_argument = argument.display_type_rich
+        argument.display_type_rich = lambda self, ctx: _VALUE_WORDS.get(
+            shown_for_argument(self, ctx) or "", shown_for_argument(self, ctx)
+        )
+
+
+_compact_help()
 _register()
 
 

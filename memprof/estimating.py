@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from memprof.errors import UsageError, param
-from memprof.model import Report, RunResult, Source
+from memprof.model import Recipe, Report, RunResult, Source
 from memprof.pipeline import build_report
 from memprof.sources.options import StatusFn
 from memprof.sources.target import Inputs, InputsFactory, Target
@@ -216,16 +216,30 @@ def _estimator(
     from memprof.sources.target import build_inputs
 
     def one(label: str, params: dict[str, Any]) -> RunResult:
+        sources: list[str] = []  # where the inputs came from, for the run's recipe
+
         def make(session: Any) -> Inputs:
             if args or kwargs:
                 fake_args, fake_kwargs = fake_copy((args, kwargs), session.mode, session.recorder.adopt)
-                return Inputs(args=tuple(fake_args), kwargs=dict(fake_kwargs), source="python")
-            return build_inputs(target, inputs, "cpu", params)
+                made = Inputs(args=tuple(fake_args), kwargs=dict(fake_kwargs), source="python")
+            else:
+                made = build_inputs(target, inputs, "cpu", params)
+            sources.append(made.source)
+            return made
 
         name, module = target.attr_path, target.module
-        return estimate_target(
+        run = estimate_target(
             target.func, make, options, label=label, name=name, module=module, status=status
         )
+        settings = {key: value_text(value) for key, value in params.items()}
+        recipe = Recipe(
+            target=target.spec,
+            inputs=sources[0] if sources else "none",
+            settings=settings,
+            mode="eager",
+            device=options.device,
+        )
+        return replace(run, recipe=recipe)
 
     return one
 

@@ -81,7 +81,7 @@ def test_a_single_failing_run_raises_without_a_report() -> None:
         (lambda: memprof.compare(alloc, repeats=2), "unknown settings repeats"),
         (
             lambda: memprof.compare(f"{__name__}:needs_two"),
-            f"give them with inputs='{__name__}:alloc_inputs'",  # a factory the module has
+            f"give them with inputs='{__name__}:make_pair'",  # a factory the module has that fits
         ),
     ],
 )
@@ -102,3 +102,7 @@ def test_no_cuda_names_the_device_parameter() -> None:
 
 def needs_two(a: int, b: int) -> None:
     return None
+
+
+def make_pair() -> tuple[int, int]:  # fills needs_two's two arguments (alloc_inputs gives one)
+    return (KiB, KiB)

@@ -401,7 +401,7 @@ def test_two_recordings_of_one_device_are_compared(tmp_path: Path) -> None:
     # 5,243,392 B above the start in both.
     verdict = "after/cuda:0 leaves peak memory vs before/cuda:0 unchanged: 5.0 MiB -> 5.0 MiB"
     assert verdict in result.stdout.splitlines()
-    assert "Top 15 ops by peak bytes, before/cuda:0 vs after/cuda:0:" in result.stdout.splitlines()
+    assert "Top 5 ops by peak bytes, before/cuda:0 vs after/cuda:0:" in result.stdout.splitlines()
     data = json.loads(out.read_text())
     assert (data["diff"]["base"], data["diff"]["other"], data["diff"]["peak_bytes_delta"]) == (
         "before/cuda:0",

@@ -42,16 +42,21 @@ def test_the_checkpointed_compile_regression_at_the_terminal(update_golden: bool
     tests/test_peak_diff.py): the recompute of blocks.1–3 in backward is what the compiled
     peak holds more."""
     saved = str(DATA / "checkpoint-twice.json")
-    result = diff(saved, saved, "--base-run", "eager", "--other-run", "compile")
+    result = diff(saved, saved, "--base-run", "eager", "--other-run", "compile", "--full")
     assert result.exit_code == 0, result.output
     golden = GOLDEN / "diff_checkpoint_twice.txt"
-    block = result.stdout[result.stdout.index("torch.compile raises peak memory") :]
+    block = result.stdout[result.stdout.index("What changed at the peak, compile vs eager:") :]
     if update_golden:
         golden.write_text(block)
     assert block == golden.read_text()
+    # The answer last: the verdict, its biggest cause, the memory-and-time summary.
+    assert block.splitlines()[-3:] == [
+        "torch.compile raises peak memory by 47.5 MiB (+116.3%): 40.9 MiB -> 88.4 MiB",
+        "biggest cause: the backward of blocks.0–3 (Block) +33.9 MiB of temporaries",
+        "compile vs eager: peak +116.3%, wall time +11.5% (1140.7 ms -> 1271.3 ms)",
+    ]
     # docs/guides/diff.md shows the same block.
-    shown = block[block.index("What changed at the peak, compile vs eager:") :]
-    assert f"```\n{shown}```" in (DATA.parent.parent / "docs" / "guides" / "diff.md").read_text()
+    assert f"```\n{block}```" in (DATA.parent.parent / "docs" / "guides" / "diff.md").read_text()
 
 
 def test_the_diff_adds_up_and_names_the_cross_entropy_line(tmp_path: Path) -> None:
@@ -157,6 +162,43 @@ def test_runs_not_explained_compare_their_ops_only() -> None:
     result = diff(str(GATE / "base.json"), str(GATE / "grown.json"))
     assert result.exit_code == 0
     # Both reports have eager and compile: their eager runs, named after their files.
-    assert "Top 15 ops by peak bytes, base vs grown:" in result.stdout
+    assert "Top 5 ops by peak bytes, base vs grown:" in result.stdout
     assert "grown raises peak memory vs base by 38.6 MiB (+4.9%): 795.4 MiB -> 834.0 MiB" in result.stdout
     assert "What changed at the peak" not in result.stdout
+
+
+def with_recipe(tmp_path: Path, source: str, batch: int) -> Path:
+    """The saved report as a memprof that records how runs are made writes it: its run made by
+    the GPT step's factory with --set batch=B."""
+    data = json.loads(Path(source).read_text())
+    data["runs"]["eager"]["recipe"] = {
+        "target": "memprof.examples.gpt:train_step",
+        "inputs": "memprof.examples.gpt:train_step_inputs",
+        "settings": {"batch": str(batch)},
+        "mode": "eager",
+        "device": "cpu",
+    }
+    path = tmp_path / f"batch{batch}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_diff_says_first_how_the_runs_were_made_differently_and_what_it_wrote(tmp_path: Path) -> None:
+    base, other = with_recipe(tmp_path, SMALL, 2), with_recipe(tmp_path, LARGE, 4)
+    out, page = tmp_path / "diff.json", tmp_path / "diff.html"
+    result = diff(str(base), str(other), "--json", str(out), "--html", str(page))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    # The title says it is a diff, of which files; then how the runs were made differently.
+    assert lines[0] == "memprof diff: batch2.json vs batch4.json (memprof.examples.gpt:train_step on cpu)"
+    assert lines[2] == "made differently: batch 2 -> 4"
+    # ... and again in the answer, under the verdict.
+    assert lines[-4:-2] == [
+        "batch4 raises peak memory vs batch2 by 10.4 MiB (+151.7%): 6.8 MiB -> 17.2 MiB",
+        "made differently: batch 2 -> 4",
+    ]
+    assert result.stderr == f"memprof: wrote {out}, {page}\n"
+    saved = json.loads(out.read_text())
+    assert saved["diff"]["recipe_changes"] == ["batch 2 -> 4"]
+    assert saved["diff_of"] == ["batch2.json", "batch4.json"]
+    assert "<title>memprof diff: batch2.json vs batch4.json</title>" in page.read_text()

@@ -76,3 +76,19 @@ def test_a_failed_gate_is_exit_1_with_its_lines_on_stdout_only() -> None:
     assert result.exit_code == 1
     assert result.stdout.splitlines()[-1] == "memprof gate: FAILED, 1 violation (budget 1)"
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "estimate", "analyze", "check", "diff", "parse"])
+def test_help_shows_flags_without_a_value_and_values_as_words(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for typed in ("<bool>", "<str>", "<int range>", "<float range>", "[x>="):
+        assert typed not in result.stdout, (command, typed)
+    # A flag's row is its name and its help; an option with a value names it.
+    assert next(line for line in lines if line.startswith("│ --help ")).split()[2:5] == ["-h", "Show", "this"]
+    if command == "run":
+        row = next(line for line in lines if line.startswith("│ --compare-compile "))
+        assert row.split()[2:4] == ["Profile", "eager"]
+        assert next(line for line in lines if line.startswith("│ --warmup ")).split()[2] == "N"

@@ -134,11 +134,11 @@ def test_missing_inputs_names_both_ways(runner, make_module):
     module = make_module(WORKLOAD)
     result = run_cli(runner, f"{module}:needs_args")
     assert result.exit_code == 2
-    # The module's own functions that read like factories (those defined nearest first), never
-    # a made-up name.
+    # The module's factories are never suggested when their values surely do not fill (x, y):
+    # make_for returns one value ([3]), make_single one (2), make_kwargs names size_mib.
     assert (
-        f"give them with --inputs {module}:make_for or --inputs {module}:make_single or "
-        f"--inputs {module}:make_kwargs, or define needs_args_inputs() in {module}"
+        f"give a function that returns them with --inputs {module}:FACTORY, or define "
+        f"needs_args_inputs() in {module}"
     ) in result.output
     assert "Traceback" not in result.output
 
@@ -156,10 +156,10 @@ def test_missing_inputs_without_any_factory_says_how_to_write_one(runner, make_m
             return model(batch)
 
         def make_batch():
-            return torch.ones(2)
+            return torch.nn.Identity(), torch.ones(2)
 
         def get_batch():
-            return torch.ones(2)
+            return torch.nn.Identity(), torch.ones(2)
         """
     )
     result = run_cli(runner, f"{module}:step")

@@ -252,7 +252,7 @@ def test_a_run_labelled_delta_keeps_its_own_numbers(tmp_path: Path) -> None:
         str(out),
     )
     assert code == 0
-    table = stdout.split("Top 15 ops by peak bytes, base vs delta:\n")[1].split("\n\n")[0].splitlines()
+    table = stdout.split("Top 5 ops by peak bytes, base vs delta:\n")[1].split("\n\n")[0].splitlines()
     assert table[0].split() == [
         "op",
         "peak",

@@ -339,7 +339,7 @@ def test_compare_on_every_rank_labels_each_target_by_rank(tmp_path: Path) -> Non
         "rank0/a": (0, MIB),
         "rank0/b": (0, MIB),
     }
-    assert "Top 15 ops by peak bytes, rank0/a vs rank0/b:" in result.stdout.splitlines()
+    assert "Top 5 ops by peak bytes, rank0/a vs rank0/b:" in result.stdout.splitlines()
 
 
 _PYTHON_JOB = """

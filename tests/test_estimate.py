@@ -19,6 +19,7 @@ import memprof
 from memprof.analysis.allocator import round_size
 from memprof.cli import app
 from memprof.errors import UsageError
+from memprof.model import Recipe
 from memprof.sources.target import build_inputs, resolve
 
 MiB = 1024 * 1024
@@ -327,6 +328,16 @@ def test_a_sweep_rises_monotonically_and_is_linear() -> None:
     assert needs == sorted(needs)
     assert sweep.slope_bytes == 3_254_000 and sweep.intercept_bytes == 2_000_000
     assert sweep.linear is True and sweep.max_residual == 0
+    # Each run records how it was made: the swept value among its factory's settings.
+    recipe = report.runs["n=128"].recipe
+    assert recipe == Recipe(
+        target="memprof.examples.similarity:similarity",
+        inputs="memprof.examples.similarity:similarity_inputs",
+        settings={"n": "128"},
+        mode="eager",
+        device="cpu",
+    )
+    assert report.diffs[0].recipe_changes == ("n 64 -> 128",)
 
 
 def test_the_largest_value_that_fits_is_found_and_verified() -> None:
@@ -590,7 +601,16 @@ def test_set_passes_factory_parameters_to_run(runner: CliRunner, tmp_path: Path)
         ],
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(path.read_text())["runs"]["eager"]["peak_bytes"] == 3_250_000 * 64 + 2_000_000
+    run = json.loads(path.read_text())["runs"]["eager"]
+    assert run["peak_bytes"] == 3_250_000 * 64 + 2_000_000
+    # The report records how the run was made, --set values included.
+    assert run["recipe"] == {
+        "target": "memprof.examples.similarity:similarity",
+        "inputs": "memprof.examples.similarity:similarity_inputs",
+        "settings": {"n": "64"},
+        "mode": "eager",
+        "device": "cpu",
+    }
 
 
 def test_set_passes_factory_parameters_to_compare_and_rejects_unknown_names(

@@ -447,3 +447,16 @@ def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cros
     change = diff_at_peak(small.runs["eager"], large.runs["eager"])
     assert change is not None and change.by_source[0].source == cross_entropy
     assert f"by line, {cross_entropy}" in change.summary
+
+
+def test_children_named_by_index_alone_are_grouped_like_a_containers() -> None:
+    """The layers of a Sequential model are ``0``, ``1``, ``2``: consecutive ones that change
+    the same way are one group (``0–2``), as ``blocks.0–2`` are."""
+    from memprof.analysis.peak_diff import module_groups
+    from memprof.model.peak_diff import ModuleDelta
+
+    rows = [
+        ModuleDelta(module=str(i), phase="forward", base_bytes=2 * MiB, other_bytes=0) for i in range(3)
+    ] + [ModuleDelta(module="blocks.4", phase="forward", base_bytes=MiB, other_bytes=0)]
+    groups = module_groups(rows)
+    assert [(g.label, g.delta_bytes) for g in groups] == [("0–2", -6 * MiB), ("blocks.4", -MiB)]

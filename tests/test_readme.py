@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from memprof.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-GATE_DATA = Path(__file__).parent / "data" / "gate"
 README = (ROOT / "README.md").read_text()
 
 
@@ -47,8 +46,9 @@ def command_blocks(text: str, command: str) -> list[tuple[str, str]]:
 
 
 def run_check_example(command: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A ``memprof check`` example on the reports of tests/data/gate prints what it shows."""
-    monkeypatch.chdir(GATE_DATA)
+    """A ``memprof check`` example on the reports of tests/data/gate prints what it shows, run as
+    written from the repository's root."""
+    monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code in (0, 1)
     assert result.stdout == expected
@@ -67,10 +67,11 @@ def test_readme_gate_example_prints_what_readme_shows(command, expected, monkeyp
 
 
 def test_readme_main_job_shows_the_gpt_step_as_memprof_prints_it() -> None:
-    """The main job's output is the start of the golden terminal output of a saved GPT step
-    report (itself checked against a fresh run by tests/test_explain_run.py), line for line."""
+    """The main job's output is the start of the golden (short, default) terminal output of a
+    saved GPT step report (the full one is checked against a fresh run by
+    tests/test_explain_run.py), line for line."""
     shown = next(block for block in code_blocks(README) if block.startswith("memprof: "))
-    golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained.txt").read_text()
+    golden = (ROOT / "tests" / "golden" / "terminal_gpt_explained_short.txt").read_text()
     assert golden.startswith(shown)
     assert "At the peak of eager" in shown and "more entries" in shown.splitlines()[-1]
 

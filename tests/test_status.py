@@ -15,7 +15,7 @@ from memprof.commands.common import hidden_line
 from memprof.commands.status import StatusLine, clear_status, status_line
 
 COMPILING = "compiling step with torch.compile (backend inductor)"
-HINT = "(a first compile takes 10-60 s; later runs use the cache)"
+HINT = "(a first compile can take minutes; later runs reuse Inductor's cache)"
 
 
 class Terminal(io.StringIO):

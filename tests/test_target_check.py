@@ -29,9 +29,9 @@ TRAIN = """
         return model(batch)
 
     def make_batch(batch=8, seq=4, device="cpu"):
-        return torch.ones(batch, seq, device=device)
+        return torch.nn.Identity(), torch.ones(batch, seq, device=device)
 
-    def get_batch():
+    def get_batch():  # one tensor: step takes two arguments, so never suggested
         return torch.ones(2)
 
     def no_args():
@@ -43,22 +43,23 @@ MODELS = """
     import torch
 
     def bert_inputs():
-        return torch.ones(2, 8, dtype=torch.long)
+        return torch.nn.Identity(), torch.ones(2, 8, dtype=torch.long)
 
     def bert_step(model, ids):
         return model(ids)
 
     def make_bert_step():
-        return torch.ones(2, 8, dtype=torch.long)
+        return [torch.nn.Identity(), torch.ones(2, 8, dtype=torch.long)]
 
     def get_batch():
-        return torch.ones(2, 8)
+        batch = (torch.nn.Identity(), torch.ones(2, 8))
+        return batch
 
     def vit_step(model, pixels):
         return model(pixels)
 
     def vit_inputs():
-        return torch.ones(2, 3, 32, 32)
+        return {"model": torch.nn.Identity(), "pixels": torch.ones(2, 3, 32, 32)}
 """
 
 WITH_DEFAULT_FACTORY = """
@@ -78,9 +79,33 @@ MISTAKES = [
         "train.py:step",
         None,
         {},
-        "'train.py:step' needs arguments (model, batch): give them with --inputs train.py:make_batch or "
-        "--inputs train.py:get_batch, or define step_inputs() in train.py",
+        "'train.py:step' needs arguments (model, batch): give them with --inputs train.py:make_batch, or "
+        "define step_inputs() in train.py",
         id="no inputs factory",
+    ),
+    pytest.param(
+        {
+            "mytrain.py": """
+                import torch
+                from torch import nn
+
+                def make_model():
+                    model = nn.Linear(8, 8)
+                    return model
+
+                def make_batch(n=4):
+                    return torch.randn(n, 8)
+
+                def step(model, x):
+                    return model(x).sum()
+                """
+        },
+        "mytrain.py:step",
+        None,
+        {},
+        "'mytrain.py:step' needs arguments (model, x): give a function that returns them with "
+        "--inputs mytrain.py:FACTORY, or define step_inputs() in mytrain.py",
+        id="factories that return one value, for a target of two arguments",
     ),
     pytest.param(
         {"models.py": MODELS},
@@ -205,7 +230,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     before = set(sys.modules)
     yield tmp_path
     for name in set(sys.modules) - before:
-        if name.split(".")[0] in ("train", "plain", "model", "pkg", "models"):
+        if name.split(".")[0] in ("train", "plain", "model", "pkg", "models", "mytrain"):
             del sys.modules[name]
 
 
@@ -342,3 +367,56 @@ def test_factories_named_after_the_target_or_defined_near_it_come_first() -> Non
         "bert_layer_batch",  # shares two words
         "bert_batch",
     ]
+
+
+def test_a_file_named_without_a_function_lists_its_functions_and_their_factories(tmp_path: Path) -> None:
+    write(tmp_path, {"train.py": TRAIN})
+    exit_code, stderr, torch_loaded = memprof_fresh(tmp_path, "run", "train.py", "-q")
+    assert exit_code == 2 and not torch_loaded
+    assert stderr == (
+        "memprof: error: target 'train.py' names a file, not a function in it: name one as "
+        "'train.py:step'; its functions: step (inputs make_batch), no_args (no arguments). To profile a "
+        "block of a script where it runs (a training loop), wrap it in `with memprof.track(model=model, "
+        "optimizer=optimizer):` (docs/guides/track.md)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "returned"),
+    [
+        ("return model, x", 2),
+        ("return [model, x, y]", 3),
+        ("return {'model': model, 'x': x}", frozenset({"model", "x"})),
+        ("batch = (model, x)\n    return batch", 2),
+        ("return Net().to(device)", 1),
+        ("return torch.randn(4, 8)", 1),
+        ("return 8", 1),
+        ("model = nn.Linear(8, 8)\n    return model", 1),
+        ("return next(iter(loader))", None),  # may be a tuple: left open
+        ("return (*parts,)", None),
+        ("return {**kwargs}", None),
+    ],
+)
+def test_what_a_factory_returns_is_read_from_its_source(body: str, returned: object) -> None:
+    import ast
+
+    from memprof.sources.factory_fit import returns_of
+
+    node = ast.parse(f"def make():\n    {body}\n").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    assert returns_of(node) == (returned,)
+
+
+def test_a_factory_fits_when_its_value_fills_the_arguments() -> None:
+    from memprof.sources.factory_fit import signature_of
+
+    def step(model, x, scale=1.0):  # type: ignore[no-untyped-def]
+        return model, x, scale
+
+    signature = signature_of(step)
+    assert signature is not None
+    assert [signature.takes(n) for n in (1, 2, 3, 4)] == [False, True, True, False]
+    assert signature.takes(frozenset({"model", "x"})) is True
+    assert signature.takes(frozenset({"model"})) is False
+    assert signature.takes(frozenset({"model", "x", "batch"})) is False  # step takes no batch
+    assert signature.filled_by((2, None)) is None and signature.filled_by((2, 1)) is False

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memprof.pipeline import compared, load_report
-from memprof.report.layout import ELLIPSIS, Column, Table, plain, shorten, wrap
+from memprof.report.layout import ELLIPSIS, Column, Table, cut_source, plain, shorten, wrap
 from memprof.report.rows import op_tables
 from memprof.report.terminal import print_terminal, render_terminal
 
@@ -107,13 +107,14 @@ def test_narrow_terminals_get_fewer_columns_shortened_names_and_notes_under_thei
         if line.startswith("autograd::engine:") and line.split("  ")[0].endswith("LogSoftmaxBackward0")
     )
     assert ELLIPSIS in shortened and len(shortened) < len(long_name)
-    # The note ("fused into <kernel>") is on its own line, indented under its row.
+    # The note ("fused into <kernel>") is on its own line, indented under its row, the kernel's
+    # name shortened in the middle to end that line.
     lines = narrow.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("aten::_log_softmax_backward_data  "))
-    assert lines[row + 1] == "    fused into"
-    assert (
-        lines[row + 2].startswith("    cpp_fused__log_softmax__log_softmax_b") and ELLIPSIS in lines[row + 2]
-    )
+    note = lines[row + 1]
+    assert note.startswith("    fused into cpp_fused__log_softmax__log_soft") and ELLIPSIS in note
+    assert note.endswith("_scalar_tensor_view_0") and len(note) == 80
+    assert lines[row + 2].startswith("aten::")
 
 
 def test_fused_kernels_have_their_own_section_most_memory_first():
@@ -253,13 +254,19 @@ def test_the_last_lines_of_a_training_step_are_its_answer(width: int) -> None:
     assert tail.startswith("eager: peak 38.0 MiB above the call's start during aten::_log_softmax_backward")
     assert "footprint 52.2 MiB, most of it temporary 24.0 MiB, activation 17.5 MiB" in tail
     assert "largest: 8.0 MiB activation (aten::_log_softmax) at memprof/examples/gpt.py:109" in tail
-    # Compared with its compiled run: each run's bottom line, the verdict, then what changed at
-    # the peak (why the verdict is what it is).
+    # Compared with its compiled run: what changed at the peak, each run's bottom line, then the
+    # verdict and its biggest cause, the last lines of all.
     both = render_terminal(report, width=width).splitlines()
     changed = both.index("What changed at the peak, compile vs eager:")
-    end = "\n".join(both[changed - 16 : changed])
-    assert "largest: 8.0 MiB temporary (aten::mm) at memprof/examples/gpt.py:108" in end
-    assert both[changed - 3].startswith("torch.compile lowers peak memory by 22.7 MiB")
+    verdict = next(i for i, line in enumerate(both) if line.startswith("torch.compile lowers peak"))
+    assert changed < both.index("compile: peak 15.3 MiB above the call's start during aten::mm") < verdict
+    tail = " ".join(line.strip() for line in both[verdict:])
+    assert len(both) - verdict <= 4
+    assert tail == (
+        "torch.compile lowers peak memory by 22.7 MiB (-59.8%): 38.0 MiB -> 15.3 MiB "
+        "biggest cause: the backward of GPT -16.0 MiB of temporaries "
+        "compile vs eager: peak -59.8%, wall time +14.9% (1665.9 ms -> 1914.3 ms)"
+    )
 
 
 def test_an_at_peak_entry_shows_the_users_line_that_called_a_library(explained_report) -> None:
@@ -274,3 +281,64 @@ def test_an_at_peak_entry_shows_the_users_line_that_called_a_library(explained_r
     row = next(i for i, line in enumerate(lines) if line.lstrip().startswith(entry.source))
     assert lines[row + 1] == "      called from train.py:13  out = model(x)"
     assert "called from train.py:13  out = model(x)" in render_terminal(report, width=80).split("largest:")[1]
+
+
+def test_a_source_line_is_cut_in_its_code_never_in_its_file_and_line() -> None:
+    line = "memprof/examples/gpt.py:109  loss = F.cross_entropy(logits)"
+    assert cut_source(line, 40) == "memprof/examples/gpt.py:109  loss = F.c…"
+    assert cut_source(line, 30) == "memprof/examples/gpt.py:109"
+    # No room even for the location: whole directories go first, never the file's name and line.
+    assert cut_source(line, 22) == "…/examples/gpt.py:109"
+    assert cut_source(line, 12) == "…/gpt.py:109"
+    assert cut_source(line, 80) == line
+
+
+def test_how_runs_were_made_differently_leaves_out_what_their_labels_say() -> None:
+    from memprof.model.recipe import Recipe, recipe_changes
+    from memprof.report.answer import made_differently
+
+    eager = Recipe(target="t.py:step", inputs="t.py:step_inputs", settings={"batch": "8"}, device="cpu")
+    compiled = dataclasses.replace(eager, mode="compile", settings={"batch": "16", "seq": "64"})
+    # Settings first (one set on one side only is "unset" on the other), then the rest.
+    assert recipe_changes(eager, compiled) == ("batch 8 -> 16", "seq unset -> 64", "mode eager -> compile")
+    assert recipe_changes(eager, None) == ()
+    diff = load_report(DATA / "gpt-explained.json").diffs[0]  # eager vs compile
+    said = dataclasses.replace(diff, recipe_changes=recipe_changes(eager, compiled))
+    assert made_differently(said) == "made differently: batch 8 -> 16; seq unset -> 64"
+    alike = dataclasses.replace(diff, recipe_changes=("mode eager -> compile",))
+    assert made_differently(alike) is None
+    # memprof compare m:with_autograd m:no_grad: the targets and their own factories are the labels'.
+    compared_ = dataclasses.replace(
+        diff,
+        base="with_autograd",
+        other="no_grad",
+        recipe_changes=(
+            "target m:with_autograd -> m:no_grad",
+            "inputs m:with_autograd_inputs -> m:no_grad_inputs",
+        ),
+    )
+    assert made_differently(compared_) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "golden"),
+    [
+        ("similarity-explained.json", "terminal_similarity_explained_short.txt"),
+        ("gpt-explained.json", "terminal_gpt_explained_short.txt"),
+    ],
+)
+def test_the_short_report_the_commands_print_by_default(data: str, golden: str, update_golden: bool) -> None:
+    """What ``memprof run ... --compare-compile`` prints without ``--full``: the runs, a few
+    entries live at each peak, the top 5 ops, what changed at the peak in a sentence, and the
+    verdict with its biggest cause last; about 60 lines at 100 columns."""
+    report = load_report(DATA / data)
+    text = render_terminal(report, full=False)
+    check_golden(golden, text, update_golden)
+    lines = text.splitlines()
+    assert len(lines) <= 62
+    assert len(lines) < len(render_terminal(report).splitlines()) / 1.5
+    assert "Top 5 ops by peak bytes, eager vs compile:" in lines
+    assert sum(line.startswith("    memprof/examples/") for line in lines) <= 6  # entries' lines
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("torch.compile lowers peak memory"))
+    assert len(lines) - verdict <= 5 and lines[verdict + 1].startswith("biggest cause: ")
+    assert lines[-1].startswith("compile vs eager: peak -")

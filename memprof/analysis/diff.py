@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from memprof.analysis.peak_diff import diff_at_peak
 from memprof.model.diff import BASE_ONLY, BOTH, OTHER_ONLY, OpDiff, RunDiff
+from memprof.model.recipe import recipe_changes
 from memprof.model.timing import iqr
 from memprof.names import aten_names
 from memprof.names import fused_kernels as kernels_from_names
@@ -88,4 +89,5 @@ def diff_runs(base: RunResult, other: RunResult) -> RunDiff:
         other_wall_iqr_ms=iqr(other.wall_ms_all),
         op_diffs=tuple(rows),
         at_peak=diff_at_peak(base, other),
+        recipe_changes=recipe_changes(base.recipe, other.recipe),
     )

@@ -382,7 +382,9 @@ def provenance_notes(base: RunResult, other: RunResult) -> list[str]:
 
 # ---- the summary --------------------------------------------------------------------------------
 
-_INDEXED = re.compile(r"^(?P<name>.*)\.(?P<index>\d+)$")
+_INDEXED = re.compile(r"^(?:(?P<name>.*)\.)?(?P<index>\d+)$")
+"""A module named by its index in a container: ``blocks.3``, or ``3`` (a child of the model
+itself, a ``Sequential``)."""
 
 
 @dataclass(frozen=True)
@@ -424,7 +426,7 @@ def module_groups(rows: Sequence[ModuleDelta]) -> list[_Group]:
         if match is None:
             groups.append(_Group(row.module, row.phase, (row,)))
             continue
-        key = (match.group("name"), row.phase, _kind(row))
+        key = (match.group("name") or "", row.phase, _kind(row))
         runs.setdefault(key, []).append((int(match.group("index")), row))
     for (name, phase, _), members in runs.items():
         members.sort(key=lambda member: member[0])
@@ -432,7 +434,8 @@ def module_groups(rows: Sequence[ModuleDelta]) -> list[_Group]:
         for end in range(1, len(members) + 1):
             if end == len(members) or members[end][0] != members[end - 1][0] + 1:
                 first, last = members[start][0], members[end - 1][0]
-                label = f"{name}.{first}" if first == last else f"{name}.{first}–{last}"
+                prefix = f"{name}." if name else ""
+                label = f"{prefix}{first}" if first == last else f"{prefix}{first}–{last}"
                 groups.append(_Group(label, phase, tuple(row for _, row in members[start:end])))
                 start = end
     groups.sort(key=lambda group: (-abs(group.delta_bytes), group.label, group.phase))

@@ -76,8 +76,15 @@ def analyze(
     )
     if config.active:
         config.budgets.check_labels(list(report.runs))
-    print_report(report, output, rank=output.rank)
-    write_and_gate(report, files, config, rank=output.rank, exact_csv=output.exact_csv)
+    write_and_gate(
+        report,
+        files,
+        config,
+        rank=output.rank,
+        exact_csv=output.exact_csv,
+        quiet=output.quiet,
+        show=lambda: print_report(report, output, rank=output.rank),
+    )
 
 
 def _recordings(paths: list[Path], baseline: Path | None) -> list[tuple[str, Path | None]]:

@@ -15,7 +15,7 @@ def check(
         Path,
         typer.Argument(
             metavar="REPORT.json",
-            help="A report written by `memprof run --json` (or --save-baseline).",
+            help="A report written by memprof run --json (or --save-baseline).",
             dir_okay=False,
         ),
     ],

@@ -78,7 +78,9 @@ def print_report(report: Report, output: OutputOptions, rank: int | None = None)
     from memprof.report.terminal import print_terminal
 
     clear_status()
-    print_terminal(report, sort=output.sort.value, top=output.top, rank=rank, chains=output.op_chains)
+    print_terminal(
+        report, sort=output.sort.value, top=output.top, rank=rank, chains=output.op_chains, full=output.full
+    )
 
 
 def hidden_line(count: int, examples: Sequence[tuple[str, int]] = (), width: int = 100) -> str | None:
@@ -127,23 +129,47 @@ def write_outputs(
     rank: int | None = None,
     gate: GateResult | None = None,
     exact_csv: bool = False,
+    quiet: bool = False,
+    show: Callable[[], None] | None = None,
 ) -> None:
     """Render every requested format first, then write them all or none (see
     :func:`memprof.fileio.atomic_write_all`): a rendering or writing error leaves no file
-    behind. ``baseline`` is the JSON report under another name. ``rank``: the rank a report of
-    several ranks details (Markdown, HTML); ``gate``: the gate's result, which the Markdown
-    summary shows first; ``exact_csv``: CSV text cells as they are (see
-    :func:`memprof.text.spreadsheet_safe`)."""
+    behind; then say on stderr which files were written (``memprof: wrote report.html``),
+    unless ``quiet``, and only then ``show`` the terminal report, so that its answer is the
+    last thing printed (when writing fails, the report is shown before the error). ``baseline``
+    is the JSON report under another name. ``rank``: the rank a report of several ranks details
+    (Markdown, HTML); ``gate``: the gate's result, which the Markdown summary shows first;
+    ``exact_csv``: CSV text cells as they are (see :func:`memprof.text.spreadsheet_safe`)."""
     from memprof.fileio import atomic_write_texts
     from memprof.report import renderer
 
-    rendered = {
-        path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate, exact_csv=exact_csv)(
-            report
-        )
-        for fmt, path in files.items()
-    }
-    atomic_write_texts(list(rendered.items()))
+    try:
+        rendered = {
+            path: renderer("json" if fmt == "baseline" else fmt, rank=rank, gate=gate, exact_csv=exact_csv)(
+                report
+            )
+            for fmt, path in files.items()
+        }
+        atomic_write_texts(list(rendered.items()))
+    except MemprofError:
+        if show is not None:
+            show()
+        raise
+    if rendered and not quiet:
+        err(f"memprof: wrote {', '.join(dict.fromkeys(shown_path(path) for path in rendered))}")
+    if show is not None:
+        show()
+
+
+def shown_path(path: Path) -> str:
+    """A path as a user reads it: relative to the working directory when inside it."""
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def write_and_gate(
@@ -154,11 +180,13 @@ def write_and_gate(
     rank: int | None = None,
     gated: Report | None = None,
     exact_csv: bool = False,
+    quiet: bool = False,
+    show: Callable[[], None] | None = None,
 ) -> None:
     """Apply the gate (when active) to ``gated`` (default: ``report``), write ``report``'s files
-    (the Markdown summary with the gate's verdict), then print the gate's lines and raise
-    :class:`GateFailed` when it failed. A gate that cannot be applied (exit 2) is raised after
-    the files are written."""
+    (the Markdown summary with the gate's verdict; ``quiet``: without saying so), ``show`` the
+    terminal report, then print the gate's lines and raise :class:`GateFailed` when it failed.
+    A gate that cannot be applied (exit 2) is raised after the files are written."""
     result, problem = None, None
     if config.active:
         from memprof.gate import evaluate
@@ -167,7 +195,7 @@ def write_and_gate(
             result = evaluate(gated or report, config)
         except MemprofError as error:
             problem = error
-    write_outputs(report, files, rank=rank, gate=result, exact_csv=exact_csv)
+    write_outputs(report, files, rank=rank, gate=result, exact_csv=exact_csv, quiet=quiet, show=show)
     if problem is not None:
         raise problem
     if result is not None:
@@ -183,14 +211,30 @@ def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
 
 
 def report_gate(result: GateResult) -> None:
-    """Print the gate's lines on stdout (they belong in CI logs, next to the report); raise
+    """Print the gate's lines on stdout (they belong in CI logs, next to the report): one line
+    each in a log, wrapped to the width on a terminal or with ``COLUMNS``; raise
     :class:`GateFailed` (exit 1) when a check failed."""
-    from memprof.text import one_line
-
-    for line in result.lines():
-        out(one_line(line, MESSAGE_LIMIT))  # each verdict one line, whatever its labels hold
+    print_gate_lines(result.lines())
     if not result.passed:
         raise GateFailed(result.summary())
+
+
+def print_gate_lines(lines: Sequence[str]) -> None:
+    """The gate's lines on stdout. Each verdict is one line, whatever its labels hold: so it
+    stays in a log (grep finds it whole); on a terminal or with ``COLUMNS``, wrapped to the
+    width (its indent kept, later lines indented two more spaces)."""
+    from memprof.report.layout import known_width, wrap
+    from memprof.text import one_line
+
+    width = known_width()
+    for line in lines:
+        text = one_line(line, MESSAGE_LIMIT)
+        if width is None:
+            out(text)
+            continue
+        indent = text[: len(text) - len(text.lstrip(" "))]
+        for row in wrap(text.lstrip(" "), width, indent=indent, hanging=indent + "  "):
+            out(row)
 
 
 def profile_and_report(
@@ -201,7 +245,7 @@ def profile_and_report(
     profile: ProfileOptions,
     output: OutputOptions,
 ) -> Report:
-    """Profile (:func:`memprof.compare`), print the terminal summary, write the files, then
+    """Profile (:func:`memprof.compare`), write the files, print the terminal summary, then
     gate. When a target's code fails, what was measured is still printed and written before
     its error (exit 3) is raised, and no gate is applied."""
     from memprof.gcpause import start_up_imports
@@ -231,12 +275,16 @@ def profile_and_report(
     if not output.quiet:
         report_hidden(report)
     report = output.grouped(report)
-    print_report(report, output)
+    grouped = report
+
+    def show() -> None:
+        print_report(grouped, output)
+
     if failure is None:
-        write_and_gate(report, files, gate, exact_csv=output.exact_csv)
+        write_and_gate(report, files, gate, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
         return report
     try:
-        write_outputs(report, files, exact_csv=output.exact_csv)
+        write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
     except MemprofError as error:
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     raise failure

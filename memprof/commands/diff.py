@@ -11,6 +11,7 @@ import typer
 
 from memprof.commands.options import (
     REPORTS_PANEL,
+    Full,
     HtmlPath,
     JsonPath,
     MarkdownPath,
@@ -71,7 +72,8 @@ class DiffOutputs(OptionGroup):
     markdown_path: MarkdownPath = None
     html_path: HtmlPath = None
     sort: SortOption = SortChoice.peak
-    top: Top = 15
+    top: Top = None
+    full: Full = False
     op_chains: OpChains = False
     quiet: Quiet = False
 
@@ -131,16 +133,17 @@ def diff(
         if line and not output.quiet:
             err(f"memprof: {line}")
     width = terminal_width()
-    print_lines(
-        diff_lines(report, sort=output.sort.value, top=output.top, width=width, chains=output.op_chains)
+    lines = diff_lines(
+        report, sort=output.sort.value, top=output.top, width=width, chains=output.op_chains, full=output.full
     )
     if fraction is None:
-        write_and_gate(report, files, GateConfig())
+        write_and_gate(report, files, GateConfig(), quiet=output.quiet, show=lambda: print_lines(lines))
         return
     # The gate compares the second run with the first as with a baseline of the same label.
     label = list(report.runs)[1]
     config = GateConfig(baseline=_alone(base_report, base, label), tolerance=fraction)
-    write_and_gate(report, files, config, gated=_alone(other_report, other, label))
+    gated = _alone(other_report, other, label)
+    write_and_gate(report, files, config, gated=gated, quiet=output.quiet, show=lambda: print_lines(lines))
 
 
 def _alone(source: Report, run: RunResult, label: str) -> Report:
@@ -240,5 +243,6 @@ def paired(
         device=other_report.device if not warning else f"{base_report.device} and {other_report.device}",
         environment=other_report.environment,
         runs=runs,
+        diff_of=(paths[0].name, paths[1].name),
     )
     return report, warning

@@ -169,7 +169,7 @@ def run_rank(
             keep_table="table" in files,  # torch's key_averages() table: only when --table asks
             verbose=output.verbose,
             before_hand_in=lambda local: write_outputs(
-                output.grouped(local), mine, rank=output.rank, exact_csv=output.exact_csv
+                output.grouped(local), mine, rank=output.rank, exact_csv=output.exact_csv, quiet=output.quiet
             ),
             handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
             **arguments,
@@ -182,8 +182,14 @@ def run_rank(
 
     if not output.quiet:
         report_hidden(local)  # torch's messages this rank kept out (the others' are theirs to say)
-    print_report(report, output, rank=output.rank)
-    write_outputs(report, merged, rank=output.rank, exact_csv=output.exact_csv)
+    write_outputs(
+        report,
+        merged,
+        rank=output.rank,
+        exact_csv=output.exact_csv,
+        quiet=output.quiet,
+        show=lambda: print_report(report, output, rank=output.rank),
+    )
     if any(run.failed for run in report.runs.values()):
         raise UserCodeError(
             failed_message(report), user_traceback=failure.user_traceback if failure is not None else ""

@@ -182,8 +182,8 @@ def estimate(
         ranks=ranks,
         timeout=timeout,
     )
-    print_report(report, output)
-    write_outputs(report, files, exact_csv=output.exact_csv)
+    show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
+    write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
     _gate(report, config)
 
 
@@ -248,6 +248,7 @@ def _files(
 def _gate(report: Any, config: Any) -> None:
     """The budget and baseline checks, then whether the estimate fits: its line on stdout and
     exit 1 when it does not."""
+    from memprof.commands.common import print_gate_lines
     from memprof.report.estimate import failed, unreliable_fit
 
     refused = unreliable_fit(report)
@@ -258,11 +259,10 @@ def _gate(report: Any, config: Any) -> None:
         from memprof.gate import evaluate
 
         result = evaluate(report, config)
-        for gate_line in result.lines():
-            typer.echo(gate_line)
+        print_gate_lines(result.lines())
         if not result.passed:
             raise GateFailed(result.summary())
     line = failed(report)
     if line is not None:
-        typer.echo(line)
+        print_gate_lines([line])
         raise GateFailed(line)

@@ -103,8 +103,8 @@ Inputs = Annotated[
     str | None,
     typer.Option(
         "--inputs",
-        help="Factory for the arguments (same forms as TARGET). It returns a tuple/list (*args), a dict "
-        "(**kwargs) or one argument. Default: <function>_inputs in the target's module.",
+        help="Factory of the arguments, as TARGET: a tuple/list (*args), a dict (**kwargs) or one "
+        "argument. Default: <function>_inputs.",
         rich_help_panel=TARGET_PANEL,
     ),
 ]
@@ -115,7 +115,13 @@ Device = Annotated[
     ),
 ]
 CompileModeOption = Annotated[
-    CompileMode, typer.Option("--compile-mode", help="torch.compile mode.", rich_help_panel=RUNS_PANEL)
+    CompileMode,
+    typer.Option(
+        "--compile-mode",
+        metavar="MODE",
+        help="torch.compile mode: default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs.",
+        rich_help_panel=RUNS_PANEL,
+    ),
 ]
 Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.", rich_help_panel=RUNS_PANEL)]
 Warmup = Annotated[
@@ -139,10 +145,8 @@ TimeBudget = Annotated[
         "--time-budget",
         min=0,
         metavar="SECONDS",
-        help="Time the call without the profiler for this long (at least 5 calls, at most 1,000 "
-        "calls or 5x this, at least 1 s; a call that takes this long alone is timed once); wall time "
-        "is their median. "
-        "0: time the profiled calls.",
+        help="Seconds of calls timed without the profiler; wall time is their median (at least 5 "
+        "calls; 0: the profiled calls' times).",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -166,13 +170,18 @@ Timeout = Annotated[
         rich_help_panel=RUNS_PANEL,
     ),
 ]
-Explain = Annotated[
+ExplainAnyway = Annotated[
     bool,
     typer.Option(
-        "--explain/--no-explain",
-        help="Explain each peak: what is live at it by category, module and source line (one more, "
-        "instrumented call in eager mode; Inductor's graph caches off in compile mode). --no-explain "
-        "keeps the numbers and skips that.",
+        "--explain", hidden=True, help="Explain each peak (the default; kept for scripts that say so)."
+    ),
+]
+NoExplain = Annotated[
+    bool,
+    typer.Option(
+        "--no-explain",
+        help="Skip explaining each peak (what is live at it by category, module and line: one more, "
+        "instrumented call in eager mode; Inductor's graph caches off in compile mode); the numbers stay.",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -203,18 +212,37 @@ OutDir = Annotated[
 TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
 SortOption = Annotated[
     Sort,
-    typer.Option("--sort", help="Order ops by peak, self or allocated bytes.", rich_help_panel=REPORTS_PANEL),
+    typer.Option(
+        "--sort",
+        metavar="KEY",
+        help="Order ops by peak, self or allocated bytes.",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 Top = Annotated[
-    int,
-    typer.Option("--top", min=1, help="How many ops to show in the terminal.", rich_help_panel=REPORTS_PANEL),
+    int | None,
+    typer.Option(
+        "--top",
+        min=1,
+        help="How many ops to show in the terminal (default 5; 15 with --full).",
+        show_default=False,
+        rich_help_panel=REPORTS_PANEL,
+    ),
+]
+Full = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Print the whole report, not the short one (the JSON, HTML and Markdown reports hold it all).",
+        rich_help_panel=REPORTS_PANEL,
+    ),
 ]
 OpChains = Annotated[
     bool,
     typer.Option(
         "--op-chains",
-        help="In ops side by side, show the wrappers folded into the op inside them (aten::linear -> "
-        "aten::matmul -> aten::mm, autograd's and the compiled region's ranges), each with what it wraps.",
+        help="Show the wrappers folded into each op side by side (aten::linear -> aten::mm, "
+        "autograd's ranges).",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -225,10 +253,9 @@ GroupModules = Annotated[
     list[str] | None,
     typer.Option(
         "--group-modules",
-        metavar="class|PATTERN,...",
-        help="Group the modules table by layer kind: class (all GPT2Attention together) or path "
-        "patterns where * matches anything (transformer.h.*.attn: every layer's attention; "
-        "comma-separated or repeated). A module inside another of its group counts once.",
+        metavar="GROUPING",
+        help="Group the modules table: class (every GPT2Attention together) or path patterns "
+        "(transformer.h.*.attn), comma-separated.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -276,7 +303,7 @@ Budget = Annotated[
     str | None,
     typer.Option(
         "--budget",
-        metavar="SIZE|LABEL=SIZE,...",
+        metavar="SIZE",
         help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
         rich_help_panel=GATES_PANEL,
     ),
@@ -359,7 +386,8 @@ class ProfileOptions(OptionGroup):
     repeat: Repeat = 1
     time_budget: TimeBudget = 0.2
     fresh_compile: FreshCompile = False
-    explain: Explain = True
+    no_explain: NoExplain = False
+    explain: ExplainAnyway = False
     timeout: Timeout = None
 
     def api_arguments(self) -> dict[str, Any]:
@@ -371,7 +399,7 @@ class ProfileOptions(OptionGroup):
             "compile_mode": self.compile_mode.value,
             "backend": self.backend,
             "fresh_compile": self.fresh_compile,
-            "explain": self.explain,
+            "explain": self.explain or not self.no_explain,
             "timeout": self.timeout,
         }
 
@@ -389,7 +417,8 @@ class OutputOptions(OptionGroup):
     out_dir: OutDir = None
     table_path: TablePath = None
     sort: SortOption = Sort.peak
-    top: Top = 15
+    top: Top = None
+    full: Full = False
     op_chains: OpChains = False
     quiet: Quiet = False
     verbose: Verbose = False

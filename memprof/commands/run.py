@@ -29,6 +29,7 @@ def run(
         Mode,
         typer.Option(
             "--mode",
+            metavar="MODE",
             help="eager, or compile (torch.compile, compiled before profiling).",
             rich_help_panel=RUNS,
         ),

@@ -16,7 +16,7 @@ saved report loads back (:func:`memprof.pipeline.load_report`) without torch or 
 - :mod:`.estimate`: what an estimate adds (:class:`EstimateSection`, :class:`Fits`);
   :mod:`.sweep`: a sweep of one parameter;
 - :mod:`.recorded`: where numbers come from (:class:`Source`) and what snapshots add;
-- :mod:`.timing`: how timed calls spread.
+- :mod:`.timing`: how timed calls spread; :mod:`.recipe`: how a run was made (:class:`Recipe`).
 """
 
 from memprof.model.compiled import CompileSection, GraphBreak, Recompile
@@ -34,6 +34,7 @@ from memprof.model.explanation import (
 from memprof.model.kind import ReportKind
 from memprof.model.ops import OP_COLUMNS, OpStats
 from memprof.model.ranks import Imbalance, RankRow, RankSummary
+from memprof.model.recipe import Recipe
 from memprof.model.recorded import (
     AllocatorModel,
     Fragmentation,
@@ -75,6 +76,7 @@ __all__ = [
     "OpDiff",
     "OpStats",
     "RankRow",
+    "Recipe",
     "RankSummary",
     "Recompile",
     "Report",

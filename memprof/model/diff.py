@@ -61,7 +61,10 @@ class RunDiff:
     """``other`` compared with ``base``: their peaks and wall times, and one :class:`OpDiff` per
     op name in ``op_diffs`` (largest peak in either run first). ``verdict``, ``summary`` and the
     ratios are derived from those numbers. ``at_peak``: what is live at each peak, compared
-    (:mod:`memprof.analysis.peak_diff`), when both runs were explained."""
+    (:mod:`memprof.analysis.peak_diff`), when both runs were explained. ``recipe_changes``: how
+    the runs were made differently, a setting of the inputs factory, the target, inputs, mode or
+    device, each as its name, the base's value and the other's
+    (:func:`memprof.model.recipe.recipe_changes`), when both runs record how they were made."""
 
     base: str = fields.text(required=True)
     other: str = fields.text(required=True)
@@ -80,6 +83,7 @@ class RunDiff:
     summary: str = fields.text(init=False, default="")
     op_diffs: tuple[OpDiff, ...] = fields.items(OpDiff, key="ops")
     at_peak: AtPeakDiff | None = fields.optional(AtPeakDiff)
+    recipe_changes: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda diff: not diff.recipe_changes)
 
     def __post_init__(self) -> None:
         derived = {

@@ -46,7 +46,8 @@ class Report:
     ``runs`` keeps insertion order; the first run is the base every other run is compared to:
     ``diffs`` holds each comparison, ``ranks`` the runs of several ranks side by side (made by
     whoever builds the report; a Report made by hand has none until
-    :func:`memprof.pipeline.compared` makes them). Treat a Report as a value.
+    :func:`memprof.pipeline.compared` makes them). ``diff_of``: the two saved reports a report of
+    ``memprof diff`` compares (their file names), else empty. Treat a Report as a value.
     """
 
     target: str = fields.text(required=True)
@@ -57,6 +58,7 @@ class Report:
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
     fits: Fits | None = fields.optional(Fits)
     sweep: Sweep | None = fields.optional(Sweep)
+    diff_of: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda report: not report.diff_of)
     diffs: tuple[RunDiff, ...] = fields.python_only(default=())
     ranks: RankSummary | None = fields.python_only()
 

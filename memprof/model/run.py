@@ -25,6 +25,7 @@ from memprof.model.explanation import (
 )
 from memprof.model.kind import ReportKind
 from memprof.model.ops import OpStats, ops_frame, sort_ops
+from memprof.model.recipe import Recipe
 from memprof.model.recorded import AllocatorModel, SnapshotSection
 from memprof.model.timeline import Timeline
 from memprof.model.timing import Spread, format_wall
@@ -52,7 +53,9 @@ class RunResult:
     ``device``/``device_name``/``device_total_bytes``; ``footprint_bytes`` (everything live at
     the peak, what was live before included), ``live_at_start_bytes``, ``reserved_peak_bytes``
     (CUDA's caching allocator); ``snapshot`` and ``allocator_model`` (runs read from a CUDA
-    memory snapshot); ``compile`` (a compiled run: its graphs, graph breaks and recompiles).
+    memory snapshot); ``compile`` (a compiled run: its graphs, graph breaks and recompiles);
+    ``recipe``, how the run was made (live runs and estimates: target, inputs, the inputs
+    factory's values, mode, device).
 
     Explained runs (the default for live runs; docs/concepts/at-peak.md) have
     ``footprint_bytes`` and ``live_at_start_bytes`` (``peak_bytes`` is their difference),
@@ -65,6 +68,7 @@ class RunResult:
 
     label: str = fields.text(required=True)
     mode: str = fields.text(default="eager", default_from="label")
+    recipe: Recipe | None = fields.optional(Recipe)
     status: str = fields.text(default=OK, choices=(OK, FAILED))
     rank: int | None = fields.maybe_count()
     device: str | None = fields.optional_text()

@@ -21,7 +21,7 @@ from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
 from memprof.report import document as doc
 from memprof.report import estimate, recorded
-from memprof.report.answer import conclusions
+from memprof.report.answer import conclusions, made_differently
 from memprof.report.compiled import compile_section
 from memprof.report.context import Context, Limits
 from memprof.report.gate_section import gate_section
@@ -55,13 +55,13 @@ ORDER = (
     "torch-table",
     "legend",
 )
-"""Every section there can be, in the order every format shows them (the terminal shows the
-verdict, the answer, last, then what changed at the peak: the lines left on the screen are the
-answer and why the peak moved). ``peak-diff`` is what changed at the peak between two runs."""
+"""Every section there can be, in the order every format shows them (the terminal shows what
+changed at the peak, then the verdict, the answer, last: the lines left on the screen are the
+answer and the biggest cause). ``peak-diff`` is what changed at the peak between two runs."""
 
 ANSWER = "verdict"
-LAST = (ANSWER, PEAK_DIFF)
-"""The sections the terminal shows last, in this order."""
+LAST = (PEAK_DIFF, ANSWER)
+"""The sections the terminal shows last, in this order: the answer is the last thing printed."""
 
 
 def build(
@@ -78,7 +78,7 @@ def build(
     )
     return doc.Document(
         kind=report.kind,
-        name=("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target,
+        name=_name(context),
         title=_title(context),
         uid=_uid(report),
         sections=sections,
@@ -95,8 +95,20 @@ def _uid(report: Report) -> str:
 # ---- the summary ---------------------------------------------------------------------------------
 
 
+def _name(context: Context) -> str:
+    """The report's name (a page's title): ``memprof: pkg.mod:f``, ``memprof diff: a.json vs
+    b.json``, ``memprof estimate: pkg.mod:f``."""
+    report = context.report
+    if report.diff_of:
+        return "memprof diff: " + " vs ".join(report.diff_of)
+    return ("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target
+
+
 def _title(context: Context) -> tuple:
     report = context.report
+    if report.diff_of:
+        made = f"{report.target} on {report.device}"
+        return doc.join(f"memprof diff: {' vs '.join(report.diff_of)} (", doc.name(made), ")")
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
     if context.kind.estimated:
@@ -196,7 +208,7 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
-    return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail)),))
+    return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail, short=context.limits.short)),))
 
 
 # ---- runs ----------------------------------------------------------------------------------------
@@ -205,8 +217,8 @@ def _verdict(context: Context) -> doc.Section:
 _LIVE_DROP = {
     "footprint_bytes": 1,
     "reserved_peak_bytes": 2,
-    "allocated_bytes": 3,
-    "compile": 4,
+    "compile": 3,  # a compiled run's cost: kept before what it allocated in all
+    "allocated_bytes": 4,
     "net_bytes": 5,
     "inputs_bytes": 6,
     "live_at_start_bytes": 7,
@@ -226,7 +238,10 @@ def _runs(context: Context) -> doc.Section:
         table, help_text = estimate.runs_table(report), estimate.RUNS_HELP
     else:
         table, help_text = _live_runs(report), _live_help(report)
-    blocks: list = [table]
+    # How the runs were made differently comes first (batch 8 -> 16): it may be the whole story.
+    made = [line for diff in report.diffs if (line := made_differently(diff))]
+    blocks: list = [doc.Paragraph(doc.words(line), "strong") for line in made[:1]]
+    blocks.append(table)
     if kind is ReportKind.RUN and (legend := _wall_legend(report)):
         blocks.append(doc.Paragraph(doc.words(legend), "help", only=frozenset({doc.TERMINAL})))
     blocks.append(doc.Paragraph(doc.words(help_text), "help", only=frozenset({doc.HTML})))
@@ -246,14 +261,14 @@ def _live_runs(report: Report) -> doc.Table:
         doc.Column("peak", doc.SIZE, strong=True),
         *(doc.Column(header, doc.SIZE, drop=_LIVE_DROP[attr]) for header, attr in extra),
         doc.Column("peak at", doc.NUMBER, only=frozenset({doc.HTML})),
-        doc.Column("allocated", doc.SIZE, drop=3),
+        doc.Column("allocated", doc.SIZE, drop=_LIVE_DROP["allocated_bytes"]),
         doc.Column("net", doc.SIZE, signed=True, delta=True, drop=5),
         # Not "inputs": it holds the model and the optimizer state too, where the input category
         # at the peak is the input tensors alone.
         doc.Column("args", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
         doc.Column("wall/call", doc.NUMBER),
-        *([doc.Column("compile", doc.NUMBER, drop=4)] if compiled else []),
-        doc.Column("peak during", doc.NAME, width=32, only=doc.SUMMARIES),
+        *([doc.Column("compile", doc.NUMBER, drop=_LIVE_DROP["compile"])] if compiled else []),
+        doc.Column("peak during", doc.NAME, width=30, only=doc.SUMMARIES),
         _DURING[1],
     )
     rows = []
@@ -312,7 +327,13 @@ _DURING = (
 
 def _during(run: RunResult) -> tuple:
     op = doc.name(peak_during(run)) if run.peak_op else doc.name("-")
-    return op, doc.names(run.peak_op_stack, " > ") or op
+    outer = run.peak_op_stack[:-1]
+    if not outer:
+        return op, op
+    # HTML: the op, then the ops it ran inside, outermost first (folded when long, so that a
+    # row stays a line or two on a phone).
+    inside = doc.Listing(f"{doc.plain(op)} inside ", tuple(doc.name(name) for name in outer), noun="ranges")
+    return op, inside
 
 
 _MEANING = {
@@ -461,7 +482,11 @@ def _notes(context: Context) -> doc.Section | None:
     items = estimate.notes(context.report)
     if not items:
         return None
-    return doc.Section("notes", "Notes", (doc.Notes(tuple(items)),), titled=_TITLED)
+    # The short terminal report of live runs shows each note on one line (the full report,
+    # Markdown and HTML whole); an estimate's notes say what it could not model: always whole.
+    brief = context.limits.short and context.kind is ReportKind.RUN
+    blocks = (doc.Notes(tuple(items), brief=brief),)
+    return doc.Section("notes", "Notes", blocks, titled=_TITLED)
 
 
 def _torch_tables(context: Context) -> doc.Section | None:

@@ -24,7 +24,8 @@ class Limits:
     (an op table per comparison, not the first alone), at-peak ``entries``, ``modules`` and
     ``kernels`` per run, module ``groups`` per run (grouped by layer kind), ``fused`` kernels,
     allocation ``sites`` (None: all); ``chains``: a comparison's wrappers shown, each with what
-    it wraps."""
+    it wraps; ``short``: the short terminal report (what changed at the peak as its sentence
+    alone, the notes counted rather than shown)."""
 
     top: int | None = None
     sort: str = "peak"
@@ -37,6 +38,7 @@ class Limits:
     fused: int | None = None
     sites: int = TOP_SITES
     chains: bool = False
+    short: bool = False
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,9 @@ def plain(text: Inline | str) -> str:
 @dataclass(frozen=True)
 class Listing:
     """``lead`` then ``items``, separated by commas: ``fuses abs, sub``. A format with little
-    room shows the first ``short`` items and how many more; HTML collapses a long list behind
-    ``lead`` and the count (``fuses 23 ops``)."""
+    room shows the first ``short`` items and how many more (``short`` 0: one item, or how many:
+    ``fused into 2 kernels``); HTML collapses a long list behind ``lead`` and the count
+    (``fuses 23 ops``)."""
 
     lead: str
     items: tuple[Inline, ...]
@@ -92,8 +93,11 @@ class Listing:
     short: int | None = None
 
     def inline(self, count: int | None = None) -> Inline:
-        """The first ``count`` items (all when None), then ``and N more``."""
-        shown = self.items if count is None else self.items[:count]
+        """The first ``count`` items (all when None), then ``and N more``; with ``count`` 0,
+        the count alone (``fused into 2 kernels``)."""
+        if count == 0 and len(self.items) > 1:
+            return words(f"{self.lead}{len(self.items)} {self.noun}")
+        shown = self.items if count is None else self.items[: max(count, 1)]
         out: list[Span] = list(words(self.lead))
         for n, item in enumerate(shown):
             out += [*words(", " if n else ""), *item]
@@ -109,9 +113,11 @@ Text = Inline | Listing | str
 
 SIZE, COUNT, NUMBER = "size", "count", "number"
 LABEL, NAME, TEXT, CATEGORY, NOTE, BAR = "label", "name", "text", "category", "note", "bar"
+SOURCE = "source"
 """Column kinds: bytes (``int`` or None), a whole count, a :class:`Value` (a time, a share), a
 run's label (text, shortened when there is no room), a name (code, shortened when there is no
-room), plain text, a category of memory (text; HTML shows its colour), a note (under its row
+room), a line of source (``gpt.py:109  loss = …``: a name whose code is shortened, never its
+``file:line``), plain text, a category of memory (text; HTML shows its colour), a note (under its row
 when there is no room), a bar (a fraction of the largest, drawn in HTML)."""
 
 NUMERIC = frozenset({SIZE, COUNT, NUMBER})
@@ -237,10 +243,12 @@ class Categories:
 
 @dataclass(frozen=True)
 class Notes:
-    """The runs' notes: (whose, note)."""
+    """The runs' notes: (whose, note); ``brief``: the terminal shows each on one line, cut at
+    its edge (the short report)."""
 
     items: tuple[tuple[str, str], ...]
     only: frozenset[str] = EVERY
+    brief: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,10 +261,17 @@ class Conclusion:
 @dataclass(frozen=True)
 class Answer:
     """What the report concludes (:func:`memprof.report.answer.conclusions`), one group per
-    run or comparison."""
+    run or comparison, in the order the terminal prints them (last, the one that matters most:
+    a comparison's verdict, a GPU's peak); a page that shows the answer first shows them
+    :attr:`first_first`."""
 
     groups: tuple[Conclusion, ...]
     only: frozenset[str] = EVERY
+
+    @property
+    def first_first(self) -> tuple[Conclusion, ...]:
+        """The groups, the one that matters most first (Markdown and HTML)."""
+        return tuple(reversed(self.groups))
 
 
 @dataclass(frozen=True)

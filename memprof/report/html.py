@@ -108,6 +108,10 @@ def render_html(
     )
 
 
+_FACTS_SAID = ("device", "torch", "date", "source", "gpu")
+"""The facts a report's folded header names in its summary line."""
+
+
 def _section(document: doc.Document, section: doc.Section) -> str:
     blocks = section.shown(doc.HTML)
     if not blocks:
@@ -136,8 +140,11 @@ def _block(document: doc.Document, block: doc.Block) -> str:
     if isinstance(block, doc.Items):
         return '<ul class="facts">' + "".join(f"<li>{inline(line)}</li>" for line in block.lines) + "</ul>"
     if isinstance(block, doc.Facts):
+        # Folded, so that the answer comes first on a phone's screen; its summary says the most.
         rows = "".join(f"<dt>{_e(label)}</dt><dd>{_e(value)}</dd>" for label, value in block.items)
-        return f'<dl class="env">{rows}</dl>'
+        said = ", ".join(f"{label} {value}" for label, value in block.items if label in _FACTS_SAID)
+        summary = f"<summary>{_e(said or 'Where it ran')}</summary>"
+        return f'<details class="env">{summary}<dl class="env">{rows}</dl></details>'
     if isinstance(block, doc.Categories):
         return f'<p class="categories">{_chips(block.by_category)}</p>'
     if isinstance(block, doc.Notes):
@@ -149,7 +156,7 @@ def _block(document: doc.Document, block: doc.Block) -> str:
             + f'<p class="verdict">{_e(first)}</p>'
             + "".join(f'<p class="summary-line">{_e(line)}</p>' for line in rest)
             + "</div>"
-            for first, *rest in (group.lines for group in block.groups)
+            for first, *rest in (group.lines for group in block.first_first)
         )
     if isinstance(block, doc.Code):
         return f"<details><summary>{_e(block.label)}</summary><pre>{_e(block.text)}</pre></details>"

@@ -21,6 +21,9 @@ How a table meets a width (:meth:`Table.lines`), in order, until it fits:
 4. headers holding a run's label (``peak checkpointed_step``) are shortened in the middle,
    down to their cells' width;
 5. name columns are shortened further, down to 8 characters.
+
+A column of source lines (``source``: ``gpt.py:109  loss = F.cross_entropy(…``) is shortened
+from the end of its code, never into its ``file:line``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ _HARD_MIN = 8
 def terminal_width(stream: Any = None) -> int:
     """``COLUMNS`` when set, else the terminal's width when ``stream`` (default stdout) is
     one, else :data:`DEFAULT_WIDTH`."""
+    return known_width(stream) or DEFAULT_WIDTH
+
+
+def known_width(stream: Any = None) -> int | None:
+    """``COLUMNS`` when set, else the terminal's width when ``stream`` (default stdout) is
+    one, else None (a pipe or a file: a log, where no width is known)."""
     text = os.environ.get("COLUMNS", "")
     if text.strip().isdigit() and int(text) > 0:
         return int(text)
@@ -57,7 +66,7 @@ def terminal_width(stream: Any = None) -> int:
             return os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, OSError, ValueError):
         pass
-    return DEFAULT_WIDTH
+    return None
 
 
 def shorten(text: str, width: int) -> str:
@@ -70,6 +79,31 @@ def shorten(text: str, width: int) -> str:
     head = (width - 1) // 2
     tail = width - 1 - head
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def cut_source(text: str, width: int) -> str:
+    """A source line's cell (``gpt.py:109  loss = …``) in ``width`` characters: its code cut at
+    the end, its ``file:line`` (before the first two spaces) never cut; where even that has no
+    room, its directories go first (``…/gpt.py:109``), never the file's name and line."""
+    if len(text) <= width:
+        return text
+    where, gap, _ = text.partition("  ")
+    if not gap:
+        return shorten(text, width)
+    if len(where) + len(gap) + 1 < width:
+        return clip(text, width)
+    if len(where) <= width:
+        return where
+    # Whole directories go, from the first: ``…/examples/gpt.py:109``.
+    cut = next((n for n, char in enumerate(where) if char == "/" and len(where) - n < width), None)
+    return ELLIPSIS + (where[cut:] if cut is not None else where[-(width - 1) :])
+
+
+def location_width(text: str, *, short: bool = False) -> int:
+    """How many characters of a source line's cell its ``file:line`` holds (``short``: its
+    file's name and line alone, after ``…/``)."""
+    where = text.partition("  ")[0]
+    return len(where) if not short or "/" not in where else len(where.rsplit("/", 1)[1]) + 2
 
 
 def clip(text: str, width: int) -> str:
@@ -92,6 +126,11 @@ def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[s
     the middle rather than broken."""
     room = max(width - len(hanging), _HARD_MIN)
     words = [shorten(word, room) for word in NUMBER_UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
+    # A long name after a short lead (``fused into cpp_fused_…``) is shortened to end the first
+    # line rather than take a line of its own.
+    head = len(indent) + len(" ".join(words[:-1])) + 1
+    if len(words) > 1 and head <= width // 3 and head + len(words[-1]) > width and len(words[-1]) > room // 2:
+        words[-1] = shorten(words[-1], max(width - head, _HARD_MIN))
     lines = textwrap.wrap(
         " ".join(words),
         width=max(width, _HARD_MIN),
@@ -116,7 +155,8 @@ class Column:
     else dropped in descending order when the table is too wide), ``shrink`` (a name: shortened
     in the middle down to ``min_width``), ``detach`` (a note: moves under its row when too
     wide), ``label`` (the header holds a run's label and may be shortened), ``clip`` (a
-    detached note's lines are lines of source: each cut at the edge, not wrapped)."""
+    detached note's lines are lines of source: each cut at the edge, not wrapped), ``source``
+    (its cells are source lines, ``file:line  code``: the code is cut, never the ``file:line``)."""
 
     header: str
     align: str = "left"
@@ -126,6 +166,7 @@ class Column:
     detach: bool = False
     label: bool = False
     clip: bool = False
+    source: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,7 +248,7 @@ class _Layout:
         notes = [i for i, c in enumerate(columns) if c.detach]
         if self._total() > self.width and notes:
             self.detached = notes[0]
-        self._shrink_names(lambda c: c.min_width)
+        self._shrink_names(lambda c: c.min_width, short=False)
         # Columns that share a ``drop`` number go together (a pair of runs' figures).
         ranks = sorted({c.drop for c in columns if c.drop})
         while self._total() > self.width and ranks:
@@ -219,7 +260,7 @@ class _Layout:
         for i in self.keep:
             if columns[i].label and self._total() > self.width:
                 self._shorten_header(i)
-        self._shrink_names(lambda c: _HARD_MIN)
+        self._shrink_names(lambda c: _HARD_MIN, short=True)
         self._grow_names()
 
     def _shorten_header(self, i: int) -> None:
@@ -233,13 +274,20 @@ class _Layout:
             self.widths[i] = width
             self.headers[i] = f"{word} {shorten(label, width - len(word) - 1)}"
 
-    def _shrink_names(self, floor: object) -> None:
+    def _shrink_names(self, floor: object, *, short: bool) -> None:
         for i in self.keep:
             column = self.table.columns[i]
             excess = self._total() - self.width
             if column.shrink and excess > 0:
-                lowest = max(floor(column), len(self.headers[i]))  # type: ignore[operator]
+                lowest = max(floor(column), len(self.headers[i]), self._location(i, short))  # type: ignore[operator]
                 self.widths[i] = min(self.widths[i], max(lowest, self.widths[i] - excess))
+
+    def _location(self, i: int, short: bool) -> int:
+        """The widest ``file:line`` of a column of source lines (never cut; ``short``: the
+        file's name and line), else 0."""
+        if not self.table.columns[i].source:
+            return 0
+        return max([0] + [location_width(_text(row[i]), short=short) for row in self.table.rows])
 
     def _grow_names(self) -> None:
         # After dropping columns there may be room again for whole names.
@@ -249,7 +297,8 @@ class _Layout:
                 self.widths[i] = min(self.natural[i], self.widths[i] + max(room, 0))
 
     def _cell(self, i: int, cell: str | Segment | Note) -> Segment:
-        text = shorten(_text(cell), self.widths[i])
+        cut = cut_source if self.table.columns[i].source else shorten
+        text = cut(_text(cell), self.widths[i])
         pad = self.widths[i] - len(text)
         text = " " * pad + text if self.table.columns[i].align == "right" else text + " " * pad
         return (text, _style(cell))

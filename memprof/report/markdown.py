@@ -106,7 +106,7 @@ def _block(block: doc.Block) -> list[str]:
         return [*(f"- {escape_text(whose)}: {escape_text(note)}" for whose, note in block.items), ""]
     if isinstance(block, doc.Answer):
         lines: list[str] = []
-        for group in block.groups:
+        for group in block.first_first:
             first, *rest = group.lines
             lines += [f"**{escape_text(unbreakable(first))}**", ""]
             if rest:

@@ -60,7 +60,9 @@ def ops_section(context: Context) -> doc.Section | None:
         else:
             blocks += [doc.Heading(doc.words(_title(limits.top, limits.sort, table))), run_ops_table(table)]
         if len(table.left_out):
-            blocks.append(doc.Paragraph(table.left_out.inline(), "help", only=doc.SUMMARIES))
+            # The short terminal report counts what it leaves out, without naming it.
+            groups = 0 if limits.short else 3
+            blocks.append(doc.Paragraph(table.left_out.inline(groups), "help", only=doc.SUMMARIES))
     if not blocks:
         return None
     delta = " Deltas are the later run minus the first, an absent op counting 0." if report.diffs else ""
@@ -155,14 +157,22 @@ def _chained(chain: str, said: doc.Listing | doc.Inline) -> doc.Listing | doc.In
     return doc.join(chain, "; " if said else "", said)
 
 
+FOLDED = 6
+"""The terminal names this many of the ops a fused kernel fuses, then how many more (and the
+kernel an op was fused into, or how many): Markdown and HTML list them all."""
+
+
 def note(diff: RunDiff, op: OpDiff) -> doc.Listing | doc.Inline:
     """What explains a comparison's row: ``fuses abs, sub`` for a fused kernel, ``fused into
     <kernel>`` for an op a kernel replaced, else ``eager only`` / ``compile only`` (nothing when
     in both)."""
     if op.fused_ops:
-        return doc.Listing("fuses ", tuple(doc.name(part.removeprefix("aten::")) for part in op.fused_ops))
+        return doc.Listing(
+            "fuses ", tuple(doc.name(part.removeprefix("aten::")) for part in op.fused_ops), short=FOLDED
+        )
     if op.fused_into:
-        return doc.Listing("fused into ", tuple(doc.name(kernel) for kernel in op.fused_into), noun="kernels")
+        kernels = tuple(doc.name(kernel) for kernel in op.fused_into)
+        return doc.Listing("fused into ", kernels, noun="kernels", short=0)
     return doc.words(diff.label(op.presence)) if op.presence != "both" else ()
 
 
@@ -171,6 +181,8 @@ def fused_section(context: Context) -> doc.Section | None:
     and the ops it replaced with their peaks in the base run. The terminal groups them by run,
     the three largest ops of each kernel first; Markdown and HTML list them in one table."""
     report, limits = context.detail, context.limits
+    if limits.short:
+        return None  # the short terminal report: the op rows say what was fused
     rows = fused_rows(report, limits.fused)
     blocks: list = []
     for run, base in dict.fromkeys((row.run, row.base) for row in rows):

@@ -16,7 +16,7 @@ from memprof.model.explanation import nonzero_categories
 from memprof.model.kind import ReportKind
 from memprof.report import document as doc
 from memprof.report.estimate import chosen_run
-from memprof.report.rows import AtPeakView, at_peak_views, module_text
+from memprof.report.rows import AtPeakView, at_peak_views, indexed_class, module_text
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def entries_table(view: AtPeakView) -> doc.Table:
                 entry.bytes,
                 entry.count,
                 entry.category + (f" x{entry.count}" if entry.count > 1 else "") + _role(entry.role),
-                module_cell(entry.module, entry.phase),
+                module_cell(entry.module, entry.phase, indexed_class(view.run, entry.module)),
                 line_cell(entry),
                 doc.name(entry.op) or doc.words("-"),
             )

@@ -44,6 +44,10 @@ def peak_change_section(context: Context) -> doc.Section | None:
     change = diff.at_peak if diff is not None else None
     if diff is None or change is None:
         return None
+    if context.limits.short and not context.report.diff_of:
+        return (
+            None  # the short report of runs: the verdict's biggest cause says it (a diff's is its question)
+        )
     a, b = diff.base, diff.other
     title = f"What changed at the peak, {b} vs {a}"
     blocks: list[doc.Block] = [
@@ -63,9 +67,9 @@ def peak_change_section(context: Context) -> doc.Section | None:
 # ---- the summaries -------------------------------------------------------------------------------
 
 
-def _columns(name: str, a: str, b: str) -> tuple[doc.Column, ...]:
+def _columns(name: str, a: str, b: str, kind: str = doc.NAME) -> tuple[doc.Column, ...]:
     return (
-        doc.Column(name, doc.NAME, width=24),
+        doc.Column(name, kind, width=24),
         doc.Column(a, doc.SIZE, label=True),
         doc.Column(b, doc.SIZE, label=True),
         doc.Column("delta", doc.SIZE, signed=True, delta=True),
@@ -87,7 +91,9 @@ def _terminal(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     sources = [row for row in change.by_source if row.delta_bytes][:source_rows]
     if any(row.source for row in sources):
         rows = tuple(doc.Row((source_cell(row), *_sizes(row))) for row in sources)
-        blocks.append(doc.Table(_columns("line", a, b), rows, name="peak-diff-lines", only=_TERMINAL))
+        blocks.append(
+            doc.Table(_columns("line", a, b, doc.SOURCE), rows, name="peak-diff-lines", only=_TERMINAL)
+        )
     for held, whose, other in ((change.only_in_other, b, a), (change.only_in_base, a, b)):
         if held:
             listed = ", ".join(
@@ -163,19 +169,31 @@ def _html(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     if held or change.notes:
         blocks.append(doc.Items((*held, *(doc.words(note) for note in change.notes)), only=_HTML))
     sides = _columns("", a, b)[1:]
+    # Every row named: what has no module, line or op says so.
     modules = tuple(
-        doc.Row((module_text(r.module, r.phase), "yes" if r.submodules else "no", *_sizes(r)))
+        doc.Row((r.module or "no module", r.phase or "-", "yes" if r.submodules else "no", *_sizes(r)))
         for r in change.by_module
     )
     sources = tuple(
-        doc.Row((doc.name(r.source), doc.name(r.source_text), doc.name(r.user_source), *_sizes(r)))
+        doc.Row(
+            (
+                doc.name(r.source) or doc.words("no line"),
+                doc.name(r.source_text),
+                doc.name(r.user_source),
+                *_sizes(r),
+            )
+        )
         for r in change.by_source
     )
-    ops = tuple(doc.Row((doc.name(r.op), r.base_bytes, r.other_bytes, r.delta_bytes)) for r in change.by_op)
+    ops = tuple(
+        doc.Row((doc.name(r.op) or doc.words("no op"), r.base_bytes, r.other_bytes, r.delta_bytes))
+        for r in change.by_op
+    )
     categories = tuple(doc.Row((name, delta)) for name, delta in change.by_category.items())
     text, name = doc.Column("module", doc.TEXT), doc.Column("line", doc.NAME)
+    phase = doc.Column("phase", doc.TEXT)
     tables = (
-        ("By module and phase", (text, doc.Column("submodules included"), *sides), modules),
+        ("By module and phase", (text, phase, doc.Column("submodules included"), *sides), modules),
         (
             "By line",
             (name, doc.Column("statement", doc.NAME), doc.Column("called from", doc.NAME), *sides),

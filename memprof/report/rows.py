@@ -98,7 +98,8 @@ class LeftOut:
 
     def inline(self, groups: int = 3) -> Inline:
         """``3 ops not shown: aten::_to_copy, aten::empty_strided (same figures as aten::to);
-        1 with no memory activity.`` (empty when none; at most ``groups`` chains named)."""
+        1 with no memory activity.`` (empty when none; at most ``groups`` chains named; with
+        ``groups`` 0, the count alone: ``3 more ops not shown.``)."""
         if not len(self):
             return ()
         parts: list[Inline] = []
@@ -115,6 +116,8 @@ class LeftOut:
             parts.append(words(f"{len(self.no_activity)} with no memory activity"))
         total = len(self)
         out = join(f"{total} op{'s' if total > 1 else ''} not shown: ")
+        if not groups:  # counted alone
+            return join(f"{total} more op{'s' if total > 1 else ''} not shown.")
         for n, part in enumerate(parts):
             out = join(out, "; " if n else "", part)
         return join(out, ".")
@@ -470,6 +473,14 @@ def at_peak_views(
             )
         )
     return tuple(views)
+
+
+def indexed_class(run: RunResult, module: str) -> str:
+    """The class of a module its path names only by an index in a container (``0`` of a
+    ``Sequential``, ``blocks.3``): ``Linear``; else (or when not recorded) empty."""
+    if not module or not module.rpartition(".")[2].isdigit():
+        return ""
+    return next((m.module_class for m in run.module_stats if m.module == module and m.module_class), "")
 
 
 def module_text(module: str, phase: str, module_class: str = "") -> str:

@@ -21,29 +21,59 @@ from memprof.report.build import LAST, Limits, build
 from memprof.report.layout import DEFAULT_WIDTH, Line, Note, paragraph, terminal_width, to_text
 from memprof.report.peak import categories_text
 from memprof.report.rows import SUMMARY_KERNELS
+from memprof.text import visible
 from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import Report
 
 ENTRIES, MODULES, KERNELS, GROUPS = 10, 6, 5, 10
-"""What is live at each explained peak: this many entries, modules, kernels and module groups."""
+"""What is live at each explained peak in the full report: this many entries, modules, kernels
+and module groups."""
+SHORT_TOP, SHORT_ENTRIES = 5, 6
+"""The short report (the default of the commands): this many ops, and this many entries live at
+the peak in all (shared between the explained runs, at least 2 each); no module or kernel
+tables, no fused kernels' list."""
+FULL_TOP = 15
 
 
-def limits(sort: str = "peak", top: int = 15, *, chains: bool = False) -> Limits:
-    """What the terminal shows: exactly ``top`` ops by ``sort`` bytes (with ``chains``, a
-    comparison's wrappers each with what it wraps), the largest entries, modules, kernels and
-    module groups at each peak, at most :data:`SUMMARY_KERNELS` fused kernels."""
+def limits(
+    sort: str = "peak", top: int | None = None, *, chains: bool = False, full: bool = True, explained: int = 1
+) -> Limits:
+    """What the terminal shows. ``full``: exactly ``top`` ops (default :data:`FULL_TOP`) by
+    ``sort`` bytes (with ``chains``, a comparison's wrappers each with what it wraps), the
+    largest entries, modules, kernels and module groups at each peak, at most
+    :data:`SUMMARY_KERNELS` fused kernels. Short: ``top`` ops (default :data:`SHORT_TOP`),
+    :data:`SHORT_ENTRIES` entries shared by the ``explained`` runs, the module groups asked
+    for, and what changed at the peak as its sentence."""
+    if full:
+        top = top or FULL_TOP
+        return Limits(
+            top=top,
+            sort=sort,
+            entries=ENTRIES,
+            modules=MODULES,
+            kernels=KERNELS,
+            groups=GROUPS,
+            fused=min(top, SUMMARY_KERNELS),
+            chains=chains,
+        )
     return Limits(
-        top=top,
+        top=top or SHORT_TOP,
         sort=sort,
-        entries=ENTRIES,
-        modules=MODULES,
-        kernels=KERNELS,
+        entries=max(2, SHORT_ENTRIES // max(explained, 1)),
+        modules=0,
+        kernels=0,
         groups=GROUPS,
-        fused=min(top, SUMMARY_KERNELS),
+        fused=0,
         chains=chains,
+        short=True,
     )
+
+
+def _limits(report: Report, sort: str, top: int | None, chains: bool, full: bool) -> Limits:
+    explained = sum(1 for run in report.ok_runs() if run.at_peak is not None)
+    return limits(sort, top, chains=chains, full=full, explained=explained)
 
 
 def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, ...] = ()) -> list[Line]:
@@ -93,6 +123,11 @@ def _block(block: doc.Block, width: int) -> list[Line]:
     if isinstance(block, doc.Categories):
         return paragraph(f"by category: {categories_text(block.by_category)}", width)
     if isinstance(block, doc.Notes):
+        if block.brief:
+            return [
+                [(layout.clip(visible(f"note ({whose}): {note}"), width), "yellow")]
+                for whose, note in block.items
+            ]
         return [
             row
             for whose, note in block.items
@@ -137,7 +172,7 @@ def table_lines(table: doc.Table, width: int) -> list[Line]:
 
 
 def _column(column: doc.Column) -> layout.Column:
-    shrink = column.kind in (doc.NAME, doc.LABEL)
+    shrink = column.kind in (doc.NAME, doc.LABEL, doc.SOURCE)
     return layout.Column(
         column.header,
         "right" if column.numeric else "left",
@@ -147,6 +182,7 @@ def _column(column: doc.Column) -> layout.Column:
         detach=column.kind == doc.NOTE,
         label=column.label,
         clip=column.verbatim,
+        source=column.kind == doc.SOURCE,
     )
 
 
@@ -180,50 +216,69 @@ def terminal_lines(
     report: Report,
     *,
     sort: str = "peak",
-    top: int = 15,
+    top: int | None = None,
     width: int = DEFAULT_WIDTH,
     rank: int | None = None,
     chains: bool = False,
+    full: bool = True,
 ) -> list[Line]:
     """The summary as styled lines, at most ``width`` characters each. A report of several
     ranks starts with every rank's row and their imbalance, then details one rank's runs (the
     highest peak's, or ``rank``); its notes cover every rank. ``chains``: a comparison's
-    wrappers shown, each with what it wraps."""
-    return document_lines(build(report, limits(sort, top, chains=chains), rank=rank), width)
+    wrappers shown, each with what it wraps; ``full``: everything, else the short report (see
+    :func:`limits`)."""
+    return document_lines(build(report, _limits(report, sort, top, chains, full), rank=rank), width)
 
 
 def diff_lines(
-    report: Report, *, sort: str = "peak", top: int = 15, width: int = DEFAULT_WIDTH, chains: bool = False
+    report: Report,
+    *,
+    sort: str = "peak",
+    top: int | None = None,
+    width: int = DEFAULT_WIDTH,
+    chains: bool = False,
+    full: bool = True,
 ) -> list[Line]:
     """What ``memprof diff`` prints for a report of two runs: the runs, their ops side by side,
-    the fused kernels, notes, the verdict and what changed at the peak (without each run's
-    own "At the peak" section: ``--json``, ``--markdown`` and ``--html`` keep those)."""
-    return document_lines(build(report, limits(sort, top, chains=chains)), width, leave_out=("at-peak",))
+    the fused kernels, notes, what changed at the peak and the verdict (without each run's own
+    "At the peak" section: ``--json``, ``--markdown`` and ``--html`` keep those)."""
+    document = build(report, _limits(report, sort, top, chains, full))
+    return document_lines(document, width, leave_out=("at-peak",))
 
 
 def render_terminal(
     report: Report,
     *,
     sort: str = "peak",
-    top: int = 15,
+    top: int | None = None,
     rank: int | None = None,
     width: int | None = None,
     chains: bool = False,
+    full: bool = True,
 ) -> str:
     """The summary printed by ``memprof run``, ``memprof compare``, ``memprof estimate`` and
     ``memprof analyze``, as plain text at most ``width`` characters wide (default
     :data:`memprof.report.layout.DEFAULT_WIDTH`); ``rank``: which rank of a report of several
-    ranks to detail; ``chains``: a comparison's wrappers shown, each with what it wraps."""
+    ranks to detail; ``chains``: a comparison's wrappers shown, each with what it wraps;
+    ``full`` (default): everything, else the short report the commands print by default."""
     width = width or DEFAULT_WIDTH
-    return layout.plain(terminal_lines(report, sort=sort, top=top, width=width, rank=rank, chains=chains))
+    lines = terminal_lines(report, sort=sort, top=top, width=width, rank=rank, chains=chains, full=full)
+    return layout.plain(lines)
 
 
 def print_terminal(
-    report: Report, *, sort: str = "peak", top: int = 15, rank: int | None = None, chains: bool = False
+    report: Report,
+    *,
+    sort: str = "peak",
+    top: int | None = None,
+    rank: int | None = None,
+    chains: bool = False,
+    full: bool = True,
 ) -> None:
     """Print the summary to stdout at the terminal's width: in colour on a terminal (rich),
     plain text otherwise."""
-    print_lines(terminal_lines(report, sort=sort, top=top, width=terminal_width(), rank=rank, chains=chains))
+    width = terminal_width()
+    print_lines(terminal_lines(report, sort=sort, top=top, width=width, rank=rank, chains=chains, full=full))
 
 
 def print_lines(lines: list[Line]) -> None:

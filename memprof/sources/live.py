@@ -344,7 +344,7 @@ def _ddp_rebuilds(inputs: Inputs) -> bool:
     )
 
 
-FIRST_COMPILE_HINT = "a first compile takes 10-60 s; later runs use the cache"
+FIRST_COMPILE_HINT = "a first compile can take minutes; later runs reuse Inductor's cache"
 
 
 @dataclass

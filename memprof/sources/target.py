@@ -32,6 +32,7 @@ from memprof.errors import (
     what_it_did,
 )
 from memprof.fileio import special_file_kind
+from memprof.sources.factory_fit import factory_returns, signature_of
 
 SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"
 
@@ -415,6 +416,14 @@ def candidate_factories(module: ModuleType | None, target: Target | None = None)
             found.append((name, _def_line(value)))
     if target is None:
         return sorted(name for name, _ in found)
+    # A factory whose returns surely do not fill the target's arguments is never suggested.
+    signature = signature_of(target.func)
+    if signature is not None:
+        found = [
+            (name, line)
+            for name, line in found
+            if signature.filled_by(factory_returns(vars(module)[name])) is not False
+        ]
     return rank_factories(target.attr_path.split(".")[-1], _def_line(target.func), found)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from memprof.errors import UsageError
 from memprof.sources import target as targets
+from memprof.sources.factory_fit import Returned, Signature, returns_of
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
 """Larger modules are left to the import (parsing them is not free)."""
@@ -42,6 +43,16 @@ class Function:
     required: list[str]  # the parameters a call without arguments leaves unfilled
     keywords: list[str]  # the names it takes by keyword, device excluded
     open_ended: bool  # it takes **kwargs
+    positional: list[str] = field(default_factory=list)  # the names it takes by position
+    varargs: bool = False  # it takes *args
+    returns: tuple[Returned, ...] = ()  # what each of its return statements gives
+    line: int = 0
+
+    def filled_by(self, factory: Function) -> bool | None:
+        """Whether every return of ``factory`` fills this function's arguments: False when one
+        surely does not, None when the source does not say."""
+        signature = Signature(self.required, self.keywords, self.open_ended, self.positional, self.varargs)
+        return signature.filled_by(factory.returns)
 
 
 @dataclass
@@ -95,7 +106,14 @@ class Namespace:
                 surely.add(name)
         if surely != maybe:
             return None
-        found = [(name, self.lines.get(name)) for name in surely]
+        # A factory whose returns surely do not fill the target's arguments is never suggested.
+        func = self.functions.get(target)
+        fits = [
+            name
+            for name in surely
+            if func is None or name not in self.functions or func.filled_by(self.functions[name]) is not False
+        ]
+        found = [(name, self.lines.get(name)) for name in fits]
         return targets.rank_factories(target, self.lines.get(target), found)
 
 
@@ -103,6 +121,7 @@ def check_before_running(target: str, inputs: str | None, params: dict[str, Any]
     """Raise the usage error (exit 2) that resolving ``target`` and building its inputs from
     ``inputs`` (a factory's spec, or None for ``<function>_inputs``) with ``params`` would
     raise, when the source files settle it; return otherwise."""
+    _file_alone(target)
     where, attr_path = targets.split_spec(target)
     namespace = _namespace(where, target)
     if namespace is None or not _has(namespace, where, attr_path):
@@ -132,6 +151,45 @@ def check_before_running(target: str, inputs: str | None, params: dict[str, Any]
         make = namespace.functions.get(name)
     if make is not None and params:
         targets.check_params(make.keywords, make.open_ended, source, params)
+
+
+def _file_alone(target: str) -> None:
+    """A Python file named without a function (``train.py``): say which functions it defines,
+    with their inputs factories, and how to profile a block of a script instead."""
+    if ":" in target or not target.endswith(".py"):
+        return
+    path = Path(target)
+    targets.check_file(path, target)
+    namespace = _read(path)
+    listed = [] if namespace is None else _functions_listed(namespace)
+    example = f"{target}:{listed[0][0]}" if listed else f"{target}:FUNCTION"
+    found = (
+        "; its functions: " + ", ".join(text for _, text in listed[:8]) + (", ..." if len(listed) > 8 else "")
+        if listed
+        else "; it defines no function at its top level"
+    )
+    raise UsageError(
+        f"target {target!r} names a file, not a function in it: name one as {example!r}{found}. "
+        "To profile a block of a script where it runs (a training loop), wrap it in "
+        "`with memprof.track(model=model, optimizer=optimizer):` (docs/guides/track.md)"
+    )
+
+
+def _functions_listed(namespace: Namespace) -> list[tuple[str, str]]:
+    """The file's functions a run could profile (not its factories nor private ones), in the
+    order they are defined: (name, ``step (inputs step_inputs)``)."""
+    listed = []
+    for name, func in sorted(namespace.functions.items(), key=lambda item: item[1].line):
+        if name.startswith("_") or targets.looks_like_factory(name):
+            continue
+        if not func.required:
+            listed.append((name, f"{name} (no arguments)"))
+            continue
+        own = f"{name}_inputs"
+        factories = [own] if own in namespace.functions else (namespace.factories(name) or [])
+        made = f"inputs {' or '.join(factories[:2])}" if factories else f"needs {', '.join(func.required)}"
+        listed.append((name, f"{name} ({made})"))
+    return listed
 
 
 def _has(namespace: Namespace, where: str, attr_path: str) -> bool:
@@ -238,7 +296,7 @@ def namespace_of(tree: ast.Module) -> Namespace:
     for node in tree.body:
         kinds = namespace.bindings.get(getattr(node, "name", ""), [])
         if isinstance(node, ast.FunctionDef) and kinds == [("def", False)] and not _is_generator(node):
-            namespace.functions[node.name] = _function(node.args)
+            namespace.functions[node.name] = _function(node)
     if "__getattr__" in namespace.bindings or "__dir__" in namespace.bindings:
         namespace.dynamic = True  # a module __getattr__ answers any name
     return namespace
@@ -360,10 +418,19 @@ def _is_generator(node: ast.FunctionDef) -> bool:
     return False
 
 
-def _function(arguments: ast.arguments) -> Function:
+def _function(node: ast.FunctionDef) -> Function:
+    arguments = node.args
     positional = [*arguments.posonlyargs, *arguments.args]
     without_default = len(positional) - len(arguments.defaults)
     required = [a.arg for a in positional[:without_default]]
     required += [a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is None]
     keywords = [a.arg for a in [*arguments.args, *arguments.kwonlyargs] if a.arg != "device"]
-    return Function(required=required, keywords=keywords, open_ended=arguments.kwarg is not None)
+    return Function(
+        required=required,
+        keywords=keywords,
+        open_ended=arguments.kwarg is not None,
+        positional=[a.arg for a in positional],
+        varargs=arguments.vararg is not None,
+        returns=returns_of(node),
+        line=node.lineno,
+    )
