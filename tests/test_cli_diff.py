@@ -197,7 +197,10 @@ def test_a_diff_says_first_how_the_runs_were_made_differently_and_what_it_wrote(
         "batch4 raises peak memory vs batch2 by 10.4 MiB (+151.7%): 6.8 MiB -> 17.2 MiB",
         "made differently: batch 2 -> 4",
     ]
-    assert result.stderr == f"memprof: wrote {out}, {page}\n"
+    # What it wrote, on stderr, wrapped to the width (100 columns here; a path is never broken).
+    said = result.stderr.splitlines()
+    assert " ".join(line.strip() for line in said) == f"memprof: wrote {out}, {page}"
+    assert max(map(len, said)) <= max(100, len(str(page)) + 2)
     saved = json.loads(out.read_text())
     assert saved["diff"]["recipe_changes"] == ["batch 2 -> 4"]
     assert saved["diff_of"] == ["batch2.json", "batch4.json"]

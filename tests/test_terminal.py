@@ -342,3 +342,13 @@ def test_the_short_report_the_commands_print_by_default(data: str, golden: str, 
     verdict = next(i for i, line in enumerate(lines) if line.startswith("torch.compile lowers peak memory"))
     assert len(lines) - verdict <= 5 and lines[verdict + 1].startswith("biggest cause: ")
     assert lines[-1].startswith("compile vs eager: peak -")
+
+
+def test_a_paragraph_never_cuts_a_file_and_line_in_the_middle() -> None:
+    path = "/very/long/absolute/path/to/a/project/with/many/folders/memprof/examples/gpt.py:109"
+    lines = wrap(f"largest: 8.0 MiB activation at {path}  loss = F.cross_entropy(x)", 40)
+    assert lines == [
+        "largest: 8.0 MiB activation at",
+        "  …/folders/memprof/examples/gpt.py:109",
+        "  loss = F.cross_entropy(x)",
+    ]

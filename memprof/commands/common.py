@@ -156,7 +156,16 @@ def write_outputs(
             show()
         raise
     if rendered and not quiet:
-        err(f"memprof: wrote {', '.join(dict.fromkeys(shown_path(path) for path in rendered))}")
+        import textwrap
+
+        names = ", ".join(dict.fromkeys(shown_path(path) for path in rendered))
+        # Wrapped to the width between names, a path never cut (one longer than the line is whole).
+        said = f"memprof: wrote {names}"
+        wrapped = textwrap.wrap(
+            said, stderr_width(), subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+        for line in wrapped:
+            err(line)
     if show is not None:
         show()
 

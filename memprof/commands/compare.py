@@ -84,7 +84,10 @@ def compare(
         ),
     ] = None,
     mode: Annotated[
-        Mode, typer.Option("--mode", help="eager, or compile: torch.compile every target before profiling.")
+        Mode,
+        typer.Option(
+            "--mode", metavar="MODE", help="eager, or compile: torch.compile every target before profiling."
+        ),
     ] = Mode.eager,
     factory: FactoryOptions,
     profile: ProfileOptions,

@@ -125,7 +125,7 @@ def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[s
     lines start with ``hanging``. A word too long for a line (a kernel name) is shortened in
     the middle rather than broken."""
     room = max(width - len(hanging), _HARD_MIN)
-    words = [shorten(word, room) for word in NUMBER_UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
+    words = [_shorten_word(word, room) for word in NUMBER_UNIT.sub(rf"\1{_HOLD}\2", text).split(" ")]
     # A long name after a short lead (``fused into cpp_fused_…``) is shortened to end the first
     # line rather than take a line of its own.
     head = len(indent) + len(" ".join(words[:-1])) + 1
@@ -140,6 +140,19 @@ def wrap(text: str, width: int, indent: str = "", hanging: str = "  ") -> list[s
         break_on_hyphens=False,
     )
     return [line.replace(_HOLD, " ") for line in lines] or [indent.rstrip()]
+
+
+_LOCATION = re.compile(r"\.py:\d+[,;:)]?$")
+"""A word that ends with a source file's line (``memprof/examples/gpt.py:109``)."""
+
+
+def _shorten_word(word: str, room: int) -> str:
+    """A word in ``room`` characters: shortened in the middle, but a ``file:line`` from its
+    start (``…/examples/gpt.py:109``), its file's name and line kept."""
+    if len(word) <= room or not _LOCATION.search(word):
+        return shorten(word, room)
+    cut = next((n for n, char in enumerate(word) if char == "/" and len(word) - n < room), None)
+    return ELLIPSIS + (word[cut:] if cut is not None else word[-(room - 1) :])
 
 
 def paragraph(
