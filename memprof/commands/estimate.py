@@ -40,19 +40,15 @@ class EstimateDevice(str, Enum):
 def _gpu_help() -> str:
     from memprof.gpus import GPUS
 
-    return (
-        "A card whose memory the estimate is checked against (exit 1 when it does not fit): "
-        + ", ".join(gpu.key for gpu in GPUS)
-        + ". --gpu list prints each card's figure and where it comes from."
-    )
+    return "A card to fit (exit 1 if not): " + ", ".join(gpu.key for gpu in GPUS) + "; list: their figures."
 
 
 DeviceOption = Annotated[
     EstimateDevice,
     typer.Option(
         "--device",
-        help="Whose allocator to model: cuda (block rounding and the caching allocator's reserve, "
-        "no GPU needed) or cpu (comparable with memprof run on this machine).",
+        help="Allocator modelled: cuda (no GPU needed) or cpu.",
+        show_default=False,
     ),
 ]
 CapacityOption = Annotated[
@@ -60,8 +56,7 @@ CapacityOption = Annotated[
     typer.Option(
         "--capacity",
         metavar="SIZE",
-        help="The device's memory, e.g. 24GB (1024-based): say whether the estimate fits (exit 1 "
-        "when it does not).",
+        help="Does it fit in this, e.g. 24GB (exit 1 if not).",
     ),
 ]
 GpuOption = Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())]
@@ -70,26 +65,22 @@ ReserveOption = Annotated[
     typer.Option(
         "--reserve",
         metavar="SIZE",
-        help="Memory of the --gpu or --capacity kept free for what lies outside the caching "
-        "allocator (the CUDA context, cuBLAS/cuDNN workspaces, NCCL). Default: of a --gpu on "
-        "cuda, 1GB (the card's measured figure where one is known); of a --capacity, 0 (it is "
-        "what the run may use).",
+        help="Kept free of it (CUDA context, NCCL): a --gpu's 1GB.",
     ),
 ]
 ModeOption = Annotated[
-    Mode, typer.Option("--mode", help="eager (compile cannot be estimated: the message says why).")
+    Mode, typer.Option("--mode", help="eager (compile cannot be estimated).", show_default=False)
 ]
 WarmupOption = Annotated[
     int,
-    typer.Option("--warmup", min=0, help="Calls before the estimated one (optimizer state is made there)."),
+    typer.Option("--warmup", min=0, help="Calls before the estimated one (1).", show_default=False),
 ]
 SweepOption = Annotated[
     str | None,
     typer.Option(
         "--sweep",
         metavar="NAME=V1,V2,...",
-        help="Estimate each value of one inputs-factory parameter (runs NAME=V1, ...), fit the bytes "
-        "needed against it and, with --capacity or --gpu, find the largest value that fits.",
+        help="Estimate each value; with --gpu, the largest that fits.",
     ),
 ]
 WorldSizeOption = Annotated[
@@ -98,15 +89,12 @@ WorldSizeOption = Annotated[
         "--world-size",
         min=1,
         metavar="N",
-        help="Estimate one rank of an N-rank torch.distributed job (FSDP2, DDP, tensor parallel), each "
-        "rank in turn under torch's fake process group: the code's own init_process_group and "
-        "init_device_mesh run unchanged. One run per rank (rank0, rank1, ...); --rank R estimates "
-        "only rank R; the fit (and a sweep's largest value) is the neediest rank's.",
+        help="Each rank of an N-rank job (FSDP2, DDP, TP); --rank R.",
     ),
 ]
 SweepCsvOption = Annotated[
     Path | None,
-    typer.Option("--sweep-csv", dir_okay=False, help="Write the sweep as CSV, one row per value."),
+    typer.Option("--sweep-csv", dir_okay=False, help="The sweep as CSV."),
 ]
 
 

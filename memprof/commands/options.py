@@ -32,7 +32,7 @@ import typer
 from typer.models import OptionInfo
 
 from memprof.errors import NO_VALUE, Spelling, UsageError
-from memprof.gate import BUDGET_EXAMPLE, DEFAULT_TOLERANCE
+from memprof.gate import DEFAULT_TOLERANCE
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
@@ -103,15 +103,17 @@ Inputs = Annotated[
     str | None,
     typer.Option(
         "--inputs",
-        help="Factory of the arguments, as TARGET: a tuple/list (*args), a dict (**kwargs) or one "
-        "argument. Default: <function>_inputs.",
+        help="Factory of the arguments (as TARGET). Default: <function>_inputs.",
         rich_help_panel=TARGET_PANEL,
     ),
 ]
 Device = Annotated[
     str,
     typer.Option(
-        "--device", help="auto, cpu, cuda or cuda:N (auto = CUDA when available).", rich_help_panel=RUNS_PANEL
+        "--device",
+        help="auto (CUDA if available), cpu, cuda, cuda:N.",
+        show_default=False,
+        rich_help_panel=RUNS_PANEL,
     ),
 ]
 CompileModeOption = Annotated[
@@ -119,24 +121,38 @@ CompileModeOption = Annotated[
     typer.Option(
         "--compile-mode",
         metavar="MODE",
-        help="torch.compile mode: default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs.",
+        help="torch.compile's mode (default, max-autotune, ...).",
+        show_default=False,
         rich_help_panel=RUNS_PANEL,
     ),
 ]
-Backend = Annotated[str, typer.Option("--backend", help="torch.compile backend.", rich_help_panel=RUNS_PANEL)]
+Backend = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="torch.compile's backend (inductor).",
+        show_default=False,
+        rich_help_panel=RUNS_PANEL,
+    ),
+]
 Warmup = Annotated[
     int,
     typer.Option(
         "--warmup",
         min=0,
-        help="Unprofiled calls first (compiling happens there).",
+        help="Unprofiled calls first (default 1).",
+        show_default=False,
         rich_help_panel=RUNS_PANEL,
     ),
 ]
 Repeat = Annotated[
     int,
     typer.Option(
-        "--repeat", min=1, help="Profiled calls; the peak is their maximum.", rich_help_panel=RUNS_PANEL
+        "--repeat",
+        min=1,
+        help="Profiled calls (default 1); the highest peak.",
+        show_default=False,
+        rich_help_panel=RUNS_PANEL,
     ),
 ]
 TimeBudget = Annotated[
@@ -145,8 +161,8 @@ TimeBudget = Annotated[
         "--time-budget",
         min=0,
         metavar="SECONDS",
-        help="Seconds of calls timed without the profiler; wall time is their median (at least 5 "
-        "calls; 0: the profiled calls' times).",
+        help="Time calls unprofiled this long (0.2; 0: off).",
+        show_default=False,
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -154,7 +170,7 @@ FreshCompile = Annotated[
     bool,
     typer.Option(
         "--fresh-compile",
-        help="Compile cold, bypassing Inductor's on-disk cache.",
+        help="Compile cold, not from Inductor's cache.",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -164,9 +180,7 @@ Timeout = Annotated[
         "--timeout",
         min=0.001,
         metavar="SECONDS",
-        help="Stop the profiled code after this long (its import and inputs included) and exit 3, "
-        "naming the line it was at. Default: no limit (an estimate still stops a loop that only "
-        "guessed values keep going).",
+        help="Stop the code after this long (exit 3).",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
@@ -180,42 +194,37 @@ NoExplain = Annotated[
     bool,
     typer.Option(
         "--no-explain",
-        help="Skip explaining each peak (what is live at it by category, module and line: one more, "
-        "instrumented call in eager mode; Inductor's graph caches off in compile mode); the numbers stay.",
+        help="Numbers only: no category, module, line.",
         rich_help_panel=RUNS_PANEL,
     ),
 ]
-JsonPath = Annotated[Path | None, _file("--json", "Write the report as JSON (also a baseline).")]
-CsvPath = Annotated[Path | None, _file("--csv", "Write per-op numbers as CSV, one row per op and run.")]
-AtPeakCsvPath = Annotated[
-    Path | None,
-    _file("--at-peak-csv", "Write what is live at each peak as CSV, one row per entry and run."),
-]
+JsonPath = Annotated[Path | None, _file("--json", "The report as JSON (also a baseline).")]
+CsvPath = Annotated[Path | None, _file("--csv", "Per-op numbers as CSV.")]
+AtPeakCsvPath = Annotated[Path | None, _file("--at-peak-csv", "What is live at each peak as CSV.")]
 ExactCsv = Annotated[
     bool,
     typer.Option(
         "--exact-csv",
-        help="Write CSV text exactly as it is. By default a cell a spreadsheet would evaluate as a "
-        "formula (text starting with =, +, -, @, a tab or a carriage return, such as an op named "
-        "=HYPERLINK(...)) gets a leading ' so that it is shown, not run.",
+        help="CSV text as is (no ' before =, +, -, @).",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
 MarkdownPath = Annotated[
-    Path | None, _file("--markdown", "Write a Markdown summary (for CI step summaries).")
+    Path | None, _file("--markdown", "A Markdown summary (CI step summaries).")
 ]
-HtmlPath = Annotated[Path | None, _file("--html", "Write a self-contained HTML report.")]
+HtmlPath = Annotated[Path | None, _file("--html", "A self-contained HTML report.")]
 OutDir = Annotated[
     Path | None,
-    _folder("--out", "Write every format into this folder (made if missing) with standard names."),
+    _folder("--out", "Every format into this folder."),
 ]
-TablePath = Annotated[Path | None, _file("--table", "Also save torch's own printed table of each run.")]
+TablePath = Annotated[Path | None, _file("--table", "torch's own printed table of each run.")]
 SortOption = Annotated[
     Sort,
     typer.Option(
         "--sort",
         metavar="KEY",
-        help="Order ops by peak, self or allocated bytes.",
+        help="Order ops by peak, self or allocated.",
+        show_default=False,
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -224,7 +233,7 @@ Top = Annotated[
     typer.Option(
         "--top",
         min=1,
-        help="How many ops to show in the terminal (default 5; 15 with --full).",
+        help="Ops shown (default 5; 15 with --full).",
         show_default=False,
         rich_help_panel=REPORTS_PANEL,
     ),
@@ -233,7 +242,7 @@ Full = Annotated[
     bool,
     typer.Option(
         "--full",
-        help="Print the whole report, not the short one (the JSON, HTML and Markdown reports hold it all).",
+        help="The whole report, not the short one.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -241,8 +250,7 @@ OpChains = Annotated[
     bool,
     typer.Option(
         "--op-chains",
-        help="Show the wrappers folded into each op side by side (aten::linear -> aten::mm, "
-        "autograd's ranges).",
+        help="Show the wrappers folded into each op.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -254,8 +262,7 @@ GroupModules = Annotated[
     typer.Option(
         "--group-modules",
         metavar="GROUPING",
-        help="Group the modules table: class (every GPT2Attention together) or path patterns "
-        "(transformer.h.*.attn), comma-separated.",
+        help="Group modules: class, or path patterns.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -264,7 +271,7 @@ RankOption = Annotated[
     typer.Option(
         "--rank",
         min=0,
-        help="A report of several ranks: whose op tables to show (default: the rank with the highest peak).",
+        help="The rank shown in detail (the highest).",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -274,8 +281,7 @@ NprocPerNode = Annotated[
         "--nproc-per-node",
         min=1,
         metavar="N",
-        help="Start N ranks on this machine through torch.distributed.run, as torchrun does, and profile "
-        "every one: one report, its runs rank0, rank1, ...",
+        help="Start N ranks here, as torchrun does.",
         rich_help_panel=DISTRIBUTED_PANEL,
     ),
 ]
@@ -285,8 +291,8 @@ RankTimeout = Annotated[
         "--rank-timeout",
         min=0.1,
         metavar="SECONDS",
-        help="Distributed runs: how long a rank that has finished waits for the others; then the "
-        "missing ranks are named and marked failed (exit 3).",
+        help="How long ranks wait for each other (300).",
+        show_default=False,
         rich_help_panel=DISTRIBUTED_PANEL,
     ),
 ]
@@ -295,7 +301,7 @@ Verbose = Annotated[
     typer.Option(
         "-v",
         "--verbose",
-        help="Show torch's own warnings and log messages (hidden and counted by default).",
+        help="Show torch's own warnings and logs.",
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
@@ -304,7 +310,7 @@ Budget = Annotated[
     typer.Option(
         "--budget",
         metavar="SIZE",
-        help=f"Fail (exit 1) when a run's peak exceeds this: {BUDGET_EXAMPLE}. KB/MB/GB are 1024-based.",
+        help="Fail above this peak: 800MB, eager=1GB,...",
         rich_help_panel=GATES_PANEL,
     ),
 ]
@@ -312,7 +318,7 @@ Baseline = Annotated[
     Path | None,
     _file(
         "--baseline",
-        "A report JSON (from --json or --save-baseline): fail when a run's peak grew beyond --tolerance.",
+        "Fail when a peak grew over this report's.",
         GATES_PANEL,
     ),
 ]
@@ -320,21 +326,22 @@ Tolerance = Annotated[
     str,
     typer.Option(
         "--tolerance",
-        help="Growth allowed over the baseline (and compiled over eager with --require-compile-saves).",
+        help="Growth allowed (default 5%).",
+        show_default=False,
         rich_help_panel=GATES_PANEL,
     ),
 ]
 PerOp = Annotated[
     bool,
     typer.Option(
-        "--per-op", help="Also compare each op's peak with the baseline.", rich_help_panel=GATES_PANEL
+        "--per-op", help="Also gate each op's peak.", rich_help_panel=GATES_PANEL
     ),
 ]
 StrictEnv = Annotated[
     bool,
     typer.Option(
         "--strict-env",
-        help="A baseline from another device or torch version is an error (exit 2), not a warning.",
+        help="Another device or torch: exit 2.",
         rich_help_panel=GATES_PANEL,
     ),
 ]
@@ -342,7 +349,7 @@ RequireCompileSaves = Annotated[
     bool,
     typer.Option(
         "--require-compile-saves",
-        help="Fail when the compiled peak is above the eager peak by more than --tolerance.",
+        help="Fail when compile does not save.",
         rich_help_panel=GATES_PANEL,
     ),
 ]
@@ -350,7 +357,7 @@ SaveBaseline = Annotated[
     Path | None,
     _file(
         "--save-baseline",
-        "Write the report JSON here, to gate later runs with --baseline (same file as --json).",
+        "Write a baseline for --baseline.",
         GATES_PANEL,
     ),
 ]
@@ -361,8 +368,7 @@ SetOption = Annotated[
     typer.Option(
         "--set",
         metavar="NAME=VALUE",
-        help="Pass NAME=VALUE to the inputs factory by keyword (repeat for more): 8 is an int, 0.5 a "
-        "float, true/false a bool, anything else (or anything in quotes) a string.",
+        help="A keyword of the inputs factory (repeatable).",
         rich_help_panel=TARGET_PANEL,
     ),
 ]
