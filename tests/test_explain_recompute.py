@@ -76,6 +76,23 @@ def test_a_checkpointed_forward_is_recomputed_on_its_module_and_line() -> None:
     assert modules[("plain", "recompute")].calls == 1
 
 
+def torch_block_step(block: nn.Module, x: torch.Tensor) -> None:
+    h = checkpoint(block, x, use_reentrant=False)
+    h.pow(2).sum().backward()
+
+
+def test_torch_modules_recomputed_are_on_the_users_backward_line() -> None:
+    # torch's own modules have no line of their own: what they recompute is on the user's line
+    # that ran backward (memprof's frames between backward and the recompute are passed), not
+    # on no line at all.
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH))
+    explained = explain(torch_block_step, block, torch.randn(ROWS, WIDTH, requires_grad=True))
+    recomputed = [e for e in explained.at_peak.entries if e.phase == "recompute"]
+    assert {e.op for e in recomputed} >= {"aten::addmm", "aten::gelu"}
+    assert {e.source for e in recomputed} == {line_of(torch_block_step, "h.pow(2).sum().backward()")}
+
+
 def test_which_module_a_checkpoint_recomputes() -> None:
     block, linear = Block(), nn.Linear(2, 2)
 

@@ -64,6 +64,13 @@ def test_eager_recompute_is_on_the_recomputed_module_and_line(profiled: Any) -> 
     residual = library_line(modeling_gpt2, "hidden_states = attn_output + residual")
     own = [e for e in run.at_peak.entries if e.phase == "recompute" and e.source == residual]
     assert own and {e.module for e in own} <= set(BLOCKS)
+    # Each recomputed line of transformers is called from the user's backward() line.
+    from real_models import workloads
+
+    lines, first = inspect.getsourcelines(workloads.gpt2_checkpointed_step)
+    (call,) = [first + n for n, text in enumerate(lines) if text.strip().startswith("out.loss.backward()")]
+    recomputed = [e for e in run.at_peak.entries if e.phase == "recompute"]
+    assert {e.user_source.rpartition("/")[2] for e in recomputed} == {f"workloads.py:{call}"}
 
 
 def test_compiled_recompute_is_on_the_recomputed_module_and_line(profiled: Any) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 import torch  # noqa: TID253 - the torch side of tracking
@@ -121,7 +122,7 @@ class Calls:
         stack.callback(setattr, checkpoint, "_CheckpointFrame", frame_class)
 
     def _as_call_of(self, module: torch.nn.Module, run: Callable[..., Any]) -> Callable[..., Any]:
-        def recompute(*args: Any) -> Any:
+        def recompute(*args: Any) -> Any:  # a frame of memprof's between torch's and the module's
             self.module_pre(module, args)
             try:
                 return run(*args)
@@ -239,3 +240,8 @@ def checkpointed_module(recompute_fn: Callable[..., Any]) -> torch.nn.Module | N
     if isinstance(fn, torch.nn.Module) or fn in _MODULE_CALLS or not bound:
         return None
     return bound[0] if isinstance(bound[0], torch.nn.Module) else None
+
+
+PASS_THROUGH = frozenset(code for code in Calls._as_call_of.__code__.co_consts if isinstance(code, CodeType))
+"""memprof's frames that run inside the profiled code (a checkpointed forward run again as a
+call of its module): walks up the stack pass them, as if they were not there."""

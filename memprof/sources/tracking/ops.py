@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
 from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
+from memprof.sources.tracking.modules import PASS_THROUGH as _MODULES_PASS_THROUGH
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
 from memprof.sources.tree import int_array
@@ -249,7 +250,7 @@ class Ops:
             code = frame.f_code
             kind = kinds.get(id(code)) or self._new_kind(code)
             if kind == MEMPROF:
-                if inside:
+                if inside and code not in _PASS_THROUGH:
                     break
             else:
                 inside = True
@@ -427,3 +428,11 @@ def _tensor_arguments(func: Any) -> tuple[tuple[int, str], ...]:
 def _op_name(func: Any) -> str:
     schema = getattr(func, "_schema", None)
     return str(schema.name) if schema is not None else str(func)
+
+
+# memprof's frames inside the profiled code, which walks up the stack pass: a checkpointed
+# forward made a call of its module, and backward run without the mode (a recompute in it is
+# the profiled code's own, called from the user's backward()).
+_PASS_THROUGH = _MODULES_PASS_THROUGH | frozenset(
+    code for code in Ops._run_backward_without.__code__.co_consts if isinstance(code, CodeType)
+)
