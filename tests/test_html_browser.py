@@ -836,9 +836,22 @@ def test_every_kind_of_report_fits_a_phone_and_a_window(
             assert width - 20 <= found["width"] <= width, found  # less a scroll bar
             assert found["page"] <= width and found["past"] == [], (kind, found)
             assert found["squeezed"] == [], (kind, found)
+            assert browser.evaluate(SMALL_TEXT_JS) == [], kind
             assert browser.console_errors() == [], kind
     finally:
         browser.resize(1280, 900)
+
+
+# Every chart's shown text drawn at least 11 px high (an SVG's text shrinks with its drawing).
+SMALL_TEXT_JS = r"""(() => [...document.querySelectorAll('svg text')]
+  .filter(t => t.getClientRects().length && t.textContent.trim())
+  .map(t => {
+    const svg = t.ownerSVGElement;
+    const scale = svg.getScreenCTM() ? svg.getScreenCTM().a : 1;
+    return [t.textContent, parseFloat(getComputedStyle(t).fontSize) * scale];
+  })
+  .filter(([, px]) => px < 11)
+  .map(([text, px]) => text + ' ' + px.toFixed(1) + 'px'))()"""
 
 
 @contextlib.contextmanager
