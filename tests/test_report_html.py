@@ -268,3 +268,25 @@ def test_the_icicle_nests_modules_and_lines_with_their_sizes(explained_report: R
 def test_runs_not_explained_have_no_at_peak_section(compare_report: Report) -> None:
     assert all(run.at_peak is None for run in compare_report.runs.values())
     assert '<section id="at-peak">' not in render_html(compare_report)
+
+
+def test_a_recordings_chart_starts_its_axis_near_what_was_live_from_the_start() -> None:
+    # 8.7 GiB live from the start and a 60 MiB peak above it: on an axis from 0 a flat line.
+    import re
+
+    from memprof.model.timeline import Timeline
+    from memprof.report.chart import timeline_chart
+    from memprof.report.document import Series, TimelineChart
+
+    gib, mib = 1024**3, 1024**2
+    live = Timeline(t_ns=(0, 1_000_000, 2_000_000), bytes=(0, 60 * mib, 10 * mib))
+
+    def ticks(series: Series) -> list[str]:
+        svg = timeline_chart(TimelineChart((series,), x_label="ms", caption="", points=100), "mp1")
+        return re.findall(r'class="mp-tick" [^>]*text-anchor="end">([^<]*)<', svg)
+
+    recorded = ticks(Series("cuda:0", live, 60 * mib, start_bytes=int(8.7 * gib)))
+    assert recorded and all(t.endswith(" GiB") for t in recorded)
+    assert 8.6 < min(float(t.split()[0]) for t in recorded) <= 8.7
+    # A run measured from its call's start is drawn from 0, as before.
+    assert ticks(Series("eager", live, 60 * mib))[0] == "0 MiB"

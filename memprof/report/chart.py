@@ -111,7 +111,24 @@ def _frame(series: Sequence[Series]) -> Frame:
         + [max(s.timeline.reserved) for s in series if s.timeline.reserved]
         + [s.peak_bytes + s.start_bytes for s in series]
     )
+    floor = _axis_floor(series, high)
+    if floor:
+        return Frame(0.0, t1 if t1 > 0 else 1e-3, floor, int(high + (high - floor) * 0.08))
     return Frame(0.0, t1 if t1 > 0 else 1e-3, low, int(high * 1.08) if high > 0 else 1)
+
+
+def _axis_floor(series: Sequence[Series], high: int) -> int:
+    """Where the byte axis starts: 0, or just below the lowest point drawn when what was live
+    from the start of every recording dwarfs what moved (8.7 GiB live, a 60 MiB peak above it:
+    on an axis from 0 a flat line). The tick labels then start there, not at 0."""
+    lows = [min(s.values()) for s in series if s.timeline.bytes]
+    if not lows or any(s.start_bytes <= 0 for s in series):
+        return 0
+    bottom = min(lows)
+    span = high - bottom
+    if bottom <= 4 * span:
+        return 0
+    return int(bottom - span * 0.15)
 
 
 def _path(timeline: Timeline, frame: Frame, close: bool, values: Sequence[int] | None = None) -> str:
