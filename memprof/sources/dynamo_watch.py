@@ -38,7 +38,11 @@ class DynamoWatch:
         from torch._dynamo import convert_frame, utils
 
         reasons = utils.graph_break_reasons
-        start = len(reasons)
+        # The run's compile resets Dynamo (torch._dynamo.reset() empties the list in place): what
+        # is there at the end and was not before is this run's. The earlier entries are held, so
+        # that no new entry can take the identity of one freed meanwhile.
+        before = list(reasons)
+        seen = {id(item) for item in before}
         self._start_graphs = utils.counters["stats"]["unique_graphs"]
         original = getattr(convert_frame, "get_and_maybe_log_recompilation_reasons", None)
         if original is not None:
@@ -58,8 +62,8 @@ class DynamoWatch:
         finally:
             if original is not None:
                 convert_frame.get_and_maybe_log_recompilation_reasons = original
-            # torch._dynamo.reset() empties the list: what is there since then is this run's
-            self._breaks += reasons[start:] if len(reasons) >= start else list(reasons)
+            self._breaks += [item for item in reasons if id(item) not in seen]
+            del before
 
     def first_call_done(self) -> str:
         """The first (compiling) call has returned: its graphs are the run's (recompiles add
