@@ -18,6 +18,7 @@ saved report loads back (:func:`memprof.pipeline.load_report`) without torch or 
 - :mod:`.timing`: how timed calls spread.
 """
 
+from memprof.model.advice import Advice, AdviceBaseline, AdvicePlan, AdvisedTechnique
 from memprof.model.diff import OpDiff, RunDiff
 from memprof.model.estimate import AllocatorReplay, EstimateSection, Fits, Guess
 from memprof.model.explanation import (
@@ -81,6 +82,10 @@ __all__ = [
     "Source",
     "SourceFile",
     "Sweep",
+    "Advice",
+    "AdviceBaseline",
+    "AdvicePlan",
+    "AdvisedTechnique",
     "SweepPoint",
     "Timeline",
     "Unattributed",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import fields, schema
 from memprof.errors import InputError, brief
+from memprof.model.advice import Advice
 from memprof.model.diff import RunDiff
 from memprof.model.estimate import Fits
 from memprof.model.kind import ReportKind
@@ -56,6 +57,7 @@ class Report:
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
     fits: Fits | None = fields.optional(Fits)
     sweep: Sweep | None = fields.optional(Sweep)
+    advice: Advice | None = fields.optional(Advice)
     diffs: tuple[RunDiff, ...] = fields.python_only(default=())
     ranks: RankSummary | None = fields.python_only()
 
@@ -66,6 +68,8 @@ class Report:
         runs of one rank are)."""
         if self.ranks is not None and len(self.ranks.ranks) > 1:
             return ReportKind.RANKS
+        if self.advice is not None:
+            return ReportKind.ADVICE
         return ReportKind.of_source(self.source, swept=self.sweep is not None)
 
     @property

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
+from memprof.report import advice, estimate, recorded
 from memprof.report import document as doc
-from memprof.report import estimate, recorded
 from memprof.report.answer import conclusions
 from memprof.report.context import Context, Limits
 from memprof.report.gate_section import gate_section
@@ -43,6 +43,7 @@ ORDER = (
     "runs",
     "timeline",
     "estimate",
+    "advice",
     "snapshot",
     "sites",
     "peak-diff",
@@ -76,11 +77,15 @@ def build(
     )
     return doc.Document(
         kind=report.kind,
-        name=("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target,
+        name=_NAMES.get(context.kind, "memprof estimate: " if context.kind.estimated else "memprof: ")
+        + report.target,
         title=_title(context),
         uid=_uid(report),
         sections=sections,
     )
+
+
+_NAMES = {ReportKind.ADVICE: "memprof advise: "}
 
 
 def _uid(report: Report) -> str:
@@ -97,6 +102,8 @@ def _title(context: Context) -> tuple:
     report = context.report
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
+    if context.kind is ReportKind.ADVICE:
+        return doc.words(f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}")
     if context.kind.estimated:
         return doc.words(f"memprof: {estimate.title(report)}")
     torch_version = report.environment.get("torch", "?")
@@ -493,6 +500,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "runs": _runs,
     "timeline": _timeline,
     "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
+    "advice": lambda context: advice.section(context.detail),
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
     "sites": lambda context: recorded.sites_section(context.detail, context.limits.sites),
     "peak-diff": peak_change_section,
