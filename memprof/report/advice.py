@@ -45,7 +45,7 @@ def _table(advice: Advice) -> doc.Table:
         doc.Column("technique", doc.NAME, width=32),
         doc.Column("footprint", doc.SIZE, drop=2 if reserved else 0),
         *([doc.Column("reserved", doc.SIZE)] if reserved else []),
-        doc.Column("saving", doc.SIZE, signed=True, strong=True),
+        doc.Column("saving", doc.SIZE, strong=True),
         doc.Column("saving %", doc.NUMBER),
         doc.Column("extra FLOPs", doc.NUMBER),
         doc.Column("", doc.TEXT, only=frozenset({doc.MARKDOWN})),

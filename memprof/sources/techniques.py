@@ -186,6 +186,19 @@ def _set_to_none(inputs: Inputs) -> Inputs:
     return inputs
 
 
+def _accumulating(inputs: Inputs) -> Inputs:
+    """A later micro-step of gradient accumulation: ``zero_grad`` does nothing, so the previous
+    call's gradients are live through this call's forward and backward adds to them (the
+    optimizer steps at the end, as the last micro-step's does)."""
+    for thing in (*optimizers_of(inputs), *modules_of(inputs)):
+        thing.zero_grad = _kept
+    return inputs
+
+
+def _kept(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def _zero_grad(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     kwargs.pop("set_to_none", None)
     return original(set_to_none=True)
@@ -407,10 +420,12 @@ def _micro_batch(inputs: Inputs, batch_param: str | None, batch: Any, device: st
                 Technique(
                     key=f"micro_batch:{k}",
                     name=f"micro-batch {batch_param}={batch // k}, {k} accumulation steps",
-                    apply=f"{batch_param}={batch // k}; loss / {k} backward {k} times, optimizer.step() once",
+                    apply=f"{batch_param}={batch // k}: (loss / {k}).backward() {k} times, then "
+                    "optimizer.step() and zero_grad() once",
                     group="micro_batch",
-                    cost=f"{k} calls per step on smaller tensors (lower throughput); gradients are kept "
-                    "between micro-steps",
+                    cost=f"{k} calls per step on smaller tensors (lower throughput); estimated as a later "
+                    "micro-step, the previous one's gradients live through it",
+                    transform=_accumulating,
                     params={batch_param: batch // k},
                     calls=k,
                 )
