@@ -158,7 +158,11 @@ def _checkpoint(cls: type, selective: bool) -> Transform:
 def _hf_checkpoint(inputs: Inputs) -> Inputs:
     for model in modules_of(inputs):
         if getattr(model, "supports_gradient_checkpointing", False):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            settings = {"use_reentrant": False}
+            if hasattr(model, "activation_checkpointing_enable"):  # transformers 5
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs=settings)
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=settings)
             model.train()
     return inputs
 
@@ -506,8 +510,12 @@ def applied(
 
 
 class FlopCount:
-    """A step whose every call is counted (``FlopCounterMode``); ``last`` holds the floating
-    point operations of the latest call."""
+    """A step whose every call is counted; ``last`` holds the floating-point operations of the
+    latest call: torch's own formulas (``torch.utils.flop_counter``'s registry: matmuls,
+    convolutions, attention; recomputation in backward counts again), the CPU's fused
+    attention included. Counted by a dispatch mode of its own rather than ``FlopCounterMode``,
+    which decomposes the ops it has no formula for (the CPU's fused attention into the
+    unfused one: other tensors, other memory) and hooks every module."""
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.func = func
@@ -515,9 +523,45 @@ class FlopCount:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from torch.utils.flop_counter import FlopCounterMode
-
-        with FlopCounterMode(display=False) as counter:
+        counter = _counting_mode()()
+        with counter:
             result = self.func(*args, **kwargs)
-        self.last = int(counter.get_total_flops())
+        self.last = counter.total
         return result
+
+
+@functools.cache
+def _counting_mode() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Flops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            self.total += flops_of(func, args, kwargs, out)
+            return out
+
+    return Flops
+
+
+def flops_of(func: Any, args: Any, kwargs: Any, out: Any) -> int:
+    """The floating-point operations of one op call, by torch's formulas (0: not counted)."""
+    import torch
+    from torch.utils import flop_counter
+
+    packet = getattr(func, "_overloadpacket", None)
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is not None:
+        return int(formula(*args, **kwargs, out_val=out))
+    aten = torch.ops.aten
+    if packet is aten._scaled_dot_product_flash_attention_for_cpu:
+        query, key, value = args[:3]
+        return int(flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape))
+    if packet is aten._scaled_dot_product_flash_attention_for_cpu_backward:
+        grad, query, key, value = args[:4]
+        return int(flop_counter.sdpa_backward_flop_count(grad.shape, query.shape, key.shape, value.shape))
+    return 0
