@@ -127,7 +127,9 @@ def _ranked(
     rows = [_row(t, attempts[t.key], base) for t in techniques]
     ranked = sorted((r for r in rows if r.applies), key=lambda r: -(r.saving_bytes or 0))
     ranked += [r for r in rows if not r.applies]
-    return ranked + [AdvisedTechnique(name=r.name, applies=False, reason=r.reason) for r in refusals]
+    return ranked + [
+        AdvisedTechnique(name=r.name, key=r.key, applies=False, reason=r.reason) for r in refusals
+    ]
 
 
 def _check_verify(verify: bool, device: str) -> None:
@@ -403,7 +405,8 @@ def _percent(extra: float | None, flops: int | None) -> str:
 
 def plan_answer(plan: AdvicePlan, advisor: _Advisor, base: _Tried, card: str | None) -> str:
     """``to fit 40.0 MiB: checkpoint every Block (-8.5 MiB alone, +10% FLOPs) and autocast
-    bf16 (-8.1 MiB alone): 30.2 MiB together, estimated``."""
+    bf16 (-6.4 MiB alone): 38.2 MiB together, +10% FLOPs, estimated``; when nothing fits,
+    the closest and by how much it is over."""
     where = card or format_bytes(plan.budget_bytes)
     if not plan.techniques and plan.fits:
         return f"fits {where} as it is: needs {format_bytes(base.needed)}; nothing to change"
@@ -412,19 +415,18 @@ def plan_answer(plan: AdvicePlan, advisor: _Advisor, base: _Tried, card: str | N
         alone = advisor.memo.get((key,))
         if isinstance(alone, _Tried):
             cost = _percent(_extra(alone, base), base.flops)
-            parts.append(f"{name} (-{format_bytes(base.needed - alone.needed)} alone{cost})")
+            alone_word = " alone" if len(plan.keys) > 1 else ""
+            parts.append(f"{name} (-{format_bytes(base.needed - alone.needed)}{alone_word}{cost})")
         else:
             parts.append(name)
-    listed = (
-        ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0] if parts else "nothing"
-    )
-    together = f"{format_bytes(plan.needed_bytes)} {'together' if len(parts) > 1 else 'with it'}, estimated"
+    listed = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+    cost = _percent(plan.extra_flops, base.flops)
+    needed = format_bytes(plan.needed_bytes)
+    together = f"{needed} together{cost}" if len(parts) > 1 else needed
     if plan.fits:
-        return f"to fit {where}: {listed}: {together}{_percent(plan.extra_flops, base.flops)}"
-    return (
-        f"nothing here fits {where}: the closest is {listed}: {together}, "
-        f"{format_bytes(plan.needed_bytes - plan.budget_bytes)} over"
-    )
+        return f"to fit {where}: {listed}: {together}, estimated"
+    over = format_bytes(plan.needed_bytes - plan.budget_bytes)
+    return f"nothing here fits {where}: the closest is {listed}: {together}, {over} over"
 
 
 def _extra(tried: _Tried, base: _Tried) -> float | None:

@@ -58,8 +58,10 @@ class Technique:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A technique that does not apply, and why."""
+    """A technique that does not apply (its ``key``, as a :class:`Technique`'s names its kind),
+    and why."""
 
+    key: str
     name: str
     reason: str
 
@@ -276,7 +278,9 @@ def discover(
                 [],
                 [
                     Refusal(
-                        "optimizer variants", "the optimizer already holds state; it cannot be rebuilt as new"
+                        "optimizer",
+                        "optimizer variants",
+                        "the optimizer already holds state; it cannot be rebuilt as new",
                     )
                 ],
             )
@@ -291,7 +295,9 @@ Found = tuple[list[Technique], list[Refusal]]
 def _checkpoints(inputs: Inputs, batch_param: str | None, batch: Any, device: str) -> Found:
     models = modules_of(inputs)
     if not models:
-        return [], [Refusal("activation checkpointing", "no module among the inputs factory's objects")]
+        return [], [
+            Refusal("checkpoint", "activation checkpointing", "no module among the inputs factory's objects")
+        ]
     classes = [cls for model in models for cls in repeated_classes(model)]
     found = []
     for model in models:
@@ -318,7 +324,9 @@ def _checkpoints(inputs: Inputs, batch_param: str | None, batch: Any, device: st
             )
             break
     if not classes:
-        refusal = Refusal("activation checkpointing", "no module class is repeated (two or more instances)")
+        refusal = Refusal(
+            "checkpoint", "activation checkpointing", "no module class is repeated (two or more instances)"
+        )
         return found, [refusal] if not found else []
     for cls in dict.fromkeys(classes):
         check = f"check_fn=lambda m: isinstance(m, {cls.__name__})"
@@ -351,7 +359,7 @@ def _checkpoints(inputs: Inputs, batch_param: str | None, batch: Any, device: st
 
 def _precision(inputs: Inputs, batch_param: str | None, batch: Any, device: str) -> Found:
     if not modules_of(inputs):
-        return [], [Refusal("autocast", "no module among the inputs factory's objects")]
+        return [], [Refusal("autocast", "autocast", "no module among the inputs factory's objects")]
     where = "cuda" if device == "cuda" else "cpu"
     words = {
         "bfloat16": "numerics change: matmuls and convolutions in bfloat16 (8 bits of mantissa); "
@@ -375,7 +383,9 @@ def _precision(inputs: Inputs, batch_param: str | None, batch: Any, device: str)
 def _optimizer(inputs: Inputs, batch_param: str | None, batch: Any, device: str) -> Found:
     optimizers = optimizers_of(inputs)
     if not optimizers:
-        return [], [Refusal("optimizer variants", "no optimizer among the inputs factory's objects")]
+        return [], [
+            Refusal("optimizer", "optimizer variants", "no optimizer among the inputs factory's objects")
+        ]
     name = type(optimizers[0]).__name__
     found, refused = [], []
     for key, changes in (("foreach=False", {"foreach": False}), ("fused=True", {"fused": True})):
@@ -391,7 +401,7 @@ def _optimizer(inputs: Inputs, batch_param: str | None, batch: Any, device: str)
                 )
             )
         else:
-            refused.append(Refusal(f"{name}({key})", f"{name} takes no {option} option"))
+            refused.append(Refusal(f"optimizer:{key}", f"{name}({key})", f"{name} takes no {option} option"))
     found.append(
         Technique(
             key="zero_grad:set_to_none",
@@ -409,10 +419,15 @@ def _micro_batch(inputs: Inputs, batch_param: str | None, batch: Any, device: st
 
     name = "a smaller micro-batch with gradient accumulation"
     if batch_param is None:
-        return [], [Refusal(name, f"name the inputs factory's batch parameter ({param('batch_param')})")]
+        return [], [
+            Refusal(
+                "micro_batch", name, f"name the inputs factory's batch parameter ({param('batch_param')})"
+            )
+        ]
     if isinstance(batch, bool) or not isinstance(batch, int):
         return [], [
             Refusal(
+                "micro_batch",
                 name,
                 f"the batch parameter {batch_param!r} has no whole-number value: set it ({batch_param}=8)",
             )
@@ -437,6 +452,7 @@ def _micro_batch(inputs: Inputs, batch_param: str | None, batch: Any, device: st
     if not found:
         return [], [
             Refusal(
+                "micro_batch",
                 name,
                 f"{batch_param}={batch} is not divisible by {' or '.join(map(str, MICRO_BATCH_DIVISORS))}",
             )
@@ -448,7 +464,7 @@ def _layout(inputs: Inputs, batch_param: str | None, batch: Any, device: str) ->
     import torch
 
     if not any(isinstance(m, torch.nn.Conv2d) for model in modules_of(inputs) for m in model.modules()):
-        return [], [Refusal("channels_last", "no 2-D convolution among the modules")]
+        return [], [Refusal("channels_last", "channels_last", "no 2-D convolution among the modules")]
     return [
         Technique(
             key="channels_last",
@@ -474,13 +490,12 @@ def _inference(inputs: Inputs, batch_param: str | None, batch: Any, device: str)
 
 
 def _sharding(inputs: Inputs, batch_param: str | None, batch: Any, device: str) -> Found:
-    from memprof.errors import param
-
     return [], [
         Refusal(
+            "sharding",
             "sharding over N GPUs",
             "sharding changes the step itself (fully_shard before the optimizer is built); shard it in "
-            f"the code and estimate each rank with {param('world_size')}",
+            "the code and estimate each rank of the job (memprof estimate's world size)",
         )
     ]
 
