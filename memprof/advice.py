@@ -85,8 +85,8 @@ def advise(
     target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
     advisor = _Advisor(target, inputs, dict(inputs_kwargs or {}), options, status)
-    base = advisor.baseline()
     batch = _batch_value(target, inputs, advisor.params, batch_param)
+    base = advisor.baseline()
     techniques, refusals = advisor.discover(batch_param, batch)
     attempts = {t.key: advisor.attempt((t,)) for t in techniques}
     tried = {key: found for key, found in attempts.items() if isinstance(found, _Tried)}
