@@ -256,6 +256,7 @@ class _Advisor:
         counted = FlopCount(step)
 
         def make(session: Any) -> Inputs:
+            session.enter(counted.mode)
             inputs = made(self.params)
             if not combo:
                 from memprof.sources.techniques import stateful

@@ -318,6 +318,11 @@ class FakeSession:
         torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
         self._stack.callback(setattr, torch.UntypedStorage, "resize_", original)
 
+    def enter(self, context: Any) -> Any:
+        """Enter ``context`` (a dispatch mode, say) until the session ends: made inside the
+        session, it sees the warm-up calls and the estimated one, under the tracker's mode."""
+        return self._stack.enter_context(context)
+
     def _count_rng_states(self) -> None:
         """The CPU generator's state read as a tensor (activation checkpointing stashes it for
         each checkpointed call, to replay dropout in the recomputation) is a real CPU tensor made

@@ -528,20 +528,21 @@ class FlopCount:
     """A step whose every call is counted; ``last`` holds the floating-point operations of the
     latest call: torch's own formulas (``torch.utils.flop_counter``'s registry: matmuls,
     convolutions, attention; recomputation in backward counts again), the CPU's fused
-    attention included. Counted by a dispatch mode of its own rather than ``FlopCounterMode``,
-    which decomposes the ops it has no formula for (the CPU's fused attention into the
-    unfused one: other tensors, other memory) and hooks every module."""
+    attention included. Counted by a dispatch mode of its own (:meth:`mode`, entered once for
+    the whole session, under any mode entered later) rather than ``FlopCounterMode``, which
+    decomposes the ops it has no formula for (the CPU's fused attention into the unfused one:
+    other tensors, other memory) and hooks every module."""
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.func = func
         self.last: int | None = None
+        self.mode = _counting_mode()()
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        counter = _counting_mode()()
-        with counter:
-            result = self.func(*args, **kwargs)
-        self.last = counter.total
+        before = self.mode.total
+        result = self.func(*args, **kwargs)
+        self.last = self.mode.total - before
         return result
 
 
