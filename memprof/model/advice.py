@@ -51,7 +51,8 @@ class AdvicePlan:
     """The combination of techniques chosen for a budget (``budget_bytes``, of what the step
     needs of the device): the techniques' names and keys, its footprint and bytes needed
     (estimated as a whole), its extra FLOPs, whether it fits (``fits``; when nothing fits,
-    the plan is the closest estimated), how many combinations were estimated (``estimated``),
+    the plan is the closest estimated), how many combinations of two or more techniques the
+    search estimated as a whole (``estimated``; each technique alone always is),
     and with a verification the footprint measured by a real run of it on this machine
     (``measured_footprint_bytes``) and that run's bottom line (``measured``). ``answer``: the
     plan in one line."""
