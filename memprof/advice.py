@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,8 +29,8 @@ from memprof.units import format_bytes
 
 MAX_PLAN_ESTIMATES = 32
 """Combinations a plan's search estimates at most (beyond the techniques alone)."""
-CLOSEST_OPTIONS = 2
-"""When nothing fits: combinations of each kind's this many largest savings are estimated."""
+MAX_CLOSEST_ESTIMATES = 64
+"""Combinations estimated at most when nothing fits, in search of the closest."""
 
 
 @dataclass
@@ -76,26 +76,19 @@ def advise(
     >>> report = memprof.advise(step, device="cpu", budget="40MB")  # doctest: +SKIP
     >>> report.advice.plan.techniques  # doctest: +SKIP
     """
-    from memprof.sources.target import resolve
-
     modelled = _estimate_device(device)
     _check_arguments(warmup, False, True)
     usable, card_name = _usable(capacity, gpu, budget, reserve, modelled)
     _check_verify(verify, modelled)
-    target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
-    advisor = _Advisor(target, inputs, dict(inputs_kwargs or {}), options, status)
-    batch = _batch_value(target, inputs, advisor.params, batch_param)
-    base = advisor.baseline()
-    techniques, refusals = advisor.discover(batch_param, batch)
-    attempts = {t.key: advisor.attempt((t,)) for t in techniques}
-    tried = {key: found for key, found in attempts.items() if isinstance(found, _Tried)}
-    ranked = _ranked(techniques, attempts, refusals, base)
+    alone = _Alone.of(fn, inputs, inputs_kwargs, batch_param, options, status)
+    advisor, base = alone.advisor, alone.base
+    ranked = _ranked(alone.techniques, alone.attempts, alone.refusals, base)
     runs = {"baseline": base.run}
     plan = None
     if usable is not None:
-        found = _Planner(advisor, base, techniques, tried).plan(usable)
-        plan = _plan_of(found, advisor, base, usable, techniques, card_name)
+        found = alone.planner().plan(usable)
+        plan = _plan_of(found, advisor, base, usable, card_name)
         if found[0]:
             runs["plan"] = replace(advisor.tried(found[0]).run, label="plan")
         if verify:
@@ -111,13 +104,72 @@ def advise(
     from memprof.sources.fake import estimate_environment
 
     return build_report(
-        target=target.spec,
+        target=advisor.target.spec,
         device=modelled,
         runs=runs,
         environment=estimate_environment(modelled, card_name),
         source=Source(kind="estimate"),
         advice=advice,
     )
+
+
+def plans(
+    fn: Callable[..., Any] | str,
+    budgets: Sequence[int | str],
+    *,
+    device: str = "cuda",
+    inputs: InputsFactory | None = None,
+    inputs_kwargs: Mapping[str, Any] | None = None,
+    batch_param: str | None = None,
+    warmup: int = 1,
+    status: StatusFn | None = None,
+) -> list[AdvicePlan]:
+    """The plan for each of ``budgets`` (bytes the step may need, or sizes such as ``"24GB"``),
+    as :func:`advise` makes it, from one set of estimates: each combination of techniques is
+    estimated once, whatever the number of budgets. On CUDA what a step needs is its reserve on
+    a device without limit."""
+    modelled = _estimate_device(device)
+    _check_arguments(warmup, False, True)
+    usable = [_usable(None, None, budget, None, modelled)[0] for budget in budgets]
+    options = EstimateOptions(device=modelled, warmup=warmup)
+    alone = _Alone.of(fn, inputs, inputs_kwargs, batch_param, options, status)
+    planner = alone.planner()
+    return [_plan_of(planner.plan(b), alone.advisor, alone.base, b, None) for b in usable if b is not None]
+
+
+@dataclass
+class _Alone:
+    """The baseline and each technique tried alone."""
+
+    advisor: _Advisor
+    base: _Tried
+    techniques: list[Any]
+    refusals: list[Any]
+    attempts: dict[str, _Tried | UserCodeError]
+
+    @classmethod
+    def of(
+        cls,
+        fn: Callable[..., Any] | str,
+        inputs: InputsFactory | None,
+        inputs_kwargs: Mapping[str, Any] | None,
+        batch_param: str | None,
+        options: EstimateOptions,
+        status: StatusFn | None,
+    ) -> _Alone:
+        from memprof.sources.target import resolve
+
+        target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
+        advisor = _Advisor(target, inputs, dict(inputs_kwargs or {}), options, status)
+        batch = _batch_value(target, inputs, advisor.params, batch_param)
+        base = advisor.baseline()
+        techniques, refusals = advisor.discover(batch_param, batch)
+        attempts = {t.key: advisor.attempt((t,)) for t in techniques}
+        return cls(advisor, base, techniques, refusals, attempts)
+
+    def planner(self) -> _Planner:
+        tried = {key: found for key, found in self.attempts.items() if isinstance(found, _Tried)}
+        return _Planner(self.advisor, self.base, self.techniques, tried)
 
 
 def _ranked(
@@ -351,7 +403,7 @@ class _Planner:
             return (), self.base, True, 0
         estimated = 0
         for combo in self.combos():
-            if self.base.needed - sum(self.saving[t.key] for t in combo) > usable:
+            if self.optimistic(combo) > usable:
                 continue
             if estimated >= MAX_PLAN_ESTIMATES:
                 break
@@ -363,16 +415,22 @@ class _Planner:
         return closest, best, False, estimated
 
     def closest(self) -> tuple[tuple[Any, ...], _Tried]:
-        """When nothing fits: the combination needing least of each technique alone and the
-        combinations of each kind's largest savings."""
-        tops = [sorted(group, key=lambda t: -self.saving[t.key])[:CLOSEST_OPTIONS] for group in self.groups]
-        candidates = [(t,) for t in self.useful] + [tuple(c) for c in itertools.product(*tops) if len(c) > 1]
+        """When nothing fits: the combination that needs least. Combinations are estimated in
+        order of what their savings alone, added up, would leave, until that is no less than
+        the least found (savings that interact save less together than alone added up), so
+        that no plan for a larger budget needs less than it."""
         best: tuple[tuple[Any, ...], _Tried] = ((), self.base)
-        for combo in candidates:
+        for count, combo in enumerate(sorted(self.combos(), key=self.optimistic)):
+            if self.optimistic(combo) >= best[1].needed or count >= MAX_CLOSEST_ESTIMATES:
+                break
             found = self.advisor.attempt(combo)
             if isinstance(found, _Tried) and found.needed < best[1].needed:
                 best = (combo, found)
         return best
+
+    def optimistic(self, combo: tuple[Any, ...]) -> int:
+        """What ``combo`` would need if its techniques' savings alone added up."""
+        return self.base.needed - sum(self.saving[t.key] for t in combo)
 
 
 def _plan_of(
@@ -380,7 +438,6 @@ def _plan_of(
     advisor: _Advisor,
     base: _Tried,
     usable: int,
-    techniques: list[Any],
     card: str | None,
 ) -> AdvicePlan:
     combo, tried, fits, estimated = found

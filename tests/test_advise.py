@@ -174,23 +174,21 @@ def test_each_technique_on_the_gpt_is_its_real_runs_footprint(gpt_advice: Any) -
 
 @pytest.mark.slow
 def test_the_gpt_plan_is_monotone_over_ten_budgets_and_verified_at_three(gpt_advice: Any) -> None:
+    from memprof.advice import plans
+
     base = gpt_advice.advice.baseline.needed_bytes
     budgets = [int(base * f) for f in (1.0, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5, 0.45, 0.3)]
-    plans = [
-        memprof.advise(GPT, device="cpu", inputs_kwargs={"batch": 8}, batch_param="batch", budget=b)
-        for b in budgets
-    ]
-    footprints = [r.advice.plan.needed_bytes for r in plans]
-    assert footprints == sorted(footprints, reverse=True), footprints
-    for budget, report in zip(budgets, plans, strict=True):
-        plan = report.advice.plan
+    planned = plans(GPT, budgets, device="cpu", inputs_kwargs={"batch": 8}, batch_param="batch")
+    needs = [plan.needed_bytes for plan in planned]
+    assert needs == sorted(needs, reverse=True), needs
+    for budget, plan in zip(budgets, planned, strict=True):
         assert plan.fits == (plan.needed_bytes <= budget)
-    assert plans[0].advice.plan.keys == () and not plans[-1].advice.plan.fits
+    assert planned[0].keys == () and planned[1].fits and not planned[-1].fits
     for budget in (budgets[2], budgets[5], budgets[7]):
         plan = memprof.advise(
             GPT, device="cpu", inputs_kwargs={"batch": 8}, batch_param="batch", budget=budget, verify=True
         ).advice.plan
-        assert plan.fits and plan.measured_footprint_bytes is not None
+        assert plan is not None and plan.fits and plan.measured_footprint_bytes is not None
         assert plan.measured_footprint_bytes <= budget
         assert plan.measured_footprint_bytes == pytest.approx(plan.footprint_bytes, rel=0.01)
 
