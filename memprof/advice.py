@@ -358,8 +358,13 @@ def _row(technique: Any, tried: _Tried | UserCodeError, base: _Tried) -> Advised
 # ---- a plan for a budget ------------------------------------------------------------------------
 
 
+CAVEATS = ("autocast", "micro_batch")
+"""Kinds of technique that cost more than compute (precision, throughput): at equal extra
+FLOPs, a plan without them comes first."""
+
+
 def _with_caveat(technique: Any) -> int:
-    return 1 if technique.cost else 0
+    return 1 if technique.group in CAVEATS else 0
 
 
 class _Planner:

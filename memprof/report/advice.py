@@ -19,8 +19,9 @@ BAR_CHARS = 20
 HELP = (
     "Each technique applied alone to the step's own objects and estimated on fake tensors: footprint "
     "(CPU) or reserve (CUDA) with it, what it saves of the step as it is, and the floating-point "
-    "operations it adds (FlopCounterMode: matmuls, convolutions, attention; recomputing them in "
-    "backward counts again). Savings of several techniques are measured together, never added up."
+    "operations it adds (torch.utils.flop_counter's formulas: matmuls, convolutions, attention; "
+    "recomputing them in backward counts again). Savings of several techniques are measured together, "
+    "never added up."
 )
 
 

@@ -28,8 +28,18 @@ MAX_CHECKPOINT_CLASSES = 3
 """Repeated module classes tried for activation checkpointing, outermost first."""
 MICRO_BATCH_DIVISORS = (2, 4)
 """A smaller micro-batch: the batch divided by each of these that divides it."""
-SAVED_OPS = ("mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_dot_product_flash_attention")
-"""aten ops whose outputs selective checkpointing keeps (matmuls); the rest is recomputed."""
+SAVED_OPS = (
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "linear",
+    "convolution",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+)
+"""aten ops whose outputs selective checkpointing keeps (matmuls, convolutions, fused
+attention): the costly ones; the rest is recomputed."""
 
 
 class Refused(Exception):
@@ -343,14 +353,15 @@ def _checkpoints(inputs: Inputs, batch_param: str | None, batch: Any, device: st
     found.append(
         Technique(
             key=f"selective:{outer.__name__}",
-            name=f"selective checkpoint of every {outer.__name__} (keep matmul outputs)",
+            name=f"selective checkpoint of every {outer.__name__}",
             apply=(
                 "apply_activation_checkpointing(model, checkpoint_wrapper_fn=partial(checkpoint_wrapper, "
                 "context_fn=partial(create_selective_checkpoint_contexts, "
-                "[aten.mm.default, aten.addmm.default, "
-                f"aten.bmm.default])), check_fn=lambda m: isinstance(m, {outer.__name__}))"
+                "[aten.mm.default, aten.addmm.default, aten.bmm.default, aten.convolution.default])), "
+                f"check_fn=lambda m: isinstance(m, {outer.__name__}))"
             ),
             group="checkpoint",
+            cost="keeps the outputs of matmuls, convolutions and fused attention; recomputes the rest",
             transform=_checkpoint(outer, selective=True),
         )
     )
