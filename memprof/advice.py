@@ -53,6 +53,7 @@ def advise(
     inputs: InputsFactory | None = None,
     inputs_kwargs: Mapping[str, Any] | None = None,
     batch_param: str | None = None,
+    world_size: int | None = None,
     verify: bool = False,
     warmup: int = 1,
     status: StatusFn | None = None,
@@ -69,7 +70,9 @@ def advise(
     combination that fits with the least extra FLOPs, estimated as a whole, or the closest when
     nothing fits (``plan.fits`` false). ``batch_param``: the factory's batch parameter, for a
     smaller micro-batch with gradient accumulation (its value from ``inputs_kwargs`` or the
-    factory's default). ``verify``: the plan applied for real on this machine's device (the
+    factory's default). ``world_size``: try FSDP2 over that many GPUs (``fully_shard`` on each
+    repeated block and the model, the optimizer rebuilt; rank 0 of the job estimated on torch's
+    fake process group). ``verify``: the plan applied for real on this machine's device (the
     CPU: estimate with ``device="cpu"``) and measured (``plan.measured_footprint_bytes``).
 
     >>> step = "memprof.examples.gpt:train_step"
@@ -79,9 +82,9 @@ def advise(
     modelled = _estimate_device(device)
     _check_arguments(warmup, False, True)
     usable, card_name = _usable(capacity, gpu, budget, reserve, modelled)
-    _check_verify(verify, modelled)
+    _check_verify(verify, modelled, world_size)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
-    alone = _Alone.of(fn, inputs, inputs_kwargs, batch_param, options, status)
+    alone = _Alone.of(fn, inputs, inputs_kwargs, (batch_param, world_size), options, status)
     advisor, base = alone.advisor, alone.base
     ranked = _ranked(alone.techniques, alone.attempts, alone.refusals, base)
     runs = {"baseline": base.run}
@@ -121,6 +124,7 @@ def plans(
     inputs: InputsFactory | None = None,
     inputs_kwargs: Mapping[str, Any] | None = None,
     batch_param: str | None = None,
+    world_size: int | None = None,
     warmup: int = 1,
     status: StatusFn | None = None,
 ) -> list[AdvicePlan]:
@@ -131,8 +135,9 @@ def plans(
     modelled = _estimate_device(device)
     _check_arguments(warmup, False, True)
     usable = [_usable(None, None, budget, None, modelled)[0] for budget in budgets]
+    _check_verify(False, modelled, world_size)
     options = EstimateOptions(device=modelled, warmup=warmup)
-    alone = _Alone.of(fn, inputs, inputs_kwargs, batch_param, options, status)
+    alone = _Alone.of(fn, inputs, inputs_kwargs, (batch_param, world_size), options, status)
     planner = alone.planner()
     return [_plan_of(planner.plan(b), alone.advisor, alone.base, b, None) for b in usable if b is not None]
 
@@ -153,17 +158,19 @@ class _Alone:
         fn: Callable[..., Any] | str,
         inputs: InputsFactory | None,
         inputs_kwargs: Mapping[str, Any] | None,
-        batch_param: str | None,
+        knobs: tuple[str | None, int | None],
         options: EstimateOptions,
         status: StatusFn | None,
     ) -> _Alone:
+        """``knobs``: the factory's batch parameter and the GPUs to shard over (or None)."""
         from memprof.sources.target import resolve
 
         target = resolve(fn) if isinstance(fn, str) else Target.of(fn)
         advisor = _Advisor(target, inputs, dict(inputs_kwargs or {}), options, status)
+        batch_param, world_size = knobs
         batch = _batch_value(target, inputs, advisor.params, batch_param)
         base = advisor.baseline()
-        techniques, refusals = advisor.discover(batch_param, batch)
+        techniques, refusals = advisor.discover(batch_param, batch, world_size)
         attempts = {t.key: advisor.attempt((t,)) for t in techniques}
         return cls(advisor, base, techniques, refusals, attempts)
 
@@ -184,9 +191,20 @@ def _ranked(
     ]
 
 
-def _check_verify(verify: bool, device: str) -> None:
+def _check_verify(verify: bool, device: str, world_size: int | None) -> None:
     import torch
 
+    if world_size is not None and (
+        isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2
+    ):
+        raise UsageError(
+            f"{param('world_size')} is the number of GPUs to shard over: 2 or more, got {world_size!r}"
+        )
+    if verify and world_size is not None:
+        raise UsageError(
+            f"{param('verify')} measures the plan on this one device, and a plan may shard over "
+            f"{world_size} GPUs: give {param('verify')} or {param('world_size')}, not both"
+        )
     if verify and device != "cpu" and not torch.cuda.is_available():
         raise UsageError(
             f"{param('verify')} measures the plan on this machine, which has no CUDA device: advise "
@@ -275,12 +293,14 @@ class _Advisor:
     def baseline(self) -> _Tried:
         return self.tried(())
 
-    def discover(self, batch_param: str | None, batch: Any) -> tuple[list[Any], list[Any]]:
+    def discover(
+        self, batch_param: str | None, batch: Any, world_size: int | None
+    ) -> tuple[list[Any], list[Any]]:
         """The techniques that can be tried on the baseline's objects, and those refused."""
         from memprof.sources.techniques import discover
 
         assert self.made is not None
-        return discover(self.made, batch_param, batch, self.options.device, self.stateful)
+        return discover(self.made, batch_param, batch, self.options.device, self.stateful, world_size)
 
     def attempt(self, combo: tuple[Any, ...]) -> _Tried | UserCodeError:
         """The estimate of ``combo`` applied, or how the step failed with it."""
@@ -319,18 +339,31 @@ class _Advisor:
 
         label = " + ".join(t.key for t in combo) or "baseline"
         self.count += 1
-        run = estimate_target(
-            counted,
-            make,
-            self.options,
-            label=label,
-            name=self.target.attr_path,
-            module=self.target.module,
-            status=self.status,
-        )
+        world_size = next((t.world_size for t in combo if t.world_size is not None), None)
+        with _job(world_size):
+            run = estimate_target(
+                counted,
+                make,
+                self.options,
+                label=label,
+                name=self.target.attr_path,
+                module=self.target.module,
+                status=self.status,
+            )
         calls = max([t.calls for t in combo], default=1)
         flops = counted.last * calls if counted.last is not None else None
         return _Tried(run=run, needed=_needed(run, self.needed), flops=flops)
+
+
+def _job(world_size: int | None) -> Any:
+    """Rank 0 of a ``world_size``-rank job on torch's fake process group, or nothing."""
+    import contextlib
+
+    if world_size is None:
+        return contextlib.nullcontext()
+    from memprof.sources.fake_job import FakeJob
+
+    return FakeJob(world_size, 0)
 
 
 def _row(technique: Any, tried: _Tried | UserCodeError, base: _Tried) -> AdvisedTechnique:
@@ -358,9 +391,9 @@ def _row(technique: Any, tried: _Tried | UserCodeError, base: _Tried) -> Advised
 # ---- a plan for a budget ------------------------------------------------------------------------
 
 
-CAVEATS = ("autocast", "micro_batch")
-"""Kinds of technique that cost more than compute (precision, throughput): at equal extra
-FLOPs, a plan without them comes first."""
+CAVEATS = ("autocast", "micro_batch", "sharding")
+"""Kinds of technique that cost more than compute (precision, throughput, more GPUs): at equal
+extra FLOPs, a plan without them comes first."""
 
 
 def _with_caveat(technique: Any) -> int:

@@ -98,7 +98,7 @@ def test_what_does_not_apply_is_refused_with_the_reason(tiny: Any) -> None:
     assert refused["micro_batch"] == "name the inputs factory's batch parameter (--batch-param)"
     assert refused["channels_last"] == "no 2-D convolution among the modules"
     assert refused["no_grad"].startswith("the step fails with it: tiny_step raised RuntimeError")
-    assert "fully_shard" in refused["sharding"]
+    assert refused["sharding"] == "give the number of GPUs to shard over (--world-size)"
 
 
 def test_nothing_fits_a_budget_below_every_combination_exit_1() -> None:
@@ -118,6 +118,7 @@ def test_nothing_fits_a_budget_below_every_combination_exit_1() -> None:
         (("--verify",), "--verify measures the plan for a budget; give --budget, --capacity or --gpu"),
         (("--budget", "lots"), "--budget"),
         (("--batch-param", "seq"), "the inputs factory takes no parameter 'seq'"),
+        (("--budget", "1MB", "--world-size", "2", "--verify"), "give --verify or --world-size, not both"),
     ],
 )
 def test_bad_input_is_exit_2_with_one_line(args: tuple[str, ...], message: str) -> None:
@@ -214,3 +215,31 @@ def test_each_technique_on_a_hugging_face_llama_is_its_real_runs_footprint() -> 
     assert rows["checkpoint:hf"].apply.startswith("model.gradient_checkpointing_enable(")
     for key, row in rows.items():
         assert row.footprint_bytes == pytest.approx(measured(LLAMA, (key,), params, "batch"), rel=0.01), key
+
+
+@pytest.mark.slow
+def test_fsdp2_over_two_gpus_is_what_memprof_estimate_world_size_says_of_the_same_sharded_step(
+    gpt_advice: Any,
+) -> None:
+    """The sharding technique's figure is the sharded-job estimate's (rank 0 of a 2-rank job on
+    torch's fake process group) of the GPT step sharded by the same code: AdamW's moments per
+    rank are half the unsharded step's."""
+    report = memprof.advise(GPT, device="cpu", world_size=2)
+    row = next(t for t in report.advice.techniques if t.key == "fsdp:2")
+    target = resolve(GPT)
+
+    def sharded_inputs() -> Any:
+        made = build_inputs(target, None, "cpu", {})
+        found, _ = discover(made, None, None, "cpu", world_size=2)
+        return next(t for t in found if t.key == "fsdp:2").transform(made).args
+
+    job = memprof.estimate(GPT, device="cpu", inputs=sharded_inputs, world_size=2, ranks=[0])
+    rank0 = job.runs["rank0"]
+    assert row.footprint_bytes == rank0.footprint_bytes
+    from memprof.examples.gpt import make_model
+
+    # AdamW's two moments are sharded; its step counters (a 4-byte scalar per parameter) are not.
+    steps = 4 * len(list(make_model().parameters()))
+    whole = gpt_advice.runs["baseline"].at_peak.by_category["optimizer_state"]
+    assert rank0.at_peak is not None
+    assert rank0.at_peak.by_category["optimizer_state"] == (whole - steps) // 2 + steps

@@ -30,6 +30,17 @@ BatchParamOption = Annotated[
         "quartered) with gradient accumulation. Its value: --set NAME=V, else the factory's default.",
     ),
 ]
+WorldSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size",
+        min=2,
+        metavar="N",
+        help="Also try FSDP2 over N GPUs: fully_shard on every instance of the outermost repeated module "
+        "class and on the model, the optimizer rebuilt on the shards; rank 0 of the job estimated on "
+        "torch's fake process group.",
+    ),
+]
 VerifyOption = Annotated[
     bool,
     typer.Option(
@@ -54,6 +65,7 @@ def advise(
     reserve: ReserveOption = None,
     budget: BudgetOption = None,
     batch_param: BatchParamOption = None,
+    world_size: WorldSizeOption = None,
     verify: VerifyOption = False,
     warmup: WarmupOption = 1,
     factory: FactoryOptions,
@@ -91,6 +103,7 @@ def advise(
         inputs=inputs,
         inputs_kwargs=factory.params(),
         batch_param=batch_param,
+        world_size=world_size,
         verify=verify,
         warmup=warmup,
         status=status_printer(output.quiet),

@@ -52,8 +52,8 @@ class Technique:
     ``cost`` (what it costs besides compute, in words: a numerics change, smaller matmuls),
     ``group`` (techniques of one group do not combine), what it does to the factory's objects
     (``transform``) and to the call (``wrap``), the factory parameters it changes
-    (``params``), and how many calls make one step (``calls``: a micro-batch of 1/k is k
-    calls)."""
+    (``params``), how many calls make one step (``calls``: a micro-batch of 1/k is k
+    calls), and the ranks of the job it is run as one rank of (``world_size``: sharding)."""
 
     key: str
     name: str
@@ -64,6 +64,7 @@ class Technique:
     wrap: Wrap | None = None
     params: dict[str, Any] = field(default_factory=dict)
     calls: int = 1
+    world_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -273,15 +274,20 @@ def stateful(inputs: Inputs) -> bool:
 
 
 def discover(
-    inputs: Inputs, batch_param: str | None, batch: Any, device: str, stepped: bool = False
+    inputs: Inputs,
+    batch_param: str | None,
+    batch: Any,
+    device: str,
+    stepped: bool = False,
+    world_size: int | None = None,
 ) -> tuple[list[Technique], list[Refusal]]:
     """What can be tried on the objects a factory made (``inputs``, as the factory returned
     them), and what cannot, with why. ``batch_param``: the factory's batch parameter and
     ``batch`` its value (None: unknown); ``stepped``: the factory's optimizer already held state
-    (:func:`stateful`)."""
+    (:func:`stateful`); ``world_size``: the GPUs to try sharding over (None: not tried)."""
     found: list[Technique] = []
     refused: list[Refusal] = []
-    for part in (_checkpoints, _precision, _optimizer, _micro_batch, _layout, _inference, _sharding):
+    for part in (_checkpoints, _precision, _optimizer, _micro_batch, _layout, _inference):
         techniques, refusals = part(inputs, batch_param, batch, device)
         if part is _optimizer and stepped:
             techniques, refusals = (
@@ -296,7 +302,8 @@ def discover(
             )
         found += techniques
         refused += refusals
-    return found, refused
+    techniques, refusals = _sharding(inputs, world_size)
+    return found + techniques, refused + refusals
 
 
 Found = tuple[list[Technique], list[Refusal]]
@@ -500,15 +507,64 @@ def _inference(inputs: Inputs, batch_param: str | None, batch: Any, device: str)
     ], []
 
 
-def _sharding(inputs: Inputs, batch_param: str | None, batch: Any, device: str) -> Found:
-    return [], [
-        Refusal(
-            "sharding",
-            "sharding over N GPUs",
-            "sharding changes the step itself (fully_shard before the optimizer is built); shard it in "
-            "the code and estimate each rank of the job (memprof estimate's world size)",
+def _sharding(inputs: Inputs, world_size: int | None) -> Found:
+    from memprof.errors import param
+
+    name = "sharding over N GPUs"
+    if world_size is None:
+        return [], [
+            Refusal("sharding", name, f"give the number of GPUs to shard over ({param('world_size')})")
+        ]
+    models = modules_of(inputs)
+    classes = [cls for model in models for cls in repeated_classes(model)[:1]]
+    if not models or not classes:
+        return [], [Refusal("sharding", name, "no repeated module class to shard (FSDP2 shards each block)")]
+    outer = classes[0].__name__
+    return [
+        Technique(
+            key=f"fsdp:{world_size}",
+            name=f"FSDP2 over {world_size} GPUs",
+            apply=f"fully_shard(block, mesh=mesh) for every {outer}, then fully_shard(model, mesh=mesh), "
+            "then the optimizer",
+            group="sharding",
+            cost=f"{world_size} GPUs: parameters, gradients and optimizer state sharded; all-gathers and "
+            "reduce-scatters every step (rank 0 estimated)",
+            transform=_fully_sharded(classes[0]),
+            world_size=world_size,
         )
-    ]
+    ], []
+
+
+def _fully_sharded(cls: type) -> Transform:
+    """FSDP2 on the factory's modules: ``fully_shard`` on every instance of ``cls``, then on the
+    model, on a mesh of the job's ranks; the optimizers rebuilt on the sharded parameters
+    (same groups and hyperparameters)."""
+
+    def transform(inputs: Inputs) -> Inputs:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        names: dict[int, str] = {}
+        for model in modules_of(inputs):
+            names.update({id(p): f"{id(model)}.{n}" for n, p in model.named_parameters()})
+            blocks: list[Any] = [m for m in model.modules() if isinstance(m, cls)]
+            for module in blocks:
+                fully_shard(module, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        sharded = {f"{id(model)}.{n}": p for model in modules_of(inputs) for n, p in model.named_parameters()}
+        swap = {}
+        for optimizer in optimizers_of(inputs):
+            groups = [
+                {**g, "params": [sharded[names[id(p)]] for p in g["params"]]} for g in optimizer.param_groups
+            ]
+            accepted = inspect.signature(type(optimizer)).parameters
+            defaults = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+            swap[id(optimizer)] = type(optimizer)(groups, **defaults)
+        return _replaced(inputs, swap)
+
+    return transform
 
 
 # ---- a combination applied ----------------------------------------------------------------------
