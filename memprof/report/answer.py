@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from memprof.model.explanation import nonzero_categories
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_line
-from memprof.report import advice, estimate
+from memprof.report import estimate
 from memprof.report.document import Conclusion
 from memprof.units import format_bytes
 
@@ -49,9 +49,6 @@ def conclusions(report: Report) -> tuple[Conclusion, ...]:
 
 
 def _estimated(report: Report) -> tuple[Conclusion, ...]:
-    advised = advice.answer(report)
-    if advised is not None:
-        return (Conclusion((advised,)),)
     said = estimate.answer(report) or (report.sweep.verdict if report.sweep is not None else None)
     if not said:
         return (Conclusion(("no estimate succeeded",)),) if not report.ok_runs() else ()

@@ -201,7 +201,10 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
-    return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail)),))
+    # Advice concludes with its plan (or its largest saving), not with a run's answer.
+    advised = advice.answer(context.detail)
+    said = (doc.Conclusion((advised,)),) if advised is not None else conclusions(context.detail)
+    return doc.Section(ANSWER, "", (doc.Answer(said),))
 
 
 # ---- runs ----------------------------------------------------------------------------------------
