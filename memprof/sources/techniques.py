@@ -303,7 +303,16 @@ def discover(
         found += techniques
         refused += refusals
     techniques, refusals = _sharding(inputs, world_size)
-    return found + techniques, refused + refusals
+    return found + techniques, refused + refusals + [OFFLOAD]
+
+
+OFFLOAD = Refusal(
+    "offload",
+    "optimizer state on the CPU",
+    "not tried: an estimate runs on fake CPU tensors and models one device, so it cannot tell the "
+    "host's memory from the device's (FSDP2's CPUOffloadPolicy moves parameters, gradients and "
+    "optimizer state off the GPU)",
+)
 
 
 Found = tuple[list[Technique], list[Refusal]]
