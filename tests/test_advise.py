@@ -91,6 +91,14 @@ def test_a_budget_only_checkpointing_meets_gets_it_and_its_real_run_measures_the
     )
 
 
+def test_what_is_live_at_the_baselines_and_the_plans_peaks_keeps_its_source_lines(tiny: Any) -> None:
+    # FLOPs are counted on the same fake run without hiding the user's lines from the tracker.
+    _, data = tiny
+    for label in ("baseline", "plan"):
+        sources = [e.get("source", "") for e in data["runs"][label]["at_peak"]["entries"]]
+        assert any(source.startswith("tests/advise_steps.py:") for source in sources), label
+
+
 def test_what_does_not_apply_is_refused_with_the_reason(tiny: Any) -> None:
     _, data = tiny
     refused = {t["key"]: t["reason"] for t in data["advice"]["techniques"] if not t["applies"]}
