@@ -283,7 +283,6 @@ class _Advisor:
         self.made: Inputs | None = None
         self.stateful = False
         self.memo: dict[tuple[str, ...], _Tried | UserCodeError] = {}
-        self.count = 0
 
     def make(self, params: dict[str, Any]) -> Inputs:
         from memprof.sources.target import build_inputs
@@ -338,7 +337,6 @@ class _Advisor:
             return inputs
 
         label = " + ".join(t.key for t in combo) or "baseline"
-        self.count += 1
         world_size = next((t.world_size for t in combo if t.world_size is not None), None)
         with _job(world_size):
             run = estimate_target(
