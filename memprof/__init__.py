@@ -20,6 +20,7 @@ __all__ = [
     "ReportKind",
     "RunResult",
     "Variant",
+    "advise",
     "analyze",
     "compare",
     "estimate",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from memprof.advice import advise
     from memprof.api import Variant, analyze, compare, estimate, group_modules, profile, track
     from memprof.jobs import profile_ranks
     from memprof.model import Report, ReportKind, RunResult
@@ -49,6 +51,7 @@ _LAZY = {
     "Variant": "memprof.api",
     "track": "memprof.api",
     "profile_ranks": "memprof.jobs",
+    "advise": "memprof.advice",
     "Inputs": "memprof.sources.target",
     "Report": "memprof.model",
     "ReportKind": "memprof.model",

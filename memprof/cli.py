@@ -129,6 +129,7 @@ def reflowed(func: F) -> F:
 def _register() -> None:
     # Each command is a plain function in memprof/commands/; registering spreads its option
     # groups into options, wraps it in the one error handler and reflows its docstring for --help.
+    from memprof.commands.advise import advise
     from memprof.commands.analyze import analyze
     from memprof.commands.check import check
     from memprof.commands.compare import compare
@@ -137,7 +138,7 @@ def _register() -> None:
     from memprof.commands.parse import parse
     from memprof.commands.run import run
 
-    for command in (run, compare, estimate, analyze, check, diff, parse):
+    for command in (run, compare, estimate, advise, analyze, check, diff, parse):
         app.command()(handle_errors(reflowed(with_option_groups(command))))
 
 

@@ -150,6 +150,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "memprof.api",
             "memprof.estimating",
+            "memprof.advice",
             "memprof.sharded",
             "memprof.jobs",
             "memprof.blocks",

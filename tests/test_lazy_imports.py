@@ -93,6 +93,10 @@ def test_run_help_loads_no_torch() -> None:
     assert heavy_modules_after_cli("run", "--help") == ["rich"]
 
 
+def test_advise_help_loads_no_torch() -> None:
+    assert heavy_modules_after_cli("advise", "--help") == ["rich"]
+
+
 def test_estimate_help_and_its_gpu_table_load_no_torch() -> None:
     # typer draws its help with rich.
     assert heavy_modules_after_cli("estimate", "--help") == ["rich"]

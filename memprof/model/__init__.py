@@ -19,6 +19,7 @@ saved report loads back (:func:`memprof.pipeline.load_report`) without torch or 
 - :mod:`.timing`: how timed calls spread; :mod:`.recipe`: how a run was made (:class:`Recipe`).
 """
 
+from memprof.model.advice import Advice, AdviceBaseline, AdvicePlan, AdvisedTechnique
 from memprof.model.compiled import CompileSection, GraphBreak, Recompile
 from memprof.model.diff import OpDiff, RunDiff
 from memprof.model.estimate import AllocatorReplay, EstimateSection, Fits, Guess
@@ -88,6 +89,10 @@ __all__ = [
     "Source",
     "SourceFile",
     "Sweep",
+    "Advice",
+    "AdviceBaseline",
+    "AdvicePlan",
+    "AdvisedTechnique",
     "SweepPoint",
     "Timeline",
     "Unattributed",

@@ -41,6 +41,8 @@ class ReportKind(str, enum.Enum):
     """One estimate on fake tensors (``memprof estimate``)."""
     SWEEP = "sweep"
     """Estimates of several values of one parameter (a sweep)."""
+    ADVICE = "advice"
+    """Memory-saving techniques tried on fake tensors, and a plan for a budget (``memprof advise``)."""
     RANKS = "ranks"
     """Runs of several ranks of one job (live, or per-rank recordings): every rank side by side,
     then one rank detailed as a report of its own kind."""
@@ -64,5 +66,6 @@ class ReportKind(str, enum.Enum):
 
     @property
     def estimated(self) -> bool:
-        """An estimate or a sweep of estimates: nothing real ran."""
-        return self in (ReportKind.ESTIMATE, ReportKind.SWEEP)
+        """An estimate, a sweep of estimates or advice: nothing real ran (advice's verification
+        is said in its plan)."""
+        return self in (ReportKind.ESTIMATE, ReportKind.SWEEP, ReportKind.ADVICE)

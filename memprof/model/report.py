@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof import fields, schema
 from memprof.errors import InputError, brief
+from memprof.model.advice import Advice
 from memprof.model.diff import RunDiff
 from memprof.model.estimate import Fits
 from memprof.model.kind import ReportKind
@@ -59,6 +60,7 @@ class Report:
     fits: Fits | None = fields.optional(Fits)
     sweep: Sweep | None = fields.optional(Sweep)
     diff_of: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda report: not report.diff_of)
+    advice: Advice | None = fields.optional(Advice)
     diffs: tuple[RunDiff, ...] = fields.python_only(default=())
     ranks: RankSummary | None = fields.python_only()
 
@@ -69,6 +71,8 @@ class Report:
         runs of one rank are)."""
         if self.ranks is not None and len(self.ranks.ranks) > 1:
             return ReportKind.RANKS
+        if self.advice is not None:
+            return ReportKind.ADVICE
         return ReportKind.of_source(self.source, swept=self.sweep is not None)
 
     @property

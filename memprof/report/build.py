@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
+from memprof.report import advice, estimate, recorded
 from memprof.report import document as doc
-from memprof.report import estimate, recorded
 from memprof.report.answer import conclusions, made_differently
 from memprof.report.compiled import compile_section
 from memprof.report.context import Context, Limits
@@ -45,6 +45,7 @@ ORDER = (
     "compile",
     "timeline",
     "estimate",
+    "advice",
     "snapshot",
     "sites",
     "peak-diff",
@@ -85,6 +86,9 @@ def build(
     )
 
 
+_NAMES = {ReportKind.ADVICE: "memprof advise: "}
+
+
 def _uid(report: Report) -> str:
     """Ids unique to this report's charts (two reports in one notebook do not clash), and the
     same at every rendering of the same report."""
@@ -101,6 +105,8 @@ def _name(context: Context) -> str:
     report = context.report
     if report.diff_of:
         return "memprof diff: " + " vs ".join(report.diff_of)
+    if context.kind in _NAMES:
+        return _NAMES[context.kind] + report.target
     return ("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target
 
 
@@ -111,6 +117,8 @@ def _title(context: Context) -> tuple:
         return doc.join(f"memprof diff: {' vs '.join(report.diff_of)} (", doc.name(made), ")")
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
+    if context.kind is ReportKind.ADVICE:
+        return doc.words(f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}")
     if context.kind.estimated:
         return doc.words(f"memprof: {estimate.title(report)}")
     torch_version = report.environment.get("torch", "?")
@@ -208,6 +216,10 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
+    # Advice concludes with its plan (or its largest saving), not with a run's answer.
+    advised = advice.answer(context.detail)
+    if advised is not None:
+        return doc.Section(ANSWER, "", (doc.Answer((doc.Conclusion((advised,)),)),))
     return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail, short=context.limits.short)),))
 
 
@@ -524,6 +536,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "compile": compile_section,
     "timeline": _timeline,
     "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
+    "advice": lambda context: advice.section(context.detail),
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
     "sites": lambda context: recorded.sites_section(context.detail, context.limits.sites),
     "peak-diff": peak_change_section,

@@ -273,7 +273,8 @@ class FakeSession:
     memo holds a weak reference to it: the memo is emptied first; it only caches conversions
     of real tensors)."""
 
-    def __init__(self, workspaces: Workspaces | None) -> None:
+    def __init__(self, workspaces: Workspaces | None, host: bool = False) -> None:
+        self.host = host
         self.clock = FakeClock()
         self.mode = FakeTensorMode()
         self.recorder = Recorder(self.clock, workspaces)
@@ -292,6 +293,8 @@ class FakeSession:
         self._stack.callback(setattr, torch.utils, "swap_tensors", original)
         self._count_redistributions()
         self._follow_resizes()
+        if self.host:
+            self._count_rng_states()
         self._stack.enter_context(self.mode)
         self._stack.enter_context(self.recorder)
         self._stack.enter_context(self.guesses)
@@ -314,6 +317,26 @@ class FakeSession:
 
         torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
         self._stack.callback(setattr, torch.UntypedStorage, "resize_", original)
+
+    def enter(self, context: Any) -> Any:
+        """Enter ``context`` (a dispatch mode, say) until the session ends: made inside the
+        session, it sees the warm-up calls and the estimated one, under the tracker's mode."""
+        return self._stack.enter_context(context)
+
+    def _count_rng_states(self) -> None:
+        """The CPU generator's state read as a tensor (activation checkpointing stashes it for
+        each checkpointed call, to replay dropout in the recomputation) is a real CPU tensor made
+        outside any op: on the CPU it is allocated as in a real run."""
+        original = torch.get_rng_state
+        adopt = self.recorder.adopt
+
+        def get_rng_state() -> torch.Tensor:
+            state = original()
+            adopt(state)
+            return state
+
+        torch.get_rng_state = get_rng_state
+        self._stack.callback(setattr, torch, "get_rng_state", original)
 
     def _count_redistributions(self) -> None:
         """A DTensor op whose arguments' placements do not suit it redistributes them inside
@@ -408,7 +431,7 @@ def estimate_target(
     estimated one. Raises :class:`UserCodeError` (exit 3) when the code fails on fake tensors."""
     cuda = options.device == "cuda"
     workspaces = Workspaces() if options.workspaces and not cuda else None
-    session = FakeSession(workspaces)
+    session = FakeSession(workspaces, host=not cuda)
     started = time.perf_counter()
     if status:
         status(f"estimating {name} ({label}) on fake tensors")
