@@ -266,9 +266,22 @@ def notes(report: Report) -> list[tuple[str, str]]:
         return [(run.label, note) for run in runs for note in run.notes]
     shared = [note for note in runs[0].notes if all(note in run.notes for run in runs[1:])]
     out = [("all runs", note) for note in shared]
+    # A note some runs share (the ranks alike rank 0) is said once, for them all.
+    whose: dict[str, list[str]] = {}
     for run in runs:
-        out += [(run.label, note) for note in run.notes if note not in shared]
-    return out
+        for note in run.notes:
+            if note not in shared:
+                whose.setdefault(note, []).append(run.label)
+    return out + [(_labels(labels), note) for note, labels in whose.items()]
+
+
+def _labels(labels: list[str]) -> str:
+    """``rank1-rank6`` for consecutive ranks' runs, else the labels listed."""
+    numbers = [int(label[4:]) for label in labels if label.startswith("rank") and label[4:].isdigit()]
+    consecutive = len(numbers) == len(labels) and numbers == list(range(numbers[0], numbers[-1] + 1))
+    if len(labels) > 2 and consecutive:
+        return f"{labels[0]}-{labels[-1]}"
+    return ", ".join(labels)
 
 
 def failed(report: Report) -> str | None:
