@@ -57,9 +57,6 @@ class Job:
         """What the report's environment says of the job."""
         return {"world_size": str(self.world_size), "backend": "fake (estimate)"}
 
-    def _one(self, one: OneRun, label: str, params: dict[str, Any], rank: int, count: int) -> RunResult:
-        return self._probed(one, label, params, rank, count)[0]
-
     def _probed(
         self, one: OneRun, label: str, params: dict[str, Any], rank: int, count: int
     ) -> tuple[RunResult, list[str]]:
@@ -73,8 +70,9 @@ class Job:
             run = one(label, params)
         return replace(run, label=label, rank=rank), reads.lines
 
-    def runs(self, one: OneRun, params: dict[str, Any]) -> dict[str, RunResult]:
-        """Each rank's run, ``rank0``, ``rank1``, ...; ranks alike an earlier one say so.
+    def runs(self, one: OneRun, params: dict[str, Any], label: str | None = None) -> dict[str, RunResult]:
+        """Each rank's run, ``rank0``, ``rank1``, ... (``batch=8/rank0``, ... with ``label``);
+        ranks alike an earlier one say so.
 
         Every rank of a job of three or more: the first and the last are estimated; when no code
         outside torch read the rank and the two are alike, the ranks between are too (torch
@@ -89,9 +87,9 @@ class Job:
         for count, rank in enumerate(order, start=1):
             if every and count == 3 and not read and _signature(runs[0]) == _signature(runs[last]):
                 for middle in range(1, last):
-                    runs[middle] = _alike(runs[0], middle, last)
+                    runs[middle] = _alike(runs[0], rank_label(middle, label), middle, last)
                 break
-            runs[rank], lines = self._probed(one, rank_label(rank), params, rank, count)
+            runs[rank], lines = self._probed(one, rank_label(rank, label), params, rank, count)
             read += [line for line in lines if line not in read]
         if read:
             where = ", ".join(read[:3]) + (f" and {len(read) - 3} more" if len(read) > 3 else "")
@@ -100,20 +98,20 @@ class Job:
         if self.status is not None:
             estimated = sum(1 for run in runs.values() if not _copied(run))
             self.status(f"{estimated} rank(s) estimated in {time.perf_counter() - started:.1f} s")
-        return said_once({rank_label(rank): runs[rank] for rank in sorted(runs)})
+        return said_once({rank_label(rank, label): runs[rank] for rank in sorted(runs)})
 
     def neediest(self, one: OneRun, need: Callable[[RunResult], int]) -> OneRun:
         """A run per value of a sweep: the estimated ranks' neediest run, under the value's label,
         noting which rank it is."""
 
         def run(label: str, params: dict[str, Any]) -> RunResult:
-            found = [self._one(one, label, params, rank, n) for n, rank in enumerate(self.ranks, start=1)]
+            found = list(self.runs(one, params, label).values())
             worst = max(found, key=lambda r: (need(r), -(r.rank or 0)))
             note = (
                 f"rank {worst.rank} of a {self.world_size}-rank job, the neediest of the "
-                f"{len(found)} rank(s) estimated at {label}"
+                f"{len(found)} rank(s) at {label}"
             )
-            return replace(worst, notes=(note, *worst.notes))
+            return replace(worst, label=label, notes=(note, *worst.notes))
 
         return run
 
@@ -121,14 +119,14 @@ class Job:
 _NOT_RUN = "not estimated on its own"
 
 
-def _alike(first: RunResult, rank: int, last: int) -> RunResult:
-    """Rank ``rank``'s run, from rank 0's: the job's ranks 0 and ``last`` are alike and no code
-    outside torch read the rank."""
+def _alike(first: RunResult, label: str, rank: int, last: int) -> RunResult:
+    """Rank ``rank``'s run (``label``), from rank 0's: the job's ranks 0 and ``last`` are alike
+    and no code outside torch read the rank."""
     note = (
         f"alike rank 0 ({_NOT_RUN}): no code outside torch reads the rank, and ranks 0 and {last} "
         "are alike, so torch shards this rank as theirs"
     )
-    return replace(first, label=rank_label(rank), rank=rank, notes=(note, *first.notes))
+    return replace(first, label=label, rank=rank, notes=(note, *first.notes))
 
 
 def _copied(run: RunResult) -> bool:

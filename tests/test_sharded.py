@@ -192,7 +192,7 @@ def test_a_sweep_fits_a_value_only_when_every_rank_fits(tmp_path: Path) -> None:
     assert list(report.runs) == ["rows=256", "rows=512"]
     for run in report.runs.values():
         assert run.rank == 1  # rank 1 holds twice rank 0's rows and a second layer
-        assert run.notes[0].startswith("rank 1 of a 2-rank job, the neediest of the 2 rank(s) estimated")
+        assert run.notes[0].startswith("rank 1 of a 2-rank job, the neediest of the 2 rank(s) at rows=")
 
 
 TWO_D = """
