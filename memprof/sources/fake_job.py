@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch  # noqa: TID253 - fake execution, like sources/fake.py
@@ -88,38 +87,16 @@ class FakeJob:
 
         from torch.distributed import utils
 
-        replacements: list[tuple[Any, Any, bool]] = [
-            (dist.init_process_group, init_process_group, False),
-            (dist.destroy_process_group, destroy_process_group, False),
-        ]
+        from memprof.sources.patching import replace_attribute, replace_everywhere
+
+        replace_everywhere(stack, dist.init_process_group, init_process_group, _MODULES)
+        replace_everywhere(stack, dist.destroy_process_group, destroy_process_group, _MODULES)
         verify = getattr(utils, "_verify_param_shape_across_processes", None)
         if verify is not None:
             # DDP checks that every rank's parameters have the same shapes by reading them: fake
             # tensors have no data, and every rank here runs the same code.
-            replacements.append((verify, destroy_process_group, True))
-        for original, replacement, everywhere in replacements:
-            for module, name in _references(original, everywhere):
-                stack.callback(setattr, module, name, original)
-                setattr(module, name, replacement)
-        original_set_device = torch.cuda.set_device
-        torch.cuda.set_device = lambda *args, **kwargs: None  # type: ignore[assignment]
-        stack.callback(setattr, torch.cuda, "set_device", original_set_device)
-
-
-def _references(function: Callable[..., Any], everywhere: bool = False) -> Iterator[tuple[Any, str]]:
-    """(module, name) of every loaded module that holds ``function`` as a global: torch's own
-    (all of them when ``everywhere``), and the user's modules that imported it by name (``from
-    torch.distributed import init_process_group``)."""
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        name = getattr(module, "__name__", "")
-        if name.startswith("torch.") and name not in _MODULES and not everywhere:
-            continue  # torch's other modules call through torch.distributed
-        for key, value in list(namespace.items()):
-            if value is function:
-                yield module, key
+            replace_everywhere(stack, verify, destroy_process_group, None)
+        replace_attribute(stack, torch.cuda, "set_device", lambda *args, **kwargs: None)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from memprof.sources.patching import replace_attribute, replace_everywhere
 from memprof.sources.tracking.lines import LIBRARY, STDLIB, USER, frame_kind, shown_path
 
 RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "NODE_RANK"})
@@ -71,9 +72,6 @@ class RankReads:
 
     def _watch(self, stack: contextlib.ExitStack, owner: Any, name: str) -> None:
         original: Callable[..., Any] | None = getattr(owner, name, None)
-        # Put back as it was found: a compiled class's method is not the function its attribute
-        # lookup returns.
-        stored = vars(owner).get(name, original)
         if original is None:
             return
         note = self.note
@@ -82,16 +80,9 @@ class RankReads:
             note()
             return original(*args, **kwargs)
 
-        # A user's module that imported the function by name calls it through its own global.
-        for module in list(sys.modules.values()):
-            namespace = getattr(module, "__dict__", None)
-            if isinstance(namespace, dict) and not str(getattr(module, "__name__", "")).startswith("torch"):
-                for key, value in list(namespace.items()):
-                    if value is original:
-                        stack.callback(setattr, module, key, original)
-                        setattr(module, key, read)
-        stack.callback(setattr, owner, name, stored)
-        setattr(owner, name, read)
+        # Torch's own modules reach it through ``owner``; a user's may have imported it by name.
+        replace_everywhere(stack, original, read)
+        replace_attribute(stack, owner, name, read)
 
     def _watch_environment(self, stack: contextlib.ExitStack) -> None:
         """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")``, ``os.getenv("RANK")``."""
