@@ -17,16 +17,12 @@ from typing import Any
 
 from memprof.errors import UsageError, param
 from memprof.model import RunResult
+from memprof.sources.distributed import rank_label
 from memprof.sources.options import StatusFn
 
 MAX_WORLD_SIZE = 65_536  # ranks of one job; each rank estimated is a run of the target
 
 OneRun = Callable[[str, dict[str, Any]], RunResult]
-
-
-def rank_label(rank: int, label: str | None = None) -> str:
-    """``rank3``, or ``batch=8/rank3`` for a labelled run."""
-    return f"rank{rank}" if not label else f"{label}/rank{rank}"
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class Job:
         return replace(run, label=label, rank=rank), reads.lines
 
     def runs(self, one: OneRun, params: dict[str, Any], label: str | None = None) -> dict[str, RunResult]:
-        """Each rank's run, ``rank0``, ``rank1``, ... (``batch=8/rank0``, ... with ``label``);
+        """Each rank's run, ``rank0``, ``rank1``, ... (``rank0/batch=8``, ... with ``label``);
         ranks alike an earlier one say so.
 
         Every rank of a job of three or more: the first and the last are estimated; when no code

@@ -119,12 +119,17 @@ def rank_device(requested: str, env: RankEnv) -> str:
     return f"cuda:{env.local_rank}"
 
 
+def rank_label(rank: int, label: str | None = None) -> str:
+    """A run of rank ``rank``: ``rank2``, or ``rank2/eager`` when the rank makes several."""
+    return f"rank{rank}/{label}" if label else f"rank{rank}"
+
+
 def rank_labels(rank: int, labels: Sequence[str]) -> list[str]:
     """A rank's run labels: ``rank2`` for its one run, ``rank2/eager``, ``rank2/compile`` for
     several."""
     if len(labels) == 1:
-        return [f"rank{rank}"]
-    return [f"rank{rank}/{label}" for label in labels]
+        return [rank_label(rank)]
+    return [rank_label(rank, label) for label in labels]
 
 
 def for_rank(report: Report, rank: int) -> Report:
