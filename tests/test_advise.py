@@ -120,6 +120,29 @@ def test_nothing_fits_a_budget_below_every_combination_exit_1() -> None:
     )
 
 
+def test_files_are_said_first_and_the_answer_is_last(tmp_path: Path) -> None:
+    out = tmp_path / "advice.json"
+    args = ["advise", TINY, "--device", "cpu", "--json", str(out)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    lines = result.output.splitlines()
+    wrote = next(i for i, line in enumerate(lines) if line.startswith("memprof: wrote "))
+    assert wrote < len(lines) - 1 and "advice.json" in lines[wrote]
+    assert not lines[-1].startswith("memprof: ")  # the answer, not a status line
+
+
+def test_advice_stops_at_its_timeout_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import time\nimport torch\n\ndef step(x):\n    start = time.monotonic()\n"
+        "    while time.monotonic() - start < 60:\n        pass\n    return x * 2\n\n"
+        "def step_inputs():\n    return (torch.ones(4),)\n"
+    )
+    result = advise_cli(f"{tmp_path / 'slow.py'}:step", "--timeout", "1")
+    assert result.exit_code == 3, result.output
+    assert "slow.py:6" in result.output or "slow.py:7" in result.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -8,8 +8,15 @@ from typing import Annotated
 
 import typer
 
-from memprof.commands.estimate import CapacityOption, DeviceOption, EstimateDevice, GpuOption, ReserveOption
-from memprof.commands.options import FactoryOptions, Inputs, OutputOptions, Target
+from memprof.commands.estimate import (
+    CapacityOption,
+    DeviceOption,
+    EstimateDevice,
+    GpuOption,
+    ReserveOption,
+    WarmupOption,
+)
+from memprof.commands.options import FactoryOptions, Inputs, OutputOptions, Target, Timeout
 from memprof.errors import GateFailed, UsageError
 
 BudgetOption = Annotated[
@@ -49,10 +56,6 @@ VerifyOption = Annotated[
         "predicted against measured (use --device cpu on a machine without a GPU).",
     ),
 ]
-WarmupOption = Annotated[
-    int,
-    typer.Option("--warmup", min=0, help="Calls before the estimated one (optimizer state is made there)."),
-]
 
 
 def advise(
@@ -68,6 +71,7 @@ def advise(
     world_size: WorldSizeOption = None,
     verify: VerifyOption = False,
     warmup: WarmupOption = 1,
+    timeout: Timeout = None,
     factory: FactoryOptions,
     output: OutputOptions,
 ) -> None:
@@ -93,23 +97,25 @@ def advise(
     with start_up_imports():
         import memprof.sources.fake  # noqa: F401 - torch and fake tensors, with the rest of memprof
         from memprof.advice import advise as advise_step
-    report = advise_step(
-        target,
-        device=device.value,
-        capacity=capacity,
-        gpu=gpu,
-        budget=budget,
-        reserve=reserve,
-        inputs=inputs,
-        inputs_kwargs=factory.params(),
-        batch_param=batch_param,
-        world_size=world_size,
-        verify=verify,
-        warmup=warmup,
-        status=status_printer(output.quiet),
-    )
-    print_report(report, output)
-    write_outputs(report, files)
+        from memprof.sources.deadline import time_limit
+    with time_limit(timeout):
+        report = advise_step(
+            target,
+            device=device.value,
+            capacity=capacity,
+            gpu=gpu,
+            budget=budget,
+            reserve=reserve,
+            inputs=inputs,
+            inputs_kwargs=factory.params(),
+            batch_param=batch_param,
+            world_size=world_size,
+            verify=verify,
+            warmup=warmup,
+            status=status_printer(output.quiet),
+        )
+    show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
+    write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
     from memprof.report.advice import failed
 
     line = failed(report)
