@@ -185,15 +185,21 @@ def _rebuilt(changes: dict[str, Any]) -> Transform:
     ``changes``."""
 
     def transform(inputs: Inputs) -> Inputs:
-        swap = {}
-        for optimizer in optimizers_of(inputs):
-            accepted = inspect.signature(type(optimizer)).parameters
-            defaults = {k: v for k, v in {**optimizer.defaults, **changes}.items() if k in accepted}
-            groups = [{**group, **changes} for group in optimizer.param_groups]
-            swap[id(optimizer)] = type(optimizer)(groups, **defaults)
+        swap = {
+            id(optimizer): _rebuild(optimizer, [{**g, **changes} for g in optimizer.param_groups], changes)
+            for optimizer in optimizers_of(inputs)
+        }
         return _replaced(inputs, swap)
 
     return transform
+
+
+def _rebuild(optimizer: Any, groups: list[dict[str, Any]], changes: dict[str, Any]) -> Any:
+    """A new optimizer of ``optimizer``'s class over ``groups``, with its hyperparameters and
+    ``changes`` (those its class takes)."""
+    accepted = inspect.signature(type(optimizer)).parameters
+    defaults = {k: v for k, v in {**optimizer.defaults, **changes}.items() if k in accepted}
+    return type(optimizer)(groups, **defaults)
 
 
 def _set_to_none(inputs: Inputs) -> Inputs:
@@ -568,9 +574,7 @@ def _fully_sharded(cls: type) -> Transform:
             groups = [
                 {**g, "params": [sharded[names[id(p)]] for p in g["params"]]} for g in optimizer.param_groups
             ]
-            accepted = inspect.signature(type(optimizer)).parameters
-            defaults = {k: v for k, v in optimizer.defaults.items() if k in accepted}
-            swap[id(optimizer)] = type(optimizer)(groups, **defaults)
+            swap[id(optimizer)] = _rebuild(optimizer, groups, {})
         return _replaced(inputs, swap)
 
     return transform
