@@ -1,5 +1,6 @@
-"""Rewrite the outputs of the `memprof estimate` examples in docs/guides/estimate.md with what
-they print now (tests/test_docs.py runs them with --run-slow and fails when they differ).
+"""Rewrite the outputs of the `memprof estimate` examples in docs/guides/estimate.md and
+docs/guides/sharded.md with what they print now (tests/test_docs.py runs them with --run-slow
+and fails when they differ).
 
 PYTHONPATH=. python scripts/docs_estimate_outputs.py
 """
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 from memprof.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "guides" / "estimate.md"
+PAGES = (ROOT / "docs" / "guides" / "estimate.md", ROOT / "docs" / "guides" / "sharded.md")
 
 
 def main() -> None:
@@ -24,8 +25,9 @@ def main() -> None:
         result = CliRunner().invoke(app, shlex.split(command)[1:])
         return f"```\n$ {command}\n{result.stdout}```"
 
-    text = PAGE.read_text()
-    PAGE.write_text(re.sub(r"```\n\$ (memprof estimate [^\n]*)\n.*?```", rerun, text, flags=re.S))
+    for page in PAGES:
+        text = page.read_text()
+        page.write_text(re.sub(r"```\n\$ (memprof estimate [^\n]*)\n.*?```", rerun, text, flags=re.S))
 
 
 if __name__ == "__main__":

@@ -156,6 +156,13 @@ def test_getting_started_shows_the_similarity_report_as_memprof_prints_it() -> N
 
 
 ESTIMATE_EXAMPLES = command_blocks(page("guides/estimate.md"), "estimate")
+SHARDED_EXAMPLES = command_blocks(page("guides/sharded.md"), "estimate")
+
+
+def test_the_sharded_guide_shows_its_worked_example() -> None:
+    assert [command for command, _ in SHARDED_EXAMPLES] == [
+        "memprof estimate memprof.examples.fsdp:step --world-size 8 --gpu H100 -q"
+    ]
 
 
 def test_the_estimate_guide_shows_three_examples() -> None:
@@ -163,7 +170,11 @@ def test_the_estimate_guide_shows_three_examples() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("command", "expected"), ESTIMATE_EXAMPLES, ids=[c for c, _ in ESTIMATE_EXAMPLES])
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    ESTIMATE_EXAMPLES + SHARDED_EXAMPLES,
+    ids=[c for c, _ in ESTIMATE_EXAMPLES + SHARDED_EXAMPLES],
+)
 def test_the_estimate_guides_example_prints_what_it_shows(command, expected, monkeypatch) -> None:
     # If this fails after an intended change: python scripts/docs_estimate_outputs.py
     monkeypatch.chdir(ROOT)
