@@ -58,6 +58,7 @@ from memprof.pipeline import Recording, run_of
 from memprof.records import Allocations, RawProfile, TrackedFacts
 from memprof.sources.guesses import GuessedLoop, Guesses
 from memprof.sources.options import EstimateOptions, StatusFn
+from memprof.sources.patching import replace_attribute
 from memprof.sources.target import Inputs
 from memprof.sources.tracking import FakeClock, Tracker, storage_key
 from memprof.sources.tracking.wrappers import has_wrappers, plain_tensors
@@ -289,8 +290,7 @@ class FakeSession:
             memo.clear()
             return original(t1, t2)
 
-        torch.utils.swap_tensors = swap_tensors
-        self._stack.callback(setattr, torch.utils, "swap_tensors", original)
+        replace_attribute(self._stack, torch.utils, "swap_tensors", swap_tensors)
         self._count_redistributions()
         self._follow_resizes()
         if self.host:
@@ -315,8 +315,7 @@ class FakeSession:
             resized(storage)
             return result
 
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
-        self._stack.callback(setattr, torch.UntypedStorage, "resize_", original)
+        replace_attribute(self._stack, torch.UntypedStorage, "resize_", resize_)
 
     def enter(self, context: Any) -> Any:
         """Enter ``context`` (a dispatch mode, say) until the session ends: made inside the
@@ -335,8 +334,7 @@ class FakeSession:
             adopt(state)
             return state
 
-        torch.get_rng_state = get_rng_state
-        self._stack.callback(setattr, torch, "get_rng_state", original)
+        replace_attribute(self._stack, torch, "get_rng_state", get_rng_state)
 
     def _count_redistributions(self) -> None:
         """A DTensor op whose arguments' placements do not suit it redistributes them inside
@@ -354,8 +352,7 @@ class FakeSession:
                 adopt(result)
             return result
 
-        dispatch.redistribute_local_tensor = redistribute_local_tensor  # type: ignore[attr-defined]
-        self._stack.callback(setattr, dispatch, "redistribute_local_tensor", original)
+        replace_attribute(self._stack, dispatch, "redistribute_local_tensor", redistribute_local_tensor)
 
 
 def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], None] = lambda t: None) -> Any:

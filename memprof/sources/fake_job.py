@@ -29,6 +29,7 @@ import torch  # noqa: TID253 - fake execution, like sources/fake.py
 import torch.distributed as dist  # noqa: TID253
 
 from memprof.errors import UsageError, param
+from memprof.sources.patching import replace_attribute, replace_everywhere
 
 _MODULES = ("torch.distributed", "torch.distributed.distributed_c10d")
 
@@ -86,8 +87,6 @@ class FakeJob:
             return None
 
         from torch.distributed import utils
-
-        from memprof.sources.patching import replace_attribute, replace_everywhere
 
         replace_everywhere(stack, dist.init_process_group, init_process_group, _MODULES)
         replace_everywhere(stack, dist.destroy_process_group, destroy_process_group, _MODULES)
@@ -154,8 +153,7 @@ def _patch_device_mesh(stack: contextlib.ExitStack) -> None:
                 kwargs["_rank_map"] = real(kwargs["_rank_map"])
             original(self, "cpu", mesh, *args, **kwargs)
 
-    DeviceMesh.__init__ = __init__  # type: ignore[method-assign]
-    stack.callback(setattr, DeviceMesh, "__init__", original)
+    replace_attribute(stack, DeviceMesh, "__init__", __init__)
 
 
 def _patch_ddp(stack: contextlib.ExitStack) -> None:
@@ -165,8 +163,6 @@ def _patch_ddp(stack: contextlib.ExitStack) -> None:
     parameters' data, which fake tensors lack: it does not run. Its collectives reduce in place
     into the buckets, allocating nothing: the gradients are autograd's, as without DDP."""
     from torch.nn.parallel import DistributedDataParallel
-
-    originals = {name: vars(DistributedDataParallel).get(name) for name in _DDP_METHODS}
 
     def __init__(self: Any, module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
         torch.nn.Module.__init__(self)
@@ -197,13 +193,10 @@ def _patch_ddp(stack: contextlib.ExitStack) -> None:
     def register_comm_hook(self: Any, *args: Any, **kwargs: Any) -> None:
         return None  # the hook's collectives would reduce the buckets in place
 
-    replacements = {"__init__": __init__, "forward": forward, "no_sync": no_sync}
-    replacements["register_comm_hook"] = register_comm_hook
-    for name, replacement in replacements.items():
-        setattr(DistributedDataParallel, name, replacement)
-    for name, original in originals.items():
-        if original is not None:
-            stack.callback(setattr, DistributedDataParallel, name, original)
-
-
-_DDP_METHODS = ("__init__", "forward", "no_sync", "register_comm_hook")
+    for name, replacement in (
+        ("__init__", __init__),
+        ("forward", forward),
+        ("no_sync", no_sync),
+        ("register_comm_hook", register_comm_hook),
+    ):
+        replace_attribute(stack, DistributedDataParallel, name, replacement)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from memprof.sources.patching import replace_attribute
 from memprof.sources.tracking.state import ProgramState, owner
 
 _GROUP_MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
@@ -102,5 +103,4 @@ def _wrap(
                 after(self)
         return result
 
-    setattr(cls, name, method)
-    stack.callback(setattr, cls, name, original)
+    replace_attribute(stack, cls, name, method)
