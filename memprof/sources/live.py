@@ -330,9 +330,9 @@ EXTRA_WARM_UPS = 3
 def _ddp_rebuilds(inputs: Inputs) -> bool:
     """Whether a DistributedDataParallel module among the arguments rebuilds its gradient
     buckets in its next training call."""
-    from memprof.sources.tracking.state import rebuilds_buckets
+    from memprof.sources.tracking.state import ddp_class, rebuilds_buckets
 
-    ddp = getattr(sys.modules.get("torch.nn.parallel.distributed"), "DistributedDataParallel", None)
+    ddp = ddp_class()
     if ddp is None:
         return False
     values = [*inputs.args, *inputs.kwargs.values()]

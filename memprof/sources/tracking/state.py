@@ -116,7 +116,7 @@ class ProgramState:
         """DDP's gradient buckets: its C++ reducer holds them, no tensor reaches them, yet they
         are live at the call's start. Each is counted there as a block no record names (an
         address below 0: never an allocator's), with its size from DDP's own figures."""
-        ddp = getattr(sys.modules.get("torch.nn.parallel.distributed"), "DistributedDataParallel", None)
+        ddp = ddp_class()
         if ddp is None:
             return
         fake_address = -1
@@ -306,6 +306,11 @@ class ProgramState:
                     if isinstance(value, torch.Tensor):
                         label = f"{name}.{key}" if name else str(key)
                         self.see(value, "optimizer_state", label, owner(name), now)
+
+
+def ddp_class() -> Any:
+    """DistributedDataParallel, when the program imported it (else no module of it is DDP)."""
+    return getattr(sys.modules.get("torch.nn.parallel.distributed"), "DistributedDataParallel", None)
 
 
 def rebuilds_buckets(ddp: Any) -> bool:
