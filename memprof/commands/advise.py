@@ -115,7 +115,7 @@ def advise(
             status=status_printer(output.quiet),
         )
     show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
-    write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
+    write_outputs(report, files, **output.writing, show=show)
     from memprof.report.advice import failed
 
     line = failed(report)

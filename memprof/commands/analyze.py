@@ -81,8 +81,7 @@ def analyze(
         files,
         config,
         rank=output.rank,
-        exact_csv=output.exact_csv,
-        quiet=output.quiet,
+        **output.writing,
         show=lambda: print_report(report, output, rank=output.rank),
     )
 

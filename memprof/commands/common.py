@@ -290,10 +290,10 @@ def profile_and_report(
         print_report(grouped, output)
 
     if failure is None:
-        write_and_gate(report, files, gate, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
+        write_and_gate(report, files, gate, **output.writing, show=show)
         return report
     try:
-        write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
+        write_outputs(report, files, **output.writing, show=show)
     except MemprofError as error:
         err(f"memprof: error: {error.message}")  # then the code's own failure, exit 3
     raise failure

@@ -169,7 +169,7 @@ def run_rank(
             keep_table="table" in files,  # torch's key_averages() table: only when --table asks
             verbose=output.verbose,
             before_hand_in=lambda local: write_outputs(
-                output.grouped(local), mine, rank=output.rank, exact_csv=output.exact_csv, quiet=output.quiet
+                output.grouped(local), mine, rank=output.rank, **output.writing
             ),
             handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
             **arguments,
@@ -186,8 +186,7 @@ def run_rank(
         report,
         merged,
         rank=output.rank,
-        exact_csv=output.exact_csv,
-        quiet=output.quiet,
+        **output.writing,
         show=lambda: print_report(report, output, rank=output.rank),
     )
     if any(run.failed for run in report.runs.values()):

@@ -171,7 +171,7 @@ def estimate(
         timeout=timeout,
     )
     show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
-    write_outputs(report, files, exact_csv=output.exact_csv, quiet=output.quiet, show=show)
+    write_outputs(report, files, **output.writing, show=show)
     _gate(report, config)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar
 
 import typer
 from typer.models import OptionInfo
@@ -410,6 +410,13 @@ class ProfileOptions(OptionGroup):
         }
 
 
+class Writing(TypedDict):
+    """``write_outputs``' keywords that the output options decide."""
+
+    exact_csv: bool
+    quiet: bool
+
+
 @dataclass(frozen=True)
 class OutputOptions(OptionGroup):
     """Where the report goes (files by format), and how the terminal shows it."""
@@ -433,6 +440,12 @@ class OutputOptions(OptionGroup):
 
     def __post_init__(self) -> None:
         self.grouping()  # a bad --group-modules is exit 2 before anything runs
+
+    @property
+    def writing(self) -> Writing:
+        """How files are written and said (``write_outputs``' keywords): CSV text as it is or
+        made safe for spreadsheets, and whether the files written are named on stderr."""
+        return Writing(exact_csv=self.exact_csv, quiet=self.quiet)
 
     def grouping(self) -> tuple[str, ...]:
         """``--group-modules`` parsed: ``("class",)``, path patterns, or () when not given."""
