@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memprof import bytecode
+from memprof.core import bytecode
 
 bytecode.install()  # before memprof's other modules load: where Python writes no bytecode
 
-from memprof.version import __version__  # noqa: E402 - after the bytecode cache is in place
+from memprof.core.version import __version__  # noqa: E402 - after the bytecode cache is in place
 
 __all__ = [
     "Inputs",
@@ -34,38 +34,38 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from memprof.advice import advise
-    from memprof.api import Variant, analyze, compare, estimate, group_modules, profile, track
-    from memprof.jobs import profile_ranks
+    from memprof.library.advice import advise
+    from memprof.library.api import Variant, analyze, compare, estimate, group_modules, profile, track
+    from memprof.library.jobs import profile_ranks
     from memprof.model import Report, ReportKind, RunResult
     from memprof.pipeline import load_report
-    from memprof.sources.target import Inputs
-    from memprof.table import read_table
+    from memprof.sources.files.table import read_table
+    from memprof.sources.targets.target import Inputs
 
 _LAZY = {
-    "profile": "memprof.api",
-    "compare": "memprof.api",
-    "analyze": "memprof.api",
-    "estimate": "memprof.api",
-    "group_modules": "memprof.api",
-    "Variant": "memprof.api",
-    "track": "memprof.api",
-    "profile_ranks": "memprof.jobs",
-    "advise": "memprof.advice",
-    "Inputs": "memprof.sources.target",
+    "profile": "memprof.library.api",
+    "compare": "memprof.library.api",
+    "analyze": "memprof.library.api",
+    "estimate": "memprof.library.api",
+    "group_modules": "memprof.library.api",
+    "Variant": "memprof.library.api",
+    "track": "memprof.library.api",
+    "profile_ranks": "memprof.library.jobs",
+    "advise": "memprof.library.advice",
+    "Inputs": "memprof.sources.targets.target",
     "Report": "memprof.model",
     "ReportKind": "memprof.model",
     "RunResult": "memprof.model",
     "load_report": "memprof.pipeline",
-    "read_table": "memprof.table",
+    "read_table": "memprof.sources.files.table",
 }
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext memprof``: the ``%memprof`` and ``%%memprof`` magics (:mod:`memprof.ipython`)."""
+    """``%load_ext memprof``: the ``%memprof`` and ``%%memprof`` magics (:mod:`memprof.frontends.ipython`)."""
     import importlib
 
-    importlib.import_module("memprof.ipython").load_ipython_extension(ipython)
+    importlib.import_module("memprof.frontends.ipython").load_ipython_extension(ipython)
 
 
 def __getattr__(name: str) -> Any:

@@ -11,8 +11,8 @@
 (b) memprof's analysis (``raw_from_kineto`` + ``analyze``) against ``key_averages()`` (which
     includes torch's own event parsing) on the same real profiles of 10k, 100k and 1M events;
     each measurement in a fresh process, with the peak RSS it added.
-(c) table parsing rows per second (``memprof.table.read_table``), when that module exists.
-(d) ``memprof --help`` and ``from memprof.cli import app`` wall time.
+(c) table parsing rows per second (``memprof.sources.files.table.read_table``), when that module exists.
+(d) ``memprof --help`` and ``from memprof.frontends.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``, and of an
     explained compiled run (Inductor's graph caches off for its provenance).
 (f) ``memprof run`` on a CPU training step against the profile floor: the same script profiling
@@ -234,7 +234,7 @@ ANALYSIS_SCRIPT = textwrap.dedent(
         hwm_reset = False
     # Imports happen before the clock starts, as torch's own are already done.
     from memprof.analysis.peaks import analyze
-    from memprof.sources.kineto import raw_from_profiler
+    from memprof.sources.live.kineto import raw_from_profiler
     start = time.perf_counter()
     if which == "memprof":
         raw = raw_from_profiler(prof)  # includes reading kineto_results.events()
@@ -373,8 +373,8 @@ SPLIT_SCRIPT = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from train_step import train, train_inputs
     from memprof.analysis.peaks import analyze
-    from memprof.gcpause import gc_paused
-    from memprof.sources.kineto import raw_from_profiler
+    from memprof.core.gcpause import gc_paused
+    from memprof.sources.live.kineto import raw_from_profiler
 
     def status(key):
         with open("/proc/self/status") as f:
@@ -564,9 +564,9 @@ TABLE_SCRIPT = textwrap.dedent(
 
 def bench_table(rows: int) -> str:
     try:
-        from memprof.table import read_table  # type: ignore[import-not-found, unused-ignore]
+        from memprof.sources.files.table import read_table  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        return "skipped (memprof.table not available)"
+        return "skipped (memprof.sources.files.table not available)"
     done = subprocess.run([PY, "-c", TABLE_SCRIPT, str(rows)], capture_output=True, text=True, check=True)
     text = done.stdout
     with tempfile.TemporaryDirectory() as tmp:
@@ -587,7 +587,7 @@ def bench_table(rows: int) -> str:
 def bench_startup(rounds: int) -> list[tuple[str, float]]:
     commands = {
         "memprof --help": [PY, "-m", "memprof", "--help"],
-        "from memprof.cli import app": [PY, "-c", "from memprof.cli import app"],
+        "from memprof.frontends.cli import app": [PY, "-c", "from memprof.frontends.cli import app"],
         "python -c pass (interpreter alone)": [PY, "-c", "pass"],
     }
     for cmd in commands.values():
@@ -651,7 +651,7 @@ if sys.argv[1] in ("--json-loads", "--orjson-loads"):
     with open(sys.argv[2], "rb") as handle:
         document = loads(handle.read())
 else:
-    from memprof.cli import main
+    from memprof.frontends.cli import main
     main(sys.argv[1:])
 """
 

@@ -53,7 +53,7 @@ def trace_path() -> Path:
 
 def read_and_analyse(path: Path) -> int:
     from memprof.analysis.peaks import analyze
-    from memprof.sources.trace import read_trace
+    from memprof.sources.files.trace import read_trace
 
     trace = read_trace(path)
     rows = 0
@@ -80,7 +80,7 @@ def side_by_side(path: Path, rounds: int) -> tuple[list[float], list[float]]:
 
 
 def section_a(path: Path, rounds: int) -> None:
-    import memprof.sources.trace as trace_module
+    import memprof.sources.files.trace as trace_module
 
     print(f"## (a) Reading + analysing {V100} vs json.loads of its text\n")
     print(f"{rounds} rounds each, alternating; medians. The trace: {path.stat().st_size:,} B gzip, ", end="")
@@ -155,7 +155,9 @@ def section_b(path: Path, rank_counts: list[int]) -> None:
 
 
 # The command with orjson hidden: its import fails, so the standard library parses.
-NO_ORJSON = "import sys; sys.modules['orjson'] = None; from memprof.cli import main; main(sys.argv[1:])"
+NO_ORJSON = (
+    "import sys; sys.modules['orjson'] = None; from memprof.frontends.cli import main; main(sys.argv[1:])"
+)
 
 
 def section_c(path: Path, rounds: int) -> None:

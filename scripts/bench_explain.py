@@ -76,8 +76,8 @@ EXPLAINED = COMMON + textwrap.dedent(
     """
     from memprof.analysis.attribution import attribute, combine
     from memprof.analysis.peaks import analyze
-    from memprof.records import CALL_MARKER
-    from memprof.sources.kineto import raw_from_profiler
+    from memprof.core.records import CALL_MARKER
+    from memprof.sources.live.kineto import raw_from_profiler
     from memprof.sources.tracking import Tracker
 
     def profiled(tracker):

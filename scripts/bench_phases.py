@@ -22,12 +22,12 @@ performance page gives for "where the time goes".
 (3) Whole processes: ``import torch`` alone, then ``import torch, torch._dynamo`` (what
     ``torch.profiler.profile`` or an optimizer imports) with Python's exit and with ``os._exit``
     (the interpreter's teardown), and with the collector paused during the import and what it
-    made frozen (``memprof.gcpause.start_up_imports``); (m) memprof's own modules that a run
+    made frozen (``memprof.core.gcpause.start_up_imports``); (m) memprof's own modules that a run
     loads, after torch, where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, a checkout
     installed in editable mode): compiled from source, and read from memprof's bytecode cache
-    (``memprof.bytecode``); and, timed inside the process, the lazy
+    (``memprof.core.bytecode``); and, timed inside the process, the lazy
     import of ``torch._dynamo`` after the command line's start-up with the full collection made
-    before the measured calls, as is and in ``memprof.gcpause.imports_frozen`` (the collector
+    before the measured calls, as is and in ``memprof.core.gcpause.imports_frozen`` (the collector
     paused during the import, what it made frozen). Medians of 3.
 """
 
@@ -70,8 +70,9 @@ def phases(folder: str) -> dict[str, float]:
     from torch.autograd.profiler import profile  # the session memprof starts (profiling.memory_profile)
 
     import memprof
-    from memprof import gcpause
-    from memprof.sources import explaining, live, measured
+    from memprof.core import gcpause
+    from memprof.sources.live import explaining, measured
+    from memprof.sources.live import run as live
     from memprof.sources.tracking import ops, tracker
 
     times: dict[str, float] = {}
@@ -105,7 +106,7 @@ def phases(folder: str) -> dict[str, float]:
 
 
 def _freed() -> float:
-    from memprof import gcpause
+    from memprof.core import gcpause
 
     start = time.perf_counter()
     gcpause.release_held()
@@ -190,7 +191,7 @@ def inside(code: str, **env: str) -> float:
 # measured calls; with the collector as it is, and in imports_frozen() as memprof's setup runs.
 LAZY_IMPORT = """
 import gc, os, time
-from memprof.gcpause import imports_frozen, start_up_imports
+from memprof.core.gcpause import imports_frozen, start_up_imports
 with start_up_imports():
     import torch
 start = time.perf_counter()
@@ -207,7 +208,8 @@ RUN_PATH = """
 import os, time
 import torch
 start = time.perf_counter()
-import memprof.cli, memprof.api, memprof.sources.live, memprof.pipeline, memprof.report.terminal
+import memprof.frontends.cli, memprof.library.api, memprof.sources.live.run
+import memprof.pipeline, memprof.outputs.terminal
 print(time.perf_counter() - start)
 os._exit(0)
 """
@@ -231,7 +233,7 @@ def start_and_exit() -> dict[str, float]:
         f"`{imports}`, Python's exit": whole(imports),
         f"`{imports}`, `os._exit`": whole(f"{imports}, os; os._exit(0)"),
         f"`{imports}` in `start_up_imports()`, `os._exit`": whole(
-            "import os\nfrom memprof.gcpause import start_up_imports\n"
+            "import os\nfrom memprof.core.gcpause import start_up_imports\n"
             f"with start_up_imports():\n    {imports}\nos._exit(0)"
         ),
     }

@@ -27,8 +27,8 @@ FLOOR = """
 import sys, time, torch, torch.distributed as dist
 sys.path.insert(0, {folder!r})
 import llama8b_fsdp_job as job
-from memprof.sources.fake_job import FakeJob
-from memprof.sources.fake import FakeSession
+from memprof.sources.fake.job import FakeJob
+from memprof.sources.fake.run import FakeSession
 start = time.perf_counter()
 for rank in (0, 7):
     with FakeJob(8, rank), FakeSession(None):
@@ -62,8 +62,22 @@ def main() -> None:
         floor_wall, floor_rss, _ = _child([sys.executable, "-c", floor])
         out = Path("bench_sharded.json").resolve()
         wall, rss, _ = _child(
-            [sys.executable, "-m", "memprof", "estimate", f"{JOB}:step", "--world-size", "8",
-             "--set", f"layers={args.layers}", "--gpu", "H100", "--json", str(out), "-q"]
+            [
+                sys.executable,
+                "-m",
+                "memprof",
+                "estimate",
+                f"{JOB}:step",
+                "--world-size",
+                "8",
+                "--set",
+                f"layers={args.layers}",
+                "--gpu",
+                "H100",
+                "--json",
+                str(out),
+                "-q",
+            ]
         )
         runs = json.loads(out.read_text())["runs"]
         out.unlink()
@@ -71,19 +85,23 @@ def main() -> None:
         entries = run["at_peak"]["entries"]
         shards = sum(e["bytes"] for e in entries if e["category"] == "parameter" and not e.get("role"))
         gathered = sum(e["bytes"] for e in entries if e.get("role") == "fsdp_unsharded_parameter")
-        print(json.dumps({
-            "layers": args.layers,
-            "estimate_s": round(wall, 2),
-            "floor_s": round(floor_wall, 2),
-            "ratio": round(wall / floor_wall, 2),
-            "max_rss_mib": round(max(rss, floor_rss)),
-            "ranks": len(runs),
-            "ranks_estimated": sum(1 for r in runs.values() if _NOT_RUN not in " ".join(r["notes"])),
-            "parameter_shard_bytes": shards,
-            "gathered_parameter_bytes": gathered,
-            "optimizer_state_bytes": run["at_peak"]["by_category"]["optimizer_state"],
-            "footprint_bytes": run["footprint_bytes"],
-        }))
+        print(
+            json.dumps(
+                {
+                    "layers": args.layers,
+                    "estimate_s": round(wall, 2),
+                    "floor_s": round(floor_wall, 2),
+                    "ratio": round(wall / floor_wall, 2),
+                    "max_rss_mib": round(max(rss, floor_rss)),
+                    "ranks": len(runs),
+                    "ranks_estimated": sum(1 for r in runs.values() if _NOT_RUN not in " ".join(r["notes"])),
+                    "parameter_shard_bytes": shards,
+                    "gathered_parameter_bytes": gathered,
+                    "optimizer_state_bytes": run["at_peak"]["by_category"]["optimizer_state"],
+                    "footprint_bytes": run["footprint_bytes"],
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

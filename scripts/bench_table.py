@@ -2,7 +2,8 @@
 
 Builds a table with torch's own table code (``_build_table``) over synthetic events: CPU and
 CUDA time and memory columns, input shapes, names with spaces and truncated names. Then times
-``memprof.table.read_table`` on it (best of ``--repeat`` runs) and prints rows/s and the machine.
+``memprof.sources.files.table.read_table`` on it (best of ``--repeat`` runs) and prints rows/s and
+the machine.
 
 Run: python scripts/bench_table.py [--rows 100000] [--repeat 3]
 """
@@ -24,7 +25,7 @@ import torch  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 from torch.autograd.profiler_util import FunctionEventAvg, _build_table  # noqa: E402
 
-from memprof.table import read_table  # noqa: E402
+from memprof.sources.files.table import read_table  # noqa: E402
 
 NAMES = [
     "aten::mm",

@@ -131,7 +131,7 @@ def record(target: str, prefix: str) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from memprof.records import CALL_MARKER
+    from memprof.core.records import CALL_MARKER
 
     fn, args, kwargs = _call_of(target, {})
     fn(*args, **kwargs)
@@ -164,7 +164,7 @@ def tree_counts(target: str) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from memprof.records import CALL_MARKER
+    from memprof.core.records import CALL_MARKER
     from memprof.sources.tracking import Tracker
 
     fn, args, kwargs = _call_of(target, {})

@@ -31,7 +31,7 @@ import statistics, sys, time, torch, torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
-from memprof.sources.settle import settle_other_threads
+from memprof.sources.live.settle import settle_other_threads
 
 dist.init_process_group("gloo")
 model = DistributedDataParallel(nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256)))

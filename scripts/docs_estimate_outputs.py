@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = (ROOT / "docs" / "guides" / "estimate.md", ROOT / "docs" / "guides" / "sharded.md")

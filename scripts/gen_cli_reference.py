@@ -71,7 +71,7 @@ def render() -> str:
     """The page, from the help of the ``memprof`` command line as it is now."""
     import typer.main
 
-    from memprof.cli import app
+    from memprof.frontends.cli import app
 
     group = typer.main.get_command(app)
     root = group.make_context("memprof", [], resilient_parsing=True)

@@ -1,6 +1,6 @@
 """Write docs/reference/json.md from the field declarations: every object of the JSON report
 (``--json``, baselines, ``memprof check``), each key with its kind of value and when it is
-written, read from the dataclasses' ``memprof.fields`` declarations that memprof.schema writes
+written, read from the dataclasses' ``memprof.core.fields`` declarations that memprof.core.schema writes
 and reads by.
 
     python scripts/gen_json_reference.py            # rewrite the page
@@ -25,9 +25,9 @@ PAGE = ROOT / "docs" / "reference" / "json.md"
 HEADER = """# JSON reference
 
 What `--json` writes, `--baseline` and `memprof check` read, and `memprof.load_report` loads.
-This page is generated from the field declarations (`memprof/fields.py`, on the dataclasses of
+This page is generated from the field declarations (`memprof/core/fields.py`, on the dataclasses of
 `memprof/model.py` and `memprof/analysis/`) by `scripts/gen_json_reference.py`, the same
-declarations `memprof/schema.py` writes and checks every report by; a test fails when the page is
+declarations `memprof/core/schema.py` writes and checks every report by; a test fails when the page is
 not current. What the numbers mean: [What the numbers mean](../concepts/numbers.md) and
 [What is live at the peak](../concepts/at-peak.md); a tour of the report:
 [Reports](../guides/reports.md#the-json-report).
@@ -70,7 +70,7 @@ def _anchor(cls: type) -> str:
 
 def _value(spec: Any, found: list[type]) -> str:
     """What a field's value is, in words; dataclasses met are appended to ``found``."""
-    from memprof import fields
+    from memprof.core import fields
 
     kind = spec.kind
     if kind in (fields.LIST, fields.MAP):
@@ -93,7 +93,7 @@ def _value(spec: Any, found: list[type]) -> str:
 
 
 def _spec_of_item(item: Any) -> Any:
-    from memprof import fields
+    from memprof.core import fields
 
     return fields.Spec(item) if isinstance(item, str) else fields.Spec(fields.OBJECT, item=item)
 
@@ -109,7 +109,7 @@ def _written(spec: Any) -> str:
 
 
 def _section(cls: type, where: str, found: list[type]) -> list[str]:
-    from memprof import fields
+    from memprof.core import fields
 
     lines = [f"## {cls.__name__}", "", f"Where: {where}.", ""]
     doc = _doc(cls)
@@ -178,7 +178,7 @@ def render() -> str:
 
 def _where(parent: type, child: type, parent_where: str) -> str:
     """Where ``child`` sits: the key(s) of ``parent`` that hold it."""
-    from memprof import fields
+    from memprof.core import fields
 
     keys = []
     for field in dataclasses.fields(parent):
@@ -189,7 +189,7 @@ def _where(parent: type, child: type, parent_where: str) -> str:
 
 
 def _classes_in(spec: Any) -> list[type]:
-    from memprof import fields
+    from memprof.core import fields
 
     if spec.kind == fields.OBJECT:
         return [spec.item]

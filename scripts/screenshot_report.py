@@ -21,7 +21,7 @@ WIDTH, HEIGHT = 1200, 2400
 
 def main() -> int:
     import memprof
-    from memprof.report import renderer
+    from memprof.outputs import renderer
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

@@ -44,8 +44,22 @@ def main() -> None:
         memprof = [sys.executable, "-m", "memprof"]
         run = ["run", TARGET, "--nproc-per-node", "2", "--device", "cpu", "--json", str(measured), "-q"]
         subprocess.run([*memprof, *run], check=True, capture_output=True)
-        subprocess.run([*memprof, "estimate", TARGET, "--world-size", "2", "--device", "cpu", "--json",
-                        str(estimated), "-q"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                *memprof,
+                "estimate",
+                TARGET,
+                "--world-size",
+                "2",
+                "--device",
+                "cpu",
+                "--json",
+                str(estimated),
+                "-q",
+            ],
+            check=True,
+            capture_output=True,
+        )
         m_runs, e_runs = (json.loads(p.read_text())["runs"] for p in (measured, estimated))
     for rank in ("rank0", "rank1"):
         m, e = _figures(m_runs[rank]), _figures(e_runs[rank])

@@ -19,8 +19,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from memprof.analysis.attribution import Attribution, attribute, combine
 from memprof.analysis.peaks import analyze
-from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources.kineto import raw_from_profiler
+from memprof.core.records import CALL_MARKER, RawProfile
+from memprof.sources.live.kineto import raw_from_profiler
 from memprof.sources.tracking import CompileTracking, Tracker
 
 

@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
-from memprof.sources.target import build_inputs, resolve
-from memprof.sources.techniques import applied, discover
+from memprof.frontends.cli import app
+from memprof.sources.fake.techniques import applied, discover
+from memprof.sources.targets.target import build_inputs, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = "tests/advise_steps.py:tiny_step"
@@ -161,8 +161,8 @@ def test_bad_input_is_exit_2_with_one_line(args: tuple[str, ...], message: str) 
 
 
 def test_markdown_and_html_draw_a_bar_per_technique(tiny: Any, tmp_path: Path) -> None:
+    from memprof.outputs import renderer
     from memprof.pipeline import report_from_dict
-    from memprof.report import renderer
 
     report = report_from_dict(tiny[1])
     assert report.kind is memprof.ReportKind.ADVICE
@@ -207,7 +207,7 @@ def test_each_technique_on_the_gpt_is_its_real_runs_footprint(gpt_advice: Any) -
 
 @pytest.mark.slow
 def test_the_gpt_plan_is_monotone_over_ten_budgets_and_verified_at_three(gpt_advice: Any) -> None:
-    from memprof.advice import plans
+    from memprof.library.advice import plans
 
     base = gpt_advice.advice.baseline.needed_bytes
     budgets = [int(base * f) for f in (1.0, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5, 0.45, 0.3)]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 from explaining import _profiled
 
+from memprof.core.records import Allocations
 from memprof.examples import gpt
-from memprof.records import Allocations
-from memprof.sources.allocator_history import History, with_addresses
-from memprof.sources.kineto import raw_from_profiler
+from memprof.sources.live.allocator_history import History, with_addresses
+from memprof.sources.live.kineto import raw_from_profiler
 from memprof.sources.tracking import Tracker, read_calls
 
 A, B, C = 140629342420992, 140629610856448, 140629868806144

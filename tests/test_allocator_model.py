@@ -15,7 +15,7 @@ from memprof.analysis.allocator import (
     simulate,
 )
 from memprof.analysis.snapshot_replay import replay_snapshot, trace_start, what_if
-from memprof.sources.snapshot import read_snapshot
+from memprof.sources.files.snapshot import read_snapshot
 
 KiB, MiB = 1 << 10, 1 << 20
 

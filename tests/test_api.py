@@ -8,7 +8,7 @@ import torch
 from reconcile import assert_reconciled
 
 import memprof
-from memprof.errors import UsageError, UserCodeError
+from memprof.core.errors import UsageError, UserCodeError
 
 KiB = 1024
 

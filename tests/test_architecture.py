@@ -106,7 +106,10 @@ def _without_package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_memprof_has_no_import_cycles_counting_every_import() -> None:
     graph = import_graph()
-    assert graph["memprof.model.run"] >= {"memprof.fields", "memprof.model.ops"}  # the graph sees imports
+    assert graph["memprof.model.run"] >= {
+        "memprof.core.fields",
+        "memprof.model.ops",
+    }  # the graph sees imports
     assert "memprof.analysis.peaks" in graph["memprof.pipeline"]  # ... under TYPE_CHECKING
     assert "memprof.analysis.diff" in graph["memprof.pipeline"]  # ... and inside functions
     cycle = find_cycle(_without_package_edges(graph))
@@ -121,48 +124,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 # The layers, lowest first: a module imports from its own layer and the ones below, never
 # above. README.md and CONTRIBUTING.md draw them (test_the_documented_layers_are_the_checked_ones).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "foundations",
-        (
-            "memprof.version",
-            "memprof.fields",
-            "memprof.schema",
-            "memprof.units",
-            "memprof.errors",
-            "memprof.text",
-            "memprof.names",
-            "memprof.gcpause",
-            "memprof.bytecode",
-            "memprof.gpus",
-            "memprof.interpreter",
-            "memprof.signals",
-            "memprof.fileio",
-        ),
-    ),
+    ("foundations", ("memprof.core",)),
     ("model", ("memprof.model",)),
-    ("records", ("memprof.records", "memprof.table", "memprof.table_cells")),
     ("analysis", ("memprof.analysis",)),
     ("pipeline", ("memprof.pipeline",)),
-    ("sources", ("memprof.sources", "memprof.recordings", "memprof.examples")),
-    ("outputs", ("memprof.report", "memprof.gate")),
-    (
-        "front doors",
-        (
-            "memprof.api",
-            "memprof.estimating",
-            "memprof.advice",
-            "memprof.sharded",
-            "memprof.jobs",
-            "memprof.blocks",
-            "memprof.commands",
-            "memprof.cli",
-            "memprof.exiting",
-            "memprof.integrations",
-            "memprof.ipython",
-            "memprof.pytest_plugin",
-            "memprof.__main__",
-        ),
-    ),
+    ("sources", ("memprof.sources", "memprof.examples")),
+    ("outputs", ("memprof.outputs",)),
+    ("library", ("memprof.library",)),
+    ("front ends", ("memprof.frontends", "memprof.integrations", "memprof.__main__")),
 )
 
 
@@ -210,7 +179,7 @@ def test_no_function_of_80_lines_or_more() -> None:
 def cli_flags() -> set[str]:
     import typer
 
-    from memprof.cli import app
+    from memprof.frontends.cli import app
 
     command = typer.main.get_command(app)
     flags = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
@@ -246,7 +215,8 @@ def test_core_modules_never_spell_a_command_line_flag() -> None:
         f"{path.relative_to(ROOT)}:{line}: {match.group(1)}"
         for name, path in MODULES.items()
         # The front doors with options of their own: the command line, the notebook magic.
-        if not name.startswith("memprof.commands") and name not in ("memprof.cli", "memprof.ipython")
+        if not name.startswith("memprof.frontends.commands")
+        and name not in ("memprof.frontends.cli", "memprof.frontends.ipython")
         for line, text in strings(path)
         for match in pattern.finditer(text)
     ]
@@ -310,7 +280,11 @@ def test_a_loaded_reports_diff_is_the_same_with_and_without_torch(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("module", "heavy"),
-    [("memprof.analysis.diff", "pandas"), ("memprof.schema", "numpy"), ("memprof.gate", "pandas")],
+    [
+        ("memprof.analysis.diff", "pandas"),
+        ("memprof.core.schema", "numpy"),
+        ("memprof.outputs.gate", "pandas"),
+    ],
 )
 def test_the_pure_parts_import_no_heavy_library(module: str, heavy: str) -> None:
     code = f"import sys, {module}; print({heavy!r} in sys.modules)"
@@ -335,3 +309,19 @@ def diagram_layers(path: Path) -> list[str]:
 @pytest.mark.parametrize("document", ["README.md", "CONTRIBUTING.md"])
 def test_the_documented_layers_are_the_checked_ones(document: str) -> None:
     assert diagram_layers(ROOT / document) == [name for name, _ in reversed(LAYERS)]
+
+
+def test_every_layer_is_folders_and_every_module_is_in_one() -> None:
+    """A module's layer is read from its folder: each layer names top-level packages of memprof,
+    and each of memprof's packages and modules (but the package face) falls in exactly one."""
+    for _, prefixes in LAYERS:
+        for prefix in prefixes:
+            folder = ROOT / prefix.replace(".", "/")
+            assert folder.is_dir() or prefix == "memprof.__main__", prefix
+            assert prefix.count(".") == 1, f"{prefix}: a layer is a top-level folder"
+    for name in MODULES:
+        if name != "memprof":
+            owners = [
+                layer for layer, prefixes in LAYERS for p in prefixes if name == p or name.startswith(p + ".")
+            ]
+            assert len(owners) == 1, (name, owners)

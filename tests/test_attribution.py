@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from memprof.analysis.attribution import attribute, with_device_counters
 from memprof.analysis.peak_entries import OUTSIDE_OPS, UNKNOWN_BEFORE
-from memprof.model.explanation import CATEGORIES
-from memprof.records import (
+from memprof.core.records import (
     Allocations,
     ModuleCalls,
     RawProfile,
@@ -22,6 +21,7 @@ from memprof.records import (
     TrackedOps,
     TrackedStorage,
 )
+from memprof.model.explanation import CATEGORIES
 
 EMPTY = np.zeros(0, dtype=np.int64)
 

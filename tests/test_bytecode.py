@@ -1,4 +1,4 @@
-"""memprof's own modules compiled once where Python writes no bytecode (memprof.bytecode)."""
+"""memprof's own modules compiled once where Python writes no bytecode (memprof.core.bytecode)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memprof import bytecode
+from memprof.core import bytecode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,8 +89,9 @@ def test_a_full_folder_is_emptied_before_the_next_entry(
 def _start(tmp_path: Path, *flags: str, **env: str) -> dict[str, object]:
     """A fresh interpreter importing memprof's run path: what it loaded, and how."""
     probe = (
-        "import json, sys, memprof.api; from memprof import bytecode;"
-        "print(json.dumps({'cached': type(sys.modules['memprof.api'].__spec__.loader).__name__ == '_Loader',"
+        "import json, sys, memprof.library.api; from memprof.core import bytecode;"
+        "loader = type(sys.modules['memprof.library.api'].__spec__.loader).__name__;"
+        "print(json.dumps({'cached': loader == '_Loader',"
         " 'folder': bytecode.cache_folder()}))"
     )
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT), **env}

@@ -17,10 +17,10 @@ import pytest
 from gpu_data import SNAPSHOTS, TRACES, gpu_file
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
+from memprof.library.recordings import stem
+from memprof.outputs import STANDARD_NAMES
 from memprof.pipeline import load_report
-from memprof.recordings import stem
-from memprof.report import STANDARD_NAMES
 
 MiB = 1 << 20
 H100 = "tracelens_h100_bert_small.json.gz"
@@ -554,7 +554,7 @@ def test_an_exported_cpu_trace_gives_the_numbers_of_the_live_run(tmp_path: Path)
     from torch.profiler import ProfilerActivity, profile, record_function
 
     import memprof
-    from memprof.records import CALL_MARKER
+    from memprof.core.records import CALL_MARKER
 
     x = torch.randn(300)
 
@@ -598,7 +598,7 @@ def test_an_exported_cpu_trace_gives_the_numbers_of_the_live_run(tmp_path: Path)
 
 def test_the_standard_library_parser_gives_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
     import memprof
-    import memprof.sources.trace as trace_module
+    import memprof.sources.files.trace as trace_module
 
     fast = memprof.analyze(gpu_file(H100)).to_dict()
     monkeypatch.setattr(trace_module, "_loads", json.loads)
@@ -612,7 +612,7 @@ def test_without_orjson_traces_are_read_with_the_standard_library() -> None:
 
     probe = (
         "import sys, json; sys.modules['orjson'] = None\n"
-        "import memprof.sources.trace as t\n"
+        "import memprof.sources.files.trace as t\n"
         "assert t._loads is json.loads\n"
         f"print(t.read_trace({str(gpu_file(H100))!r}).devices[1].footprint_bytes)\n"
     )
@@ -660,7 +660,7 @@ def test_files_that_are_not_one_jobs_ranks_are_labelled_by_file_with_a_warning(t
 
 def test_the_ranks_of_one_job_agree(tmp_path: Path) -> None:
     import memprof
-    from memprof.recordings import not_one_job
+    from memprof.library.recordings import not_one_job
 
     _traced(tmp_path / "rank0.json.gz", rank=0, world_size=2)
     _traced(tmp_path / "rank1.json.gz", rank=1, world_size=2)

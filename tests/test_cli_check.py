@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 from memprof.pipeline import failed_run
 
 DATA = Path(__file__).parent / "data" / "gate"
@@ -164,7 +164,7 @@ def _imports_torch(code: str) -> str:
 def test_check_does_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "from memprof.cli import app\n"
+        "from memprof.frontends.cli import app\n"
         "try:\n"
         f"    app([{'check'!r}, {str(DATA / 'grown.json')!r}, '--baseline', {str(DATA / 'base.json')!r},"
         " '--per-op', '--budget', '1GB'])\n"
@@ -178,7 +178,7 @@ def test_check_does_not_import_torch() -> None:
 def test_help_does_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "from memprof.cli import app\n"
+        "from memprof.frontends.cli import app\n"
         "try:\n"
         "    app(['--help'])\n"
         "except SystemExit as exit:\n"
@@ -193,7 +193,7 @@ def test_check_does_not_import_pandas_or_numpy_either() -> None:
     # gate are pure Python.
     code = (
         "import sys\n"
-        "from memprof.cli import app\n"
+        "from memprof.frontends.cli import app\n"
         "try:\n"
         f"    app([{'check'!r}, {str(DATA / 'grown.json')!r}, '--baseline', {str(DATA / 'base.json')!r},"
         " '--per-op', '--budget', '1GB'])\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 from memprof.pipeline import load_report
 
 DATA = Path(__file__).parent / "data"

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.commands.options import (
+from memprof.core.errors import param, param_if_any, spelled_as
+from memprof.frontends.cli import app
+from memprof.frontends.commands.options import (
     GateOptions,
     OptionGroup,
     OutputOptions,
@@ -22,7 +23,6 @@ from memprof.commands.options import (
     option_flags,
     with_option_groups,
 )
-from memprof.errors import param, param_if_any, spelled_as
 
 DATA = Path(__file__).parent / "data" / "gate"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 DATA = Path(__file__).parent / "data"
 CPU_TABLE = DATA / "cpu_memory.txt"
@@ -192,7 +192,7 @@ def test_parse_does_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys; from typer.testing import CliRunner; from memprof.cli import app;"
+        "import sys; from typer.testing import CliRunner; from memprof.frontends.cli import app;"
         f"r = CliRunner().invoke(app, ['parse', {str(CPU_TABLE)!r}]);"
         "assert r.exit_code == 0, r.output; assert 'torch' not in sys.modules"
     )

@@ -11,8 +11,8 @@ import pytest
 from conftest import SCRIPT_LABEL
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.report import STANDARD_NAMES
+from memprof.frontends.cli import app
+from memprof.outputs import STANDARD_NAMES
 
 # 1000 x 1000 float32 = 4,000,000 B inside a record_function range with a hostile label.
 WORKLOAD = f"""

@@ -9,7 +9,7 @@ import pytest
 from reconcile import assert_json_keeps
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 MiB = 1024 * 1024
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 DATA = Path(__file__).parent / "data" / "gate"
 TARGET = f"{DATA / 'workload.py'}:alloc"
@@ -122,8 +122,8 @@ def test_save_baseline_and_json(tmp_path: Path) -> None:
 def test_the_same_gate_ten_times_gives_the_same_answer() -> None:
     """No flakes: ten real profiles of the same workload, the same gate, the same lines."""
     import memprof
-    from memprof.gate import GateConfig, evaluate, parse_budget
-    from memprof.sources.target import resolve
+    from memprof.outputs.gate import GateConfig, evaluate, parse_budget
+    from memprof.sources.targets.target import resolve
 
     alloc = resolve(TARGET).func
     first = memprof.profile(alloc)

@@ -3,7 +3,7 @@ no line of its output wider than the terminal, and its last lines its answer (ea
 verdict and biggest cause, an estimate's fit, a recording's peak, the gate's summary).
 
 No profiling: ``run``, ``compare`` and ``estimate`` are given saved reports in place of what
-they would measure (``memprof.api.compare`` and ``memprof.api.estimate`` replaced), so the
+they would measure (``memprof.library.api.compare`` and ``memprof.library.api.estimate`` replaced), so the
 commands print and gate exactly as after a run; ``analyze``, ``diff`` and ``check`` read the
 recordings and reports under ``tests/data``."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
+from memprof.outputs.layout import wrap
 from memprof.pipeline import load_report
-from memprof.report.layout import wrap
 
 DATA = Path(__file__).parent / "data"
 GATE = DATA / "gate"
@@ -39,11 +39,11 @@ def ends_with(lines: list[str], texts: list[str], width: int) -> None:
 
 @pytest.fixture
 def saved(monkeypatch: pytest.MonkeyPatch):
-    """Make ``memprof.api.compare`` / ``estimate`` return the saved report ``name``."""
+    """Make ``memprof.library.api.compare`` / ``estimate`` return the saved report ``name``."""
 
     def use(function: str, name: str):
         report = load_report(DATA / name)
-        monkeypatch.setattr(f"memprof.api.{function}", lambda *args, **kwargs: report)
+        monkeypatch.setattr(f"memprof.library.api.{function}", lambda *args, **kwargs: report)
         return report
 
     return use

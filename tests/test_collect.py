@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memprof.analysis.peaks import analyze
-from memprof.records import RawProfile
+from memprof.core.records import RawProfile
 
 MiB = 1024 * 1024
 

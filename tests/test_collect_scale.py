@@ -15,9 +15,9 @@ import pytest
 
 from memprof.analysis.nesting import _parents
 from memprof.analysis.peaks import _timeline, analyze
+from memprof.core.names import MEMORY_ROW, normalize_name
+from memprof.core.records import RawProfile
 from memprof.model.ops import ops_frame
-from memprof.names import MEMORY_ROW, normalize_name
-from memprof.records import RawProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -307,10 +307,10 @@ _MILLION_SCRIPT = textwrap.dedent(
     import numpy as np
     from torch._C._autograd import DeviceType
     from memprof.analysis.peaks import analyze
-    from memprof.records import CALL_MARKER
-    from memprof.sources.kineto import raw_from_kineto
+    from memprof.core.records import CALL_MARKER
+    from memprof.sources.live.kineto import raw_from_kineto
     from memprof.pipeline import build_report, build_run
-    from memprof.report import renderer
+    from memprof.outputs import renderer
 
     class Event:
         # The accessors raw_from_kineto reads from torch's _KinetoEvent.

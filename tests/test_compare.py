@@ -10,10 +10,10 @@ import pytest
 from reconcile import assert_json_keeps
 from typer.testing import CliRunner
 
-from memprof.api import default_labels
-from memprof.cli import app
-from memprof.commands.compare import parse_labels, split_target
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
+from memprof.frontends.cli import app
+from memprof.frontends.commands.compare import parse_labels, split_target
+from memprof.library.api import default_labels
 
 # float32 tensors of 1024 and 4096 elements: 4 KiB and 16 KiB from torch's CPU allocator.
 TARGETS = textwrap.dedent(

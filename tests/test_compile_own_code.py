@@ -141,8 +141,8 @@ def test_graphs_and_breaks_are_dynamos_own(compiled: Any) -> None:
 
 
 def test_the_json_and_the_terminal_show_the_breaks(compiled: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from memprof.report import renderer
-    from memprof.report.terminal import print_terminal
+    from memprof.outputs import renderer
+    from memprof.outputs.terminal import print_terminal
 
     written = json.loads(renderer("json")(compiled.report))["runs"]["compile"]["compile"]
     assert written["graphs"] == compiled.run.compile.graphs

@@ -13,10 +13,10 @@ import pytest
 
 from memprof.analysis.compiled import compiled_view
 from memprof.analysis.peaks import analyze
-from memprof.gate import GateConfig, evaluate
-from memprof.names import COMPILED_REGION
+from memprof.core.names import COMPILED_REGION
+from memprof.core.records import RawProfile
+from memprof.outputs.gate import GateConfig, evaluate
 from memprof.pipeline import load_report
-from memprof.records import RawProfile
 
 MiB = 1024 * 1024
 

@@ -9,9 +9,9 @@ from enum import Enum
 
 from memprof.analysis.attribution import counters_differ
 from memprof.analysis.peaks import analyze
+from memprof.core.records import CALL_MARKER, RawProfile
 from memprof.pipeline import Recording, run_of
-from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources.kineto import raw_from_kineto
+from memprof.sources.live.kineto import raw_from_kineto
 
 MiB = 1024 * 1024
 

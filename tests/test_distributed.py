@@ -23,7 +23,7 @@ import pytest
 from conftest import MIB
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 from memprof.model import Report, RunResult
 from memprof.pipeline import build_report
 from memprof.sources.distributed import for_rank
@@ -68,7 +68,7 @@ def _job(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedP
 
     torch's profiler can be stopped while a gloo worker still writes a record into it (the
     worker wakes the caller before it closes its profiler range). memprof waits for such
-    workers before each profile ends (memprof.sources.settle), which covers a worker that is
+    workers before each profile ends (memprof.sources.live.settle), which covers a worker that is
     ready to run; one preempted in a way that wait cannot see would still corrupt the heap.
     That is torch's race, not what these tests check, so it costs one more run, not a red CI."""
     done = subprocess.run(command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
@@ -366,7 +366,7 @@ def test_profile_ranks_gives_rank_0_the_jobs_report_from_python(tmp_path: Path) 
 
 def test_profile_ranks_outside_a_job_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
     import memprof
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     for name in ("RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)

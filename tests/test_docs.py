@@ -14,7 +14,7 @@ import pytest
 from test_readme import code_blocks, command_blocks, run_check_example
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 import memprof
 from memprof.analysis.allocator import round_size
-from memprof.cli import app
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
+from memprof.frontends.cli import app
 from memprof.model import Recipe
-from memprof.sources.target import build_inputs, resolve
+from memprof.sources.targets.target import build_inputs, resolve
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_estimate_on_cpu_agrees_with_the_measured_run_on_every_example(spec: str
 
 
 def test_an_address_freed_inside_a_call_and_given_to_its_output_is_not_the_outputs() -> None:
-    from memprof.sources.workspaces import call_bytes
+    from memprof.sources.fake.workspaces import call_bytes
 
     # oneDNN's convolution of an (8, 64, 64, 64) NCHW float32 input, as recorded: the input
     # reordered (8 MiB at A), the weight reordered (147,456 B), the blocked output (8 MiB at B),
@@ -156,7 +156,7 @@ REUSE = """
 import ctypes
 import torch
 from torch.utils._pytree import tree_flatten
-from memprof.sources.workspaces import _Case, _caps, _describe, _measure
+from memprof.sources.fake.workspaces import _Case, _caps, _describe, _measure
 
 # A fixed mmap threshold: a freed 1 MiB block is unmapped and the next one of its size mapped
 # at the same address, every time (glibc moves the threshold otherwise).
@@ -279,7 +279,7 @@ def test_a_gpu_by_name(make_module) -> None:  # type: ignore[no-untyped-def]
     # libraries' workspaces, and the headroom is what is left after it.
     assert report.fits.reserve_bytes == 1 << 30
     assert report.fits.headroom_bytes == 85_018_279_936 - (1 << 30) - 14 * MiB
-    from memprof.report.estimate import answer
+    from memprof.outputs.estimate import answer
 
     assert answer(report) == (
         "estimated peak 12.0 MiB allocated, 14.0 MiB reserved: fits the NVIDIA H100 80GB HBM3 "
@@ -464,7 +464,7 @@ def test_cli_fits_is_exit_0_and_does_not_fit_is_exit_1(runner: CliRunner, make_m
 
 @pytest.mark.parametrize("width", [60, 80, 100])
 def test_estimate_report_fits_the_terminal_width(make_module, width: int) -> None:  # type: ignore[no-untyped-def]
-    from memprof.report.terminal import render_terminal
+    from memprof.outputs.terminal import render_terminal
 
     module = make_module(WORKLOAD)
     report = memprof.estimate(f"{module}:grow", capacity="13MB", sweep=("size_mib", [4, 8, 12]))
@@ -548,7 +548,7 @@ def test_cli_bad_options_are_exit_2(runner: CliRunner, args: list[str], fragment
 def test_gpu_list_prints_every_card_with_its_source(runner: CliRunner) -> None:
     result = runner.invoke(app, ["estimate", "x:y", "--gpu", "list"])
     assert result.exit_code == 0
-    from memprof.gpus import GPUS
+    from memprof.core.gpus import GPUS
 
     for gpu in GPUS:
         assert gpu.key in result.output and f"{gpu.memory_bytes:,}" in result.output
@@ -632,7 +632,7 @@ def test_set_passes_factory_parameters_to_compare_and_rejects_unknown_names(
 
 
 def test_values_are_parsed_as_int_float_bool_or_string() -> None:
-    from memprof.commands.options import FactoryOptions
+    from memprof.frontends.commands.options import FactoryOptions
 
     params = FactoryOptions(inputs_kwargs=["a=8", "b=0.5", "c=true", "d=gpt2", "e='8'", "f=1e-3"]).params()
     assert params == {"a": 8, "b": 0.5, "c": True, "d": "gpt2", "e": "8", "f": 0.001}

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 MiB = 1024 * 1024
 

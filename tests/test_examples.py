@@ -17,9 +17,9 @@ from reconcile import assert_reconciled
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
+from memprof.core.units import format_bytes
+from memprof.frontends.cli import app
 from memprof.model import Report
-from memprof.units import format_bytes
 
 MiB = 1024 * 1024
 # The guide's example figures were measured with this build; oneDNN's buffers may differ in others.

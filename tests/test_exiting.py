@@ -29,7 +29,7 @@ def leave(body: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("code", [0, 1, 2, 3, 130])
 def test_the_exit_status_is_kept(code: int, tmp_path: Path) -> None:
-    done = leave(f"from memprof.exiting import exit_fast\nexit_fast({code})\n", tmp_path)
+    done = leave(f"from memprof.frontends.exiting import exit_fast\nexit_fast({code})\n", tmp_path)
     assert done.returncode == code, done.stderr
 
 
@@ -37,7 +37,7 @@ def test_exit_handlers_run_and_open_files_are_flushed(tmp_path: Path) -> None:
     done = leave(
         """
         import atexit, sys, weakref
-        from memprof.exiting import exit_fast
+        from memprof.frontends.exiting import exit_fast
 
         log = open("log.txt", "w")  # never closed: Python's exit would flush it
         log.write("written by the program")
@@ -64,7 +64,7 @@ def test_a_running_thread_is_waited_for_as_python_waits(tmp_path: Path) -> None:
     done = leave(
         """
         import threading, time
-        from memprof.exiting import exit_fast
+        from memprof.frontends.exiting import exit_fast
 
         def late():
             time.sleep(0.3)
@@ -80,5 +80,5 @@ def test_a_running_thread_is_waited_for_as_python_waits(tmp_path: Path) -> None:
 
 
 def test_a_message_for_an_exit_status_is_printed_as_python_prints_it(tmp_path: Path) -> None:
-    done = leave("from memprof.exiting import exit_fast\nexit_fast('memprof: gone')\n", tmp_path)
+    done = leave("from memprof.frontends.exiting import exit_fast\nexit_fast('memprof: gone')\n", tmp_path)
     assert done.returncode == 1 and done.stderr == "memprof: gone\n"

@@ -22,9 +22,10 @@ from torch.profiler import ProfilerActivity, profile
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
 from memprof.analysis.attribution import Attribution, attribute
+from memprof.core.records import CALL_MARKER
 from memprof.model.explanation import AtPeakEntry
-from memprof.records import CALL_MARKER
-from memprof.sources import tracking, tree
+from memprof.sources import tracking
+from memprof.sources.live import tree
 from memprof.sources.tracking import Tracker, is_user_file
 
 MiB = 1024 * 1024

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import memprof
 import memprof.examples.gpt as gpt
 import memprof.examples.similarity as similarity
-from memprof.cli import app
+from memprof.frontends.cli import app
 from memprof.model import Report, RunResult
 from memprof.pipeline import load_report
 

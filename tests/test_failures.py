@@ -8,7 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 MiB = 1024 * 1024
 
@@ -165,7 +165,7 @@ def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
 
 
 def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
-    from memprof import fileio
+    from memprof.core import fileio
 
     target = tmp_path / "report.json"
     target.write_text("previous")
@@ -212,7 +212,7 @@ def test_missing_cxx_compiler_is_one_line_exit_3_and_eager_still_written(make_mo
 
 
 def test_atomic_write_gives_ordinary_permissions(tmp_path):
-    from memprof import fileio
+    from memprof.core import fileio
 
     path = fileio.atomic_write_text(tmp_path / "out.csv", "a,b\n")
     assert path.read_text() == "a,b\n"

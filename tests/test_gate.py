@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from memprof.errors import InputError, UsageError, spelled_as
-from memprof.gate import Budgets, GateConfig, evaluate, grew_beyond, parse_budget
+from memprof.core.errors import InputError, UsageError, spelled_as
+from memprof.outputs.gate import Budgets, GateConfig, evaluate, grew_beyond, parse_budget
 from memprof.pipeline import build_report, load_report
 
 DATA = Path(__file__).parent / "data" / "gate"
@@ -322,7 +322,7 @@ def test_explanation_lines_stay_one_line_whatever_the_names_hold() -> None:
 
 
 def test_the_markdown_summary_shows_the_gate_first_with_what_grew() -> None:
-    from memprof.report.markdown import render_markdown
+    from memprof.outputs.markdown import render_markdown
 
     report = load("gpt-batch4.json")
     result = evaluate(report, GateConfig(baseline=load("gpt-batch2.json")))

@@ -18,8 +18,14 @@ from typing import Any
 
 import pytest
 
-from memprof import gcpause
-from memprof.gcpause import gc_paused, imports_frozen, memprof_freezes, start_up_imports, survivors_frozen
+from memprof.core import gcpause
+from memprof.core.gcpause import (
+    gc_paused,
+    imports_frozen,
+    memprof_freezes,
+    start_up_imports,
+    survivors_frozen,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -224,7 +230,8 @@ def test_a_runs_imports_are_paused_before_its_measured_calls_not_in_them(
 
 # An object that says when it is freed.
 FREED = """
-from memprof import exiting, gcpause
+from memprof.core import gcpause
+from memprof.frontends import exiting
 
 class Noted:
     def __init__(self, name):
@@ -268,7 +275,7 @@ def test_a_run_holds_its_last_profile_and_no_profile_while_it_makes_another(
     """Numbers alone: the measured calls' profile is held. Explained: the explaining call's,
     and the measured calls' profile is freed before that call starts (never two at once)."""
     import memprof
-    from memprof.sources import live
+    from memprof.sources.live import run as live
 
     monkeypatch.setattr(gcpause, "_ends_here", True)
     held_at_explaining_call: list[int] = []

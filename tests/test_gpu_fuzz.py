@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from memprof.analysis.peaks import analyze
 from memprof.analysis.snapshot import analyze_snapshot
-from memprof.errors import MemprofError
-from memprof.sources.snapshot import read_snapshot
-from memprof.sources.trace import read_trace
+from memprof.core.errors import MemprofError
+from memprof.sources.files.snapshot import read_snapshot
+from memprof.sources.files.trace import read_trace
 
 FUZZ = settings(
     max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -10,8 +10,8 @@ import pytest
 from gpu_data import BUNDLED
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.sources.trace import read_trace
+from memprof.frontends.cli import app
+from memprof.sources.files.trace import read_trace
 
 TRUTH = json.loads((BUNDLED / "memprof_h100.truth.json").read_text())
 

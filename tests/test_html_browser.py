@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from memprof.model import Report
+from memprof.outputs.html import render_html
 from memprof.pipeline import load_report
-from memprof.report.html import render_html
 
 DATA = Path(__file__).parent / "data"
 

@@ -15,9 +15,9 @@ from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources import kineto
-from memprof.sources.kineto import raw_from_kineto, raw_from_profiler
+from memprof.core.records import CALL_MARKER, RawProfile
+from memprof.sources.live import kineto
+from memprof.sources.live.kineto import raw_from_kineto, raw_from_profiler
 
 
 class DeviceType(Enum):

@@ -44,7 +44,7 @@ def heavy_modules_after_cli(*args: str) -> list[str]:
     code = (
         "import sys\n"
         f"sys.argv = ['memprof', *{list(args)!r}]\n"
-        "from memprof.cli import app\n"
+        "from memprof.frontends.cli import app\n"
         "try:\n"
         "    app(prog_name='memprof')\n"
         "except SystemExit as done:\n"
@@ -57,13 +57,13 @@ def heavy_modules_after_cli(*args: str) -> list[str]:
     "module",
     [
         "memprof",
-        "memprof.cli",
+        "memprof.frontends.cli",
         "memprof.model",
-        "memprof.units",
+        "memprof.core.units",
         "memprof.analysis.diff",
-        "memprof.report.terminal",
-        "memprof.report.notebook",
-        "memprof.blocks",
+        "memprof.outputs.terminal",
+        "memprof.outputs.notebook",
+        "memprof.library.blocks",
         "memprof.integrations",
         "memprof.integrations.steps",
     ],
@@ -81,7 +81,7 @@ def test_memprof_track_exists_without_loading_torch() -> None:
 def test_the_notebook_magics_load_ipython_but_no_torch() -> None:
     # %load_ext memprof is quick: torch loads when the magic profiles a cell.
     pytest.importorskip("IPython", reason="IPython is not installed")
-    assert heavy_modules_after("import memprof.ipython") == ["IPython"]
+    assert heavy_modules_after("import memprof.frontends.ipython") == ["IPython"]
 
 
 def test_help_loads_no_torch() -> None:
@@ -125,7 +125,7 @@ def modules_after_cli(
     after the code ``first``; return which of the ``watched`` modules were imported by the end."""
     code = (
         f"import sys\n{first}\n"
-        "from memprof.cli import app\n"
+        "from memprof.frontends.cli import app\n"
         f"for args in {runs!r}:\n"
         "    try:\n"
         "        app(args, prog_name='memprof')\n"
@@ -141,7 +141,8 @@ def modules_after_cli(
 
 
 def test_parse_and_check_load_no_pandas(tmp_path: Path) -> None:
-    # Both work on plain data: `parse` on memprof.table.ParsedTable, `check` on the report model.
+    # Both work on plain data: `parse` on memprof.sources.files.table.ParsedTable, `check` on the
+    # report model.
     table = str(ROOT / "tests" / "data" / "cpu_memory.txt")
     report = str(ROOT / "tests" / "data" / "similarity.json")
     gpt = [str(ROOT / "tests" / "data" / "gate" / f"gpt-batch{b}.json") for b in (2, 4)]
@@ -209,14 +210,14 @@ def test_rendering_a_saved_report_loads_no_torch(tmp_path: Path) -> None:
     path.write_text(json.dumps(report))
     code = (
         "from memprof.pipeline import load_report\n"
-        "from memprof.report import renderer\n"
-        "from memprof.report.terminal import render_terminal\n"
+        "from memprof.outputs import renderer\n"
+        "from memprof.outputs.terminal import render_terminal\n"
         f"report = load_report({str(path)!r})\n"
         "assert '1.0 KiB' in render_terminal(report)\n"
         "renderer('json')(report); renderer('csv')(report)\n"
         "renderer('html')(report); renderer('markdown')(report)\n"
         "import io, sys; sys.stdout = io.StringIO()\n"
-        "from memprof.report.terminal import print_terminal; print_terminal(report)\n"
+        "from memprof.outputs.terminal import print_terminal; print_terminal(report)\n"
         "sys.stdout = sys.__stdout__\n"
     )
     assert heavy_modules_after(code) == []

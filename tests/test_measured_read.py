@@ -1,4 +1,4 @@
-"""One walk of a CPU session's event tree (``memprof.sources.measured``) gives the measured
+"""One walk of a CPU session's event tree (``memprof.sources.live.measured``) gives the measured
 calls' raw profile exactly as the flat event list does (``raw_from_profiler``) and their
 allocator records with addresses exactly as the tree reader does (``read_profile``). Where the
 tree cannot prove that every op started and ended on one thread, in one piece (another thread,
@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from torch.autograd.profiler import record_function
 
 import memprof
-from memprof.records import CALL_MARKER, RawProfile
-from memprof.sources import measured
-from memprof.sources.kineto import kineto_results, raw_from_profiler
-from memprof.sources.measured import read_measured
-from memprof.sources.profiling import memory_profile
+from memprof.core.records import CALL_MARKER, RawProfile
+from memprof.sources.live import measured
+from memprof.sources.live.kineto import kineto_results, raw_from_profiler
+from memprof.sources.live.measured import read_measured
+from memprof.sources.live.profiling import memory_profile
+from memprof.sources.live.tree import ProfileRead, backward_table, read_profile
 from memprof.sources.tracking import tracker
-from memprof.sources.tree import ProfileRead, backward_table, read_profile
 
 
 def profiled(fn: Callable[..., Any], *args: Any, calls: int = 1) -> Any:

@@ -11,16 +11,16 @@ from examples import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memprof.errors import InputError, MemprofError, UsageError
-from memprof.model import Report
-from memprof.pipeline import load_report
-from memprof.units import (
+from memprof.core.errors import InputError, MemprofError, UsageError
+from memprof.core.units import (
     format_bytes,
     format_torch_memory,
     parse_percent,
     parse_size,
     parse_torch_memory,
 )
+from memprof.model import Report
+from memprof.pipeline import load_report
 
 MiB = 1024 * 1024
 
@@ -343,7 +343,7 @@ def test_report_files_raise_only_memprof_errors(data: bytes) -> None:
 def test_a_report_value_copied_from_the_analysis_takes_every_field_and_never_a_default() -> None:
     from types import SimpleNamespace
 
-    from memprof.fields import copied
+    from memprof.core.fields import copied
     from memprof.model.recorded import Fragmentation
 
     facts = SimpleNamespace(

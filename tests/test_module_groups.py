@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 import memprof
 from memprof.analysis.module_groups import group_modules, parse_grouping
-from memprof.cli import app
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
+from memprof.frontends.cli import app
 from memprof.model import Report
 from memprof.model.explanation import ModuleGroup, ModuleStats
 from memprof.pipeline import load_report
@@ -251,8 +251,8 @@ def test_grouping_what_has_no_modules_is_a_usage_error(runner: CliRunner, make_m
 
 
 def test_sequential_children_show_their_class_in_the_terminal_and_html() -> None:
-    from memprof.report.html import render_html
-    from memprof.report.terminal import render_terminal
+    from memprof.outputs.html import render_html
+    from memprof.outputs.terminal import render_terminal
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))

@@ -11,8 +11,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.sources.noise import hidden_torch_messages
+from memprof.frontends.cli import app
+from memprof.sources.live.noise import hidden_torch_messages
 
 TORCH_FILE = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "somewhere.py")
 
@@ -129,7 +129,7 @@ def test_the_unknown_block_warning_is_one_note_without_a_count(capfd: pytest.Cap
     """torch's CPU reporter warns once per thousand frees of blocks it never saw allocated, in
     the whole process: its lines say that such frees happened, not how many. Its other lines
     are passed on."""
-    from memprof.sources.profiling import UNKNOWN_BLOCKS, quiet_profiler_stderr
+    from memprof.sources.live.profiling import UNKNOWN_BLOCKS, quiet_profiler_stderr
 
     warning = (
         "[W1127 03:52:25.962557302 CPUAllocator.cpp:245] Memory block of unknown size was allocated "

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from memprof.model import Report
+from memprof.outputs.html import THEME_CSS
+from memprof.outputs.notebook import notebook_css
 from memprof.pipeline import load_report
-from memprof.report.html import THEME_CSS
-from memprof.report.notebook import notebook_css
 
 MiB = 1024 * 1024
 

@@ -310,8 +310,8 @@ def _steps() -> tuple[object, object, object]:
 
 def test_one_tensor_more_at_the_peak_is_named_with_its_line_module_category_and_bytes() -> None:
     import memprof
-    from memprof.api import Variant
-    from memprof.sources.target import Inputs
+    from memprof.library.api import Variant
+    from memprof.sources.targets.target import Inputs
 
     step, plain, keeping, x = _steps()  # type: ignore[misc]
     report = memprof.compare(
@@ -342,7 +342,7 @@ def _line(statement: str) -> int:
 
 
 def _span(change: AtPeakDiff) -> str:
-    from memprof.units import format_bytes
+    from memprof.core.units import format_bytes
 
     return f"{format_bytes(change.base_footprint_bytes)} -> {format_bytes(change.other_footprint_bytes)}"
 
@@ -383,7 +383,7 @@ def assert_the_blocks_backward_explains_it(report: Report) -> None:
     assert "blocks." in change.summary and "in backward" in change.summary
     assert "none of it at eager's peak" in change.summary
     # The op table shows the ops that hold the bytes, not the compiled region's wrapper.
-    from memprof.report.terminal import render_terminal
+    from memprof.outputs.terminal import render_terminal
 
     text = render_terminal(report)
     table = text.split("Top 15 ops by peak bytes, eager vs compile:")[1].split("ops not shown:")[0]
@@ -428,7 +428,7 @@ def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cros
 
     import memprof
     import memprof.examples.gpt as gpt
-    from memprof.gate import GateConfig, evaluate
+    from memprof.outputs.gate import GateConfig, evaluate
 
     small = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=2), time_budget=0)
     large = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=4), time_budget=0)

@@ -35,12 +35,12 @@ def alloc():
 def _entry_point_installed() -> bool:
     from importlib.metadata import entry_points
 
-    return any(ep.value == "memprof.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return any(ep.value == "memprof.frontends.pytest_plugin" for ep in entry_points(group="pytest11"))
 
 
 # Installed (`pip install -e .`), pytest loads the plugin through its pytest11 entry point, as it
 # does for a user; from a bare checkout it is loaded by name.
-PLUGIN_ARGS = [] if _entry_point_installed() else ["-p", "memprof.pytest_plugin"]
+PLUGIN_ARGS = [] if _entry_point_installed() else ["-p", "memprof.frontends.pytest_plugin"]
 
 
 def test_installed_memprof_registers_the_plugin_entry_point() -> None:
@@ -201,7 +201,7 @@ def test_bad_tolerance_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_plugin_import_does_not_import_torch() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    code = "import sys, memprof.pytest_plugin; print('torch' in sys.modules)"
+    code = "import sys, memprof.frontends.pytest_plugin; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -209,10 +209,10 @@ def test_plugin_import_does_not_import_torch() -> None:
 def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
     # A baseline from another setup: the command line adds "(--strict-env makes this an error)";
     # the plugin has no such option, so its warning ends at "comparing anyway".
-    from memprof.errors import spelled_as
-    from memprof.gate import GateConfig, evaluate
+    from memprof.core.errors import spelled_as
+    from memprof.frontends.pytest_plugin import _spelling
+    from memprof.outputs.gate import GateConfig, evaluate
     from memprof.pipeline import load_report
-    from memprof.pytest_plugin import _spelling
 
     data = Path(__file__).parent / "data" / "gate"
     with spelled_as(_spelling):
@@ -223,7 +223,7 @@ def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
 
 
 def test_baseline_names_are_one_to_one_and_keep_plain_names() -> None:
-    from memprof.pytest_plugin import baseline_name
+    from memprof.frontends.pytest_plugin import baseline_name
 
     # Node ids made only of safe characters and their structure keep the names they always had.
     assert baseline_name("tests/test_m.py::test_step[cpu]") == "tests_test_m.py__test_step_cpu.json"

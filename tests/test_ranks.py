@@ -16,15 +16,15 @@ import pytest
 from conftest import MIB, SCRIPT_LABEL, op_stats
 
 from memprof.analysis.ranks import group_of, summarize
-from memprof.errors import UsageError
-from memprof.gate import GateConfig, evaluate, parse_budget
+from memprof.core.errors import UsageError
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
+from memprof.outputs.gate import GateConfig, evaluate, parse_budget
+from memprof.outputs.html import RANKS_SECTION_ID, SECTION_IDS, render_html
+from memprof.outputs.markdown import render_markdown
+from memprof.outputs.ranks import rank_view
+from memprof.outputs.terminal import render_terminal
 from memprof.pipeline import build_report, compared, failed_run, load_report
-from memprof.report.html import RANKS_SECTION_ID, SECTION_IDS, render_html
-from memprof.report.markdown import render_markdown
-from memprof.report.ranks import rank_view
-from memprof.report.terminal import render_terminal
 from memprof.sources.distributed import (
     Exchange,
     RankEnv,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from memprof.model import CompileSection, GraphBreak, Recompile
+from memprof.outputs import renderer
+from memprof.outputs.terminal import print_terminal
 from memprof.pipeline import load_report
-from memprof.report import renderer
-from memprof.report.terminal import print_terminal
 
 DATA = Path(__file__).parent / "data"
 

@@ -12,9 +12,9 @@ from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 
 from memprof.model import Report
 from memprof.model.timeline import MAX_POINTS, Timeline
+from memprof.outputs.chart import CHART_POINTS
+from memprof.outputs.html import SECTION_IDS, render_html
 from memprof.pipeline import load_report
-from memprof.report.chart import CHART_POINTS
-from memprof.report.html import SECTION_IDS, render_html
 
 DATA = Path(__file__).parent / "data"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -275,8 +275,8 @@ def test_a_recordings_chart_starts_its_axis_near_what_was_live_from_the_start() 
     import re
 
     from memprof.model.timeline import Timeline
-    from memprof.report.chart import timeline_chart
-    from memprof.report.document import Series, TimelineChart
+    from memprof.outputs.chart import timeline_chart
+    from memprof.outputs.document import Series, TimelineChart
 
     gib, mib = 1024**3, 1024**2
     live = Timeline(t_ns=(0, 1_000_000, 2_000_000), bytes=(0, 60 * mib, 10 * mib))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memprof.report.chart import format_tick_ms, nice_ticks
-from memprof.units import format_bytes
+from memprof.core.units import format_bytes
+from memprof.outputs.chart import format_tick_ms, nice_ticks
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")

@@ -10,8 +10,8 @@ import pytest
 from conftest import PIPE_NAME, SCRIPT_LABEL, TICK_NAME
 
 from memprof.model import Report
+from memprof.outputs.markdown import code, escape_text, render_markdown
 from memprof.pipeline import compared, load_report
-from memprof.report.markdown import code, escape_text, render_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 DATA = Path(__file__).parent / "data"

@@ -17,15 +17,15 @@ from gpu_data import gpu_file
 from test_terminal import check_golden
 
 import memprof
-from memprof.errors import InputError
+from memprof.core.errors import InputError
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
+from memprof.outputs.csv import render_csv
+from memprof.outputs.html import CHART_POINTS, RECORDED_SECTION_IDS, render_html
+from memprof.outputs.markdown import render_markdown
+from memprof.outputs.recorded import device_line, short_site, site_prefix
+from memprof.outputs.terminal import render_terminal
 from memprof.pipeline import build_report, load_report
-from memprof.report.csv import render_csv
-from memprof.report.html import CHART_POINTS, RECORDED_SECTION_IDS, render_html
-from memprof.report.markdown import render_markdown
-from memprof.report.recorded import device_line, short_site, site_prefix
-from memprof.report.terminal import render_terminal
 
 MiB, GiB = 1 << 20, 1 << 30
 H100 = "tracelens_h100_bert_small.json.gz"

@@ -10,11 +10,11 @@ import pytest
 from conftest import PIPE_NAME
 
 from memprof.model import Report
+from memprof.outputs.html import render_html
+from memprof.outputs.markdown import render_markdown
+from memprof.outputs.rows import fused_rows, op_tables
+from memprof.outputs.terminal import render_terminal
 from memprof.pipeline import build_report, compared, load_report
-from memprof.report.html import render_html
-from memprof.report.markdown import render_markdown
-from memprof.report.rows import fused_rows, op_tables
-from memprof.report.terminal import render_terminal
 
 
 def terminal_ops(text: str) -> list[str]:
@@ -115,7 +115,7 @@ def stats(name: str, calls: int, self_b: int, total: int, alloc: int, peak: int,
 
 
 def test_a_chain_of_ops_with_the_same_figures_keeps_the_call_the_code_made() -> None:
-    from memprof.report.rows import NO_ACTIVITY, hidden_reasons
+    from memprof.outputs.rows import NO_ACTIVITY, hidden_reasons
 
     mib = 1 << 20
     to = stats("aten::to", 1, 0, 488 * mib, 488 * mib, 488 * mib, 30.0)
@@ -139,7 +139,7 @@ def test_a_chain_of_ops_with_the_same_figures_keeps_the_call_the_code_made() -> 
 
 
 def test_equal_figures_that_are_not_a_caller_and_its_child_are_both_shown() -> None:
-    from memprof.report.rows import hidden_reasons
+    from memprof.outputs.rows import hidden_reasons
 
     a = stats("aten::add", 2, 0, 512, 512, 512, 4.0)
     b = stats("aten::mul", 2, 0, 512, 512, 512, 4.0)  # same time: neither runs inside the other
@@ -176,7 +176,7 @@ def wrapping(name: str, peak: int, wraps: tuple[str, ...] = (), self_bytes: int 
 
 
 def test_wrappers_fold_into_the_op_inside_them_and_ranges_are_left_out() -> None:
-    from memprof.report.rows import FOLDED, WRAPPER, wrapper_reasons
+    from memprof.outputs.rows import FOLDED, WRAPPER, wrapper_reasons
 
     mib = 1 << 20
     linear = wrapping("aten::linear", 8 * mib, ("aten::matmul", "aten::mm"))

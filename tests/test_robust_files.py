@@ -25,9 +25,9 @@ import pytest
 from conftest import make_single_report
 from typer.testing import CliRunner
 
-from memprof import fileio
-from memprof.cli import app
-from memprof.errors import InputError
+from memprof.core import fileio
+from memprof.core.errors import InputError
+from memprof.frontends.cli import app
 from memprof.pipeline import load_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,8 +142,8 @@ def test_special_files_are_refused_at_once(tmp_path, fifo, unix_socket, kind, co
 
 
 def test_readers_of_traces_snapshots_and_reports_refuse_a_fifo_without_blocking(fifo):
-    from memprof.sources.snapshot import read_snapshot
-    from memprof.sources.trace import input_kind, read_trace
+    from memprof.sources.files.snapshot import read_snapshot
+    from memprof.sources.files.trace import input_kind, read_trace
 
     for what, read in (("trace", read_trace), ("snapshot", read_snapshot), ("report", load_report)):
         with pytest.raises(InputError) as caught:
@@ -169,9 +169,9 @@ def test_a_fifo_named_as_a_target_file_or_module_is_refused(tmp_path):
 
 
 def test_standard_input_is_read_up_to_its_limit(runner, monkeypatch):
-    import memprof.fileio
+    import memprof.core.fileio
 
-    monkeypatch.setattr(memprof.fileio, "STDIN_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(memprof.core.fileio, "STDIN_LIMIT_BYTES", 1000)
     result = runner.invoke(app, ["parse", "-"], input=b"x" * 1001)
     assert result.exit_code == 2
     assert result.stderr == (
@@ -185,8 +185,8 @@ def test_standard_input_is_read_up_to_its_limit(runner, monkeypatch):
 
 def test_endless_standard_input_ends_with_an_error():
     code = (
-        "import memprof.fileio, memprof.cli; memprof.fileio.STDIN_LIMIT_BYTES = 1 << 20; "
-        "memprof.cli.main(['parse', '-'])"
+        "import memprof.core.fileio, memprof.frontends.cli; memprof.core.fileio.STDIN_LIMIT_BYTES = 1 << 20; "
+        "memprof.frontends.cli.main(['parse', '-'])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with open("/dev/zero", "rb") as zeros:
@@ -218,7 +218,7 @@ def test_deeply_nested_reports_and_baselines_are_exit_2(runner, tmp_path, text):
 
 
 def test_a_deeply_nested_chrome_trace_is_an_input_error(tmp_path):
-    from memprof.sources.trace import read_trace
+    from memprof.sources.files.trace import read_trace
 
     path = tmp_path / "trace.json"
     for text in (DEEP, '{"traceEvents": [' + '{"a":' * 2000 + "1" + "}" * 2000 + "]}"):

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.errors import InputError
-from memprof.fileio import gunzip
-from memprof.sources import snapshot as snapshot_module
-from memprof.sources import trace as trace_module
-from memprof.sources.pickle_scan import MemoOutOfOrder, check_memo
+from memprof.core.errors import InputError
+from memprof.core.fileio import gunzip
+from memprof.frontends.cli import app
+from memprof.sources.files import snapshot as snapshot_module
+from memprof.sources.files import trace as trace_module
+from memprof.sources.files.pickle_scan import MemoOutOfOrder, check_memo
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
@@ -262,7 +262,7 @@ def test_one_op_name_of_millions_of_characters_is_kept_short(tmp_path):
 
 
 def test_two_long_names_that_start_alike_stay_two_names(tmp_path):
-    from memprof.text import capped_name
+    from memprof.core.text import capped_name
 
     a, b = "x" * 2000 + "a", "x" * 2000 + "b"
     assert capped_name(a) != capped_name(b)
@@ -318,10 +318,10 @@ def test_running_out_of_memory_reading_a_recording_names_it(tmp_path, monkeypatc
 
 
 def test_running_out_of_memory_in_the_analysis_names_the_file(tmp_path, monkeypatch):
-    import memprof.recordings
+    import memprof.library.recordings
 
     trace = _trace_with_a_long_name(tmp_path / "t.json", 10, ops=3)
-    monkeypatch.setattr(memprof.recordings, "analyze", _out_of_memory)
+    monkeypatch.setattr(memprof.library.recordings, "analyze", _out_of_memory)
     result = CliRunner().invoke(app, ["analyze", "-q", str(tmp_path)])
     size = trace.stat().st_size
     assert (result.exit_code, result.stderr) == (
@@ -332,10 +332,10 @@ def test_running_out_of_memory_in_the_analysis_names_the_file(tmp_path, monkeypa
 
 
 def test_the_limits_page_states_the_limits_in_force():
-    from memprof.commands.common import MESSAGE_LIMIT
-    from memprof.errors import TRACEBACK_CHARS, TRACEBACK_LINES
-    from memprof.fileio import DECOMPRESSED_LIMIT_BYTES, STDIN_LIMIT_BYTES
-    from memprof.text import NAME_LIMIT, QUOTE_LIMIT
+    from memprof.core.errors import TRACEBACK_CHARS, TRACEBACK_LINES
+    from memprof.core.fileio import DECOMPRESSED_LIMIT_BYTES, STDIN_LIMIT_BYTES
+    from memprof.core.text import NAME_LIMIT, QUOTE_LIMIT
+    from memprof.frontends.commands.common import MESSAGE_LIMIT
 
     page = (ROOT / "docs" / "reference" / "limits.md").read_text()
     stated = {
@@ -355,7 +355,7 @@ def test_the_limits_page_states_the_limits_in_force():
 def test_running_out_of_memory_reading_a_report_names_it(tmp_path, monkeypatch):
     from conftest import make_single_report
 
-    from memprof import fileio
+    from memprof.core import fileio
 
     path = tmp_path / "r.json"
     path.write_text(make_single_report().to_json())

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof import fileio
-from memprof.cli import app, interrupted
-from memprof.commands.distributed import noting_outputs
-from memprof.errors import OutputError
+from memprof.core import fileio
+from memprof.core.errors import OutputError
+from memprof.frontends.cli import app, interrupted
+from memprof.frontends.commands.distributed import noting_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_TABLE = Path(__file__).parent / "data" / "cpu_memory.txt"
@@ -226,11 +226,11 @@ def _raise(error: BaseException):
 
 
 def test_ctrl_c_after_the_outputs_were_written_says_which(runner, tmp_path, monkeypatch):
-    import memprof.commands.common
+    import memprof.frontends.commands.common
 
     # The gate is evaluated first (the Markdown summary shows it), its verdict printed after the
     # files are written: Ctrl-C there.
-    monkeypatch.setattr(memprof.commands.common, "report_gate", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr(memprof.frontends.commands.common, "report_gate", _raise(KeyboardInterrupt()))
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps({"traceEvents": [_memory_event(0, 100)]}))
     out = tmp_path / "r.json"

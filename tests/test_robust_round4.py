@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 
 DATA = Path(__file__).parent / "data"
 REPORT = DATA / "similarity.json"
@@ -87,12 +87,12 @@ def test_an_os_error_of_a_path_that_reaches_the_command_line_is_one_line_and_exi
     """The backstop: whatever reads or writes a path, the system's refusal of it is a usage error."""
     import errno
 
-    import memprof.recordings
+    import memprof.library.recordings
 
     def refuse(*args: object, **kwargs: object) -> object:
         raise OSError(errno.ENAMETOOLONG, "File name too long", "/x/" + LONG)
 
-    monkeypatch.setattr(memprof.recordings, "_read_all", refuse)
+    monkeypatch.setattr(memprof.library.recordings, "_read_all", refuse)
     result = runner.invoke(app, ["analyze", str(REPORT)])
     assert result.exit_code == 2
     assert "File name too long" in _one_error_line(result.output)
@@ -231,7 +231,7 @@ def test_parse_csv_neutralises_formulas_and_keeps_numbers(runner: CliRunner, tmp
 
 
 def test_spreadsheet_safe_leaves_plain_numbers_and_other_text_alone() -> None:
-    from memprof.text import spreadsheet_safe
+    from memprof.core.text import spreadsheet_safe
 
     assert spreadsheet_safe("-8") == "-8"
     assert spreadsheet_safe("+1.5e3") == "+1.5e3"
@@ -271,7 +271,7 @@ def test_repr_and_summary_of_a_loaded_report_escape_control_characters(tmp_path:
 
 def test_track_refuses_a_generator_function_or_async_def_as_memprof_run_does() -> None:
     import memprof
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     def steps():  # type: ignore[no-untyped-def]
         yield 1
@@ -293,7 +293,7 @@ def test_track_refuses_a_generator_function_or_async_def_as_memprof_run_does() -
 
 def test_track_refuses_a_call_that_returned_a_generator() -> None:
     import memprof
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     @memprof.track(device="cpu")
     def lazy():  # type: ignore[no-untyped-def]
@@ -308,7 +308,7 @@ def test_track_refuses_a_call_that_returned_a_generator() -> None:
 
 def test_track_refuses_to_write_over_the_callers_own_script(tmp_path: Path) -> None:
     import memprof
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     before = Path(__file__).read_bytes()
     with pytest.raises(UsageError, match="is a file of the running program"):
@@ -322,8 +322,8 @@ def test_no_output_replaces_a_module_the_program_imported(tmp_path: Path, link: 
     import importlib
     import sys
 
-    from memprof import fileio
-    from memprof.errors import UsageError
+    from memprof.core import fileio
+    from memprof.core.errors import UsageError
 
     source = tmp_path / "imported_helper_mod.py"
     source.write_text("X = 1\n")
@@ -345,9 +345,9 @@ def test_no_output_replaces_a_module_the_program_imported(tmp_path: Path, link: 
 
 
 def test_the_command_line_refuses_to_write_over_memprofs_own_source(runner: CliRunner) -> None:
-    import memprof.cli
+    import memprof.frontends.cli
 
-    result = runner.invoke(app, ["analyze", str(REPORT), "--json", memprof.cli.__file__])
+    result = runner.invoke(app, ["analyze", str(REPORT), "--json", memprof.frontends.cli.__file__])
     assert result.exit_code == 2
     assert "is a file of the running program" in _one_error_line(result.output)
 
@@ -361,7 +361,7 @@ def test_two_threads_entering_track_at_once_get_one_block_and_one_nesting_error(
     import torch
 
     import memprof
-    from memprof.errors import MemprofError
+    from memprof.core.errors import MemprofError
 
     errors: list[str] = []
     peaks: list[int] = []
@@ -455,7 +455,7 @@ def _callback(**kwargs: object) -> object:
 def test_a_callback_refuses_a_folder_it_cannot_write_when_made(
     tmp_path: Path, out: str, message: str
 ) -> None:
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(UsageError, match=message.replace("(", "\\(")):
@@ -463,7 +463,7 @@ def test_a_callback_refuses_a_folder_it_cannot_write_when_made(
 
 
 def test_a_callback_refuses_a_report_name_it_cannot_write_when_made(tmp_path: Path) -> None:
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     (tmp_path / "step-2.json").mkdir()
     with pytest.raises(UsageError, match="step-2.json' is a folder"):
@@ -476,7 +476,7 @@ def test_a_callback_refuses_a_report_name_it_cannot_write_when_made(tmp_path: Pa
 def test_a_callback_refuses_a_device_that_is_not_one_when_made(
     tmp_path: Path, device: object, message: str
 ) -> None:
-    from memprof.errors import UsageError
+    from memprof.core.errors import UsageError
 
     with pytest.raises(UsageError, match=message):
         _callback(out=tmp_path, device=device)
@@ -488,7 +488,7 @@ def test_a_callback_refuses_a_device_that_is_not_one_when_made(
 SIGNAL_AT_EVERY_STEP = r'''
 import os, signal, sys
 from pathlib import Path
-from memprof import fileio
+from memprof.core import fileio
 
 folder, signum = Path(sys.argv[1]), int(sys.argv[2])
 names = ["a.json", "b.html", "c.md", "d.csv"]
@@ -589,21 +589,25 @@ def _start_memprof(cache_home: Path) -> None:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     done = subprocess.run(
-        [sys.executable, "-c", "import memprof.version"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", "import memprof.core.version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
 
 
 def _plant(cache_home: Path, marker: Path) -> Path:
-    """A compiled memprof.version that writes ``marker``, filed where memprof would look for it."""
+    """A compiled memprof.core.version that writes ``marker``, filed where memprof would look for it."""
     import marshal
     import sys
     from hashlib import blake2b
     from importlib.util import MAGIC_NUMBER
 
-    import memprof.version
+    import memprof.core.version
 
-    path = memprof.version.__file__
+    path = memprof.core.version.__file__
     source = Path(path).read_bytes()
     digest = blake2b(b"%s\0%d\0" % (os.fsencode(path), sys.flags.optimize) + source, digest_size=20).digest()
     folder = cache_home / "memprof" / "bytecode" / (sys.implementation.cache_tag or "python")
@@ -657,7 +661,7 @@ def test_a_linked_cache_folder_is_not_used_and_nothing_it_points_to_is_removed(t
 def test_emptying_a_full_cache_removes_only_memprofs_own_regular_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memprof import bytecode
+    from memprof.core import bytecode
 
     monkeypatch.setattr(bytecode, "_MAX_ENTRIES", 3)
     folder = tmp_path / "cache"

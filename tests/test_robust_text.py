@@ -14,11 +14,11 @@ import pytest
 from conftest import make_single_report
 from typer.testing import CliRunner
 
-from memprof.cli import app
+from memprof.frontends.cli import app
 from memprof.model import Report
+from memprof.outputs import renderer
+from memprof.outputs.terminal import render_terminal
 from memprof.pipeline import load_report
-from memprof.report import renderer
-from memprof.report.terminal import render_terminal
 
 HIDDEN = {
     "\u202e": "\\u202e",  # right-to-left override

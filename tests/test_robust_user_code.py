@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
-from memprof.errors import UsageError, UserCodeError
+from memprof.core.errors import UsageError, UserCodeError
+from memprof.frontends.cli import app
 
 MiB = 1024 * 1024
 

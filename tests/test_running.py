@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from memprof.analysis.peaks import analyze, op_stack_at, responsible_op
 from memprof.analysis.running import ops_at
-from memprof.records import CALL_MARKER, RawProfile
+from memprof.core.records import CALL_MARKER, RawProfile
 
 NAMES = [
     "aten::linear",

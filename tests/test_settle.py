@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memprof.sources import settle
-from memprof.sources.settle import wait_until_quiet
+from memprof.sources.live import settle
+from memprof.sources.live.settle import wait_until_quiet
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
 

@@ -14,8 +14,8 @@ import torch.distributed as dist
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
 from memprof.examples import fsdp
+from memprof.frontends.cli import app
 
 PARAMETERS = fsdp.parameter_count()  # 2,626,560 float32 parameters in 18 tensors
 PARAMETER_TENSORS = 2 + fsdp.LAYERS * 4
@@ -143,7 +143,7 @@ def test_the_process_group_and_the_environment_are_put_back(fsdp_two: memprof.Re
     assert shards(run) == PARAMETERS * 4 // 4
 
 
-RANKED = '''
+RANKED = """
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -159,7 +159,7 @@ def step_inputs():
     if rank == dist.get_world_size() - 1:
         model = nn.Sequential(model, nn.Linear(256, 256))
     return model, torch.randn((rank + 1) * 1024, 256)
-'''
+"""
 
 
 def test_code_that_branches_on_the_rank_is_estimated_per_rank(tmp_path: Path) -> None:
@@ -250,8 +250,19 @@ def test_cli_world_size_and_rank(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     done = runner.invoke(
         app,
-        ["estimate", "memprof.examples.fsdp:step", "--world-size", "4", "--rank", "2", "--device", "cpu",
-         "--json", str(out), "-q"],
+        [
+            "estimate",
+            "memprof.examples.fsdp:step",
+            "--world-size",
+            "4",
+            "--rank",
+            "2",
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+            "-q",
+        ],
     )
     assert done.exit_code == 0, done.output
     report = json.loads(out.read_text())

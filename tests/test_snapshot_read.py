@@ -19,10 +19,10 @@ from gpu_data import SNAPSHOTS, gpu_file, shared_dir
 from memprof.analysis.allocator import AllocatorSettings
 from memprof.analysis.snapshot import BEFORE_TRACE, analyze_snapshot, site_of
 from memprof.analysis.snapshot_replay import what_if
-from memprof.errors import InputError
-from memprof.records import Frame
-from memprof.sources.snapshot import read_snapshot, snapshot_records
-from memprof.sources.trace import input_kind
+from memprof.core.errors import InputError
+from memprof.core.records import Frame
+from memprof.sources.files.snapshot import read_snapshot, snapshot_records
+from memprof.sources.files.trace import input_kind
 
 MiB = 1 << 20
 

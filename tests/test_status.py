@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
-from memprof.commands.common import hidden_line
-from memprof.commands.status import StatusLine, clear_status, status_line
+from memprof.frontends.cli import app
+from memprof.frontends.commands.common import hidden_line
+from memprof.frontends.commands.status import StatusLine, clear_status, status_line
 
 COMPILING = "compiling step with torch.compile (backend inductor)"
 HINT = "(a first compile can take minutes; later runs reuse Inductor's cache)"
@@ -66,7 +66,7 @@ def test_on_a_terminal_the_line_is_updated_in_place_and_cleared(monkeypatch: pyt
 def test_a_line_printed_while_a_status_shows_starts_on_a_clean_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from memprof.commands.common import err
+    from memprof.frontends.commands.common import err
 
     stream = Terminal()
     monkeypatch.setattr("sys.stderr", stream)

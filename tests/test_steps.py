@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
 from memprof.integrations.steps import BudgetExceeded, ProfiledSteps, StepProfiler, budget_bytes, check_steps
 from memprof.pipeline import load_report
 from memprof.sources import block

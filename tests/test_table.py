@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from torch.autograd import DeviceType
 from torch.autograd import profiler_util as pu
 
-from memprof.errors import InputError, MemprofError
-from memprof.table import find_tables, parse_table, read_table, table_document
-from memprof.units import format_torch_memory
+from memprof.core.errors import InputError, MemprofError
+from memprof.core.units import format_torch_memory
+from memprof.sources.files.table import find_tables, parse_table, read_table, table_document
 
 DATA = Path(__file__).parent / "data"
 SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -307,7 +307,7 @@ def test_parse_without_pandas_writes_what_pandas_writes(r: Rendered, carriage_re
     # frame's document.
     import csv
 
-    from memprof.commands.parse import _csv_text
+    from memprof.frontends.commands.parse import _csv_text
 
     text = r.text.replace("aten::", "aten\r::", 1) if carriage_return else r.text
     frame, parsed = read_table(text), parse_table(text)
@@ -393,7 +393,7 @@ def test_mutated_tables_raise_only_memprof_errors(r: Rendered, data: st.DataObje
 def test_arbitrary_bytes_from_a_file_raise_only_memprof_errors(data: bytes, lenient: bool) -> None:
     import tempfile
 
-    from memprof.fileio import read_text
+    from memprof.core.fileio import read_text
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "t.txt")
@@ -595,7 +595,7 @@ def test_module_does_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys, memprof.table as t; t.read_table(open(sys.argv[1]).read());"
+        "import sys, memprof.sources.files.table as t; t.read_table(open(sys.argv[1]).read());"
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     root = Path(__file__).parent.parent
@@ -692,7 +692,7 @@ def test_captured_log_with_two_tables_and_noise() -> None:
     st.lists(times.map(pu._format_time), min_size=1),
 )
 def test_whole_column_path_agrees_with_the_units_functions(sizes_: list[str], times_: list[str]) -> None:
-    from memprof.table_cells import convert, convert_fast
+    from memprof.sources.files.table_cells import convert, convert_fast
 
     for cells, kind in ((sizes_, "bytes"), (times_, "us")):
         cells = [cell.rjust(12) for cell in cells]

@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from memprof.cli import app
-from memprof.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
-from memprof.records import CALL_MARKER
-from memprof.table import read_table
+from memprof.core.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
+from memprof.core.records import CALL_MARKER
+from memprof.frontends.cli import app
+from memprof.sources.files.table import read_table
 
 # torch prints two decimals of KB/MB/GB: half a unit of the last digit at most.
 GB = 1024**3

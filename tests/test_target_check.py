@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from memprof.commands.options import cli_spelling, with_option_groups
-from memprof.commands.run import run
-from memprof.errors import EXIT_USAGE, MemprofError, spelled_as
-from memprof.sources import target as targets
-from memprof.sources.target_check import check_before_running
+from memprof.core.errors import EXIT_USAGE, MemprofError, spelled_as
+from memprof.frontends.commands.options import cli_spelling, with_option_groups
+from memprof.frontends.commands.run import run
+from memprof.sources.targets import target as targets
+from memprof.sources.targets.check import check_before_running
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,7 +253,7 @@ def memprof_fresh(folder: Path, *args: str) -> tuple[int, str, bool]:
     code = (
         "import sys, json\n"
         f"sys.argv = ['memprof', *{list(args)!r}]\n"
-        "from memprof.cli import main\n"
+        "from memprof.frontends.cli import main\n"
         "try:\n"
         "    main()\n"
         "except SystemExit as done:\n"
@@ -400,7 +400,7 @@ def test_a_file_named_without_a_function_lists_its_functions_and_their_factories
 def test_what_a_factory_returns_is_read_from_its_source(body: str, returned: object) -> None:
     import ast
 
-    from memprof.sources.factory_fit import returns_of
+    from memprof.sources.targets.factory_fit import returns_of
 
     node = ast.parse(f"def make():\n    {body}\n").body[0]
     assert isinstance(node, ast.FunctionDef)
@@ -408,7 +408,7 @@ def test_what_a_factory_returns_is_read_from_its_source(body: str, returned: obj
 
 
 def test_a_factory_fits_when_its_value_fills_the_arguments() -> None:
-    from memprof.sources.factory_fit import signature_of
+    from memprof.sources.targets.factory_fit import signature_of
 
     def step(model, x, scale=1.0):  # type: ignore[no-untyped-def]
         return model, x, scale

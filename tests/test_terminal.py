@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from memprof.outputs.layout import ELLIPSIS, Column, Table, cut_source, plain, shorten, wrap
+from memprof.outputs.rows import op_tables
+from memprof.outputs.terminal import print_terminal, render_terminal
 from memprof.pipeline import compared, load_report
-from memprof.report.layout import ELLIPSIS, Column, Table, cut_source, plain, shorten, wrap
-from memprof.report.rows import op_tables
-from memprof.report.terminal import print_terminal, render_terminal
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -209,7 +209,7 @@ def test_piped_output_is_plain_and_honours_columns(monkeypatch):
 def test_the_command_line_honours_columns(width: int) -> None:
     from typer.testing import CliRunner
 
-    from memprof.cli import app
+    from memprof.frontends.cli import app
 
     args = ["run", "memprof.examples.similarity:similarity", "-q", "--top", "3", "--time-budget", "0"]
     result = CliRunner().invoke(app, args, env={"COLUMNS": str(width)})
@@ -295,7 +295,7 @@ def test_a_source_line_is_cut_in_its_code_never_in_its_file_and_line() -> None:
 
 def test_how_runs_were_made_differently_leaves_out_what_their_labels_say() -> None:
     from memprof.model.recipe import Recipe, recipe_changes
-    from memprof.report.answer import made_differently
+    from memprof.outputs.answer import made_differently
 
     eager = Recipe(target="t.py:step", inputs="t.py:step_inputs", settings={"batch": "8"}, device="cpu")
     compiled = dataclasses.replace(eager, mode="compile", settings={"batch": "16", "seq": "64"})

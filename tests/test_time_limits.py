@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app
-from memprof.errors import UserCodeError
-from memprof.sources import guesses
+from memprof.core.errors import UserCodeError
+from memprof.frontends.cli import app
+from memprof.sources.fake import guesses
 
 CODE = """
 import torch
@@ -120,7 +120,7 @@ def test_a_guessed_loop_whose_rounds_are_slow_stops_on_time(
 
 
 def test_an_estimate_past_its_timeout_stops_naming_the_line(make_module) -> None:  # type: ignore[no-untyped-def]
-    import memprof.sources.fake  # noqa: F401 - loaded: the limit runs out in the loop, not in imports
+    import memprof.sources.fake.run  # noqa: F401 - loaded: the limit runs out in the loop, not in imports
 
     module = make_module(CODE)
     started = time.perf_counter()
@@ -171,7 +171,7 @@ def test_a_long_fake_loop_keeps_only_its_live_storages_followed() -> None:
     # storages only, not one finalizer per storage ever made.
     import torch
 
-    from memprof.sources.fake import FakeSession
+    from memprof.sources.fake.run import FakeSession
 
     with FakeSession(None) as session:
         s = torch.ones(1000)
@@ -194,7 +194,7 @@ def test_code_stuck_in_one_c_call_still_ends_the_command_with_exit_3(make_module
     )
     script = (
         "import sys, memprof.sources.deadline as d; d.GRACE_SECONDS = 1\n"
-        "from memprof.cli import main\n"
+        "from memprof.frontends.cli import main\n"
         f"sys.argv = ['memprof', 'run', '{module}:naps', '--device', 'cpu', '--timeout', '1',"
         " '--warmup', '0']\n"
         "main()\n"

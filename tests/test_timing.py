@@ -11,7 +11,7 @@ from memprof.analysis.diff import diff_runs
 from memprof.model import RunResult
 from memprof.model.timing import Spread, format_spread, format_wall, iqr, within_noise
 from memprof.pipeline import build_report
-from memprof.sources.timing import MAX_CALLS, MIN_CALLS, time_calls
+from memprof.sources.live.timing import MAX_CALLS, MIN_CALLS, time_calls
 
 
 class FakeClock:

@@ -17,8 +17,8 @@ import pytest
 from gpu_data import TRACES, gpu_file, shared_dir
 
 from memprof.analysis.peaks import analyze
-from memprof.errors import InputError
-from memprof.sources.trace import input_kind, iter_trace_folder, read_trace
+from memprof.core.errors import InputError
+from memprof.sources.files.trace import input_kind, iter_trace_folder, read_trace
 
 MiB = 1 << 20
 
@@ -251,7 +251,7 @@ def test_a_folder_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
     """When a rank's file is read, no earlier rank's parsed JSON, trace, devices or records is
     alive (without a garbage collection): memory is bounded by one file, not by the ranks."""
     import memprof
-    import memprof.sources.trace as trace_module
+    import memprof.sources.files.trace as trace_module
 
     for rank in range(3):
         shutil.copy(gpu_file("tracelens_h100_bert_small.json.gz"), tmp_path / f"worker_rank{rank}.json.gz")
@@ -298,7 +298,7 @@ def test_two_files_of_one_rank_are_said(tmp_path):
 
 
 def test_snapshots_in_a_folder_are_found_by_content(tmp_path):
-    from memprof.sources.snapshot import snapshot_files
+    from memprof.sources.files.snapshot import snapshot_files
 
     shutil.copy(gpu_file("silmont2000_cs336_tiny.snapshot.pickle"), tmp_path / "rank0.bin")
     _write(tmp_path / "t.json", [_mem(1, 5, 5)])
@@ -383,8 +383,8 @@ def test_a_memprof_style_cpu_trace_reads_back_to_the_live_analysis(tmp_path):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from memprof.records import CALL_MARKER
-    from memprof.sources.kineto import raw_from_profiler
+    from memprof.core.records import CALL_MARKER
+    from memprof.sources.live.kineto import raw_from_profiler
 
     x = torch.randn(300)
 
@@ -445,7 +445,7 @@ def test_reference_figures_are_the_published_ones():
 
 
 def test_analyze_looks_for_the_peak_op_on_the_allocating_thread():
-    from memprof.records import RawProfile
+    from memprof.core.records import RawProfile
 
     raw = RawProfile.from_lists(
         ops=[("main_thread_op", 0, 100, 1), ("aten::mm", 10, 50, 2), ("aten::empty", 20, 30, 2)],

@@ -14,9 +14,9 @@ import torch
 from reconcile import assert_reconciled
 
 import memprof
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
+from memprof.core.records import RawProfile
 from memprof.pipeline import load_report
-from memprof.records import RawProfile
 from memprof.sources.block import DISPATCH_RANGE, untracked
 
 MiB = 1024 * 1024

@@ -15,14 +15,14 @@ import torch
 from typer.testing import CliRunner
 
 import memprof
-from memprof.cli import app, colon_hint
+from memprof.frontends.cli import app, colon_hint
 from memprof.sources.failures import traced_user_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_bound_builtin_is_named_as_it_is_called() -> None:
-    from memprof.sources.target import Target
+    from memprof.sources.targets.target import Target
 
     assert Target.of(torch.ones).spec == "torch.ones"
     report = memprof.profile(torch.ones, 1024, 1024, time_budget=0)
@@ -77,7 +77,7 @@ def test_the_command_line_suggests_the_colon(tmp_path: Path) -> None:
 
 def test_a_memory_mapped_load_is_labelled() -> None:
     from memprof.examples.checkpoint_load import checkpoint_path
-    from memprof.sources.mapped import MAPPED_RANGE
+    from memprof.sources.live.mapped import MAPPED_RANGE
 
     report = memprof.compare(
         "memprof.examples.checkpoint_load:full_load",
@@ -167,7 +167,8 @@ def test_a_shape_error_under_compile_names_the_users_line(make_module) -> None:
 
 
 def test_a_long_first_compile_says_what_to_expect(monkeypatch) -> None:
-    from memprof.sources import live, profiling
+    from memprof.sources.live import profiling
+    from memprof.sources.live import run as live
 
     said: list[str] = []
     monkeypatch.setattr(
@@ -189,7 +190,7 @@ def test_the_python_api_says_so_when_a_step_takes_long() -> None:
     stderr, then every 30 s; quicker steps and other status lines print nothing."""
     import io
 
-    from memprof.api import slow_steps
+    from memprof.library.api import slow_steps
 
     stream = io.StringIO()
     status = slow_steps(stream)

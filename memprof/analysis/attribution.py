@@ -1,7 +1,7 @@
 """What is live at the peak: every byte by category, module and source line (issue 11).
 
 Pure: the profiler's allocator records (with addresses) and what the tracker saw
-(:class:`memprof.records.TrackedFacts`) in, numbers out. No torch.
+(:class:`memprof.core.records.TrackedFacts`) in, numbers out. No torch.
 
 The method:
 
@@ -38,8 +38,8 @@ from memprof.analysis.lifetimes import BEFORE, Backward, Lifetimes, Window, life
 from memprof.analysis.module_table import kernel_stats, module_stats
 from memprof.analysis.peak_entries import What, classify, live_at_peak
 from memprof.analysis.timeline import downsample, highest_per_bucket
+from memprof.core.records import RawProfile, TrackedFacts
 from memprof.model.explanation import CATEGORIES, AtPeak, CallNumbers, KernelStats, ModuleStats, Unattributed
-from memprof.records import RawProfile, TrackedFacts
 
 __all__ = [
     "Attribution",

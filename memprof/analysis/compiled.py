@@ -26,8 +26,8 @@ import numpy as np
 
 from memprof.analysis.codes import name_codes
 from memprof.analysis.nesting import _parents
-from memprof.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
-from memprof.records import RawProfile
+from memprof.core.names import BOOKKEEPING_RANGES, COMPILED_REGION, WRAPPER_RANGES, normalize_name
+from memprof.core.records import RawProfile
 
 _WRAPPER_CALL = "inductor_wrapper_call"
 

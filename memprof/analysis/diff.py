@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memprof.analysis.peak_diff import diff_at_peak
+from memprof.core.names import aten_names
+from memprof.core.names import fused_kernels as kernels_from_names
 from memprof.model.diff import BASE_ONLY, BOTH, OTHER_ONLY, OpDiff, RunDiff
 from memprof.model.recipe import recipe_changes
 from memprof.model.timing import iqr
-from memprof.names import aten_names
-from memprof.names import fused_kernels as kernels_from_names
 
 if TYPE_CHECKING:
     from memprof.model import RunResult

@@ -1,6 +1,6 @@
 """Every allocator block as one lifetime, and the facts prepared for it (issue 11, step 1).
 
-Pure: :class:`memprof.records.TrackedFacts` in, parallel arrays out. Each allocation record is
+Pure: :class:`memprof.core.records.TrackedFacts` in, parallel arrays out. Each allocation record is
 paired with the next record at its address (its free); storages the tracker found live that no
 record allocated were made before the profiler started (a synthetic lifetime from the start).
 Before that, the facts get one op table (forward ops and the backward ops read from the
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from memprof.records import Allocations, TrackedFacts, TrackedOps
+from memprof.core.records import Allocations, TrackedFacts, TrackedOps
 
 NEVER = np.iinfo(np.int64).max
 BEFORE = np.iinfo(np.int64).min // 2

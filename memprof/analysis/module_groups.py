@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
 from memprof.model.explanation import BY_CLASS, ModuleGroup, ModuleStats
 
 MAX_PATTERNS = 64

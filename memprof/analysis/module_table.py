@@ -10,8 +10,8 @@ import numpy as np
 
 from memprof.analysis.lifetimes import BEFORE, Lifetimes, Window
 from memprof.analysis.peak_entries import What
+from memprof.core.records import BACKWARD, FORWARD, PHASES, RECOMPUTE, TrackedFacts
 from memprof.model.explanation import KernelStats, ModuleStats
-from memprof.records import BACKWARD, FORWARD, PHASES, RECOMPUTE, TrackedFacts
 
 # ---- modules ------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from memprof.analysis.codes import factorize
-from memprof.records import RawProfile
+from memprof.core.records import RawProfile
 
 
 def _parents(raw: RawProfile) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memprof.core.units import format_bytes
 from memprof.model.explanation import CATEGORIES
 from memprof.model.peak_diff import (
     ActivationDelta,
@@ -39,7 +40,6 @@ from memprof.model.peak_diff import (
     OpDelta,
     SourceDelta,
 )
-from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     from memprof.model import RunResult

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
+from memprof.core.records import PHASES, RECOMPUTE, TrackedFacts
 from memprof.model.explanation import CATEGORIES, AtPeak, AtPeakEntry, Unattributed
-from memprof.records import PHASES, RECOMPUTE, TrackedFacts
 
 # Kind bits of a lifetime, from the tracker's observations.
 _PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT, _STATE_OTHER, _SAVED = 1, 2, 4, 8, 16, 32

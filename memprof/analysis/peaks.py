@@ -20,11 +20,11 @@ from memprof.analysis.compiled import compiled_view
 from memprof.analysis.nesting import _parents
 from memprof.analysis.running import ops_at
 from memprof.analysis.timeline import downsample
+from memprof.core.names import MEMORY_ROW, normalize_name
+from memprof.core.records import RawProfile
+from memprof.core.units import format_bytes
 from memprof.model.ops import OpStats
 from memprof.model.timeline import MAX_POINTS, Timeline
-from memprof.names import MEMORY_ROW, normalize_name
-from memprof.records import RawProfile
-from memprof.units import format_bytes
 
 
 class _RangeMax:

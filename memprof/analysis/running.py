@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from memprof.names import normalize_name
-from memprof.records import CALL_MARKER, RawProfile
+from memprof.core.names import normalize_name
+from memprof.core.records import CALL_MARKER, RawProfile
 
 
 def ops_at(raw: RawProfile, times: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:

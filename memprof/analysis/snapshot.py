@@ -26,7 +26,7 @@ from memprof.analysis.snapshot_replay import (
     trace_start,
 )
 from memprof.analysis.timeline import downsample_max
-from memprof.records import OTHER_ACTION, SNAPSHOT_ACTIONS, AllocatorTrace, Frame, SnapshotRecords
+from memprof.core.records import OTHER_ACTION, SNAPSHOT_ACTIONS, AllocatorTrace, Frame, SnapshotRecords
 
 BEFORE_TRACE = "(allocated before the trace began)"
 NO_PYTHON_FRAME = "(no Python frame recorded)"

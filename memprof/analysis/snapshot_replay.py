@@ -24,7 +24,7 @@ from memprof.analysis.allocator import (
     _simulation,
     round_size,
 )
-from memprof.records import ACTION_CODE, AllocatorTrace, SnapshotRecords
+from memprof.core.records import ACTION_CODE, AllocatorTrace, SnapshotRecords
 
 ALLOC = ACTION_CODE["alloc"]
 FREE_REQUESTED = ACTION_CODE["free_requested"]

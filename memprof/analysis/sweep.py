@@ -1,6 +1,6 @@
 """A sweep of one inputs-factory parameter (``sweep=("batch", [8, 16, 32])``): the line through the
 bytes each value needs, and the largest value that fits a capacity. Pure: the estimates are
-made by the caller (:func:`memprof.api.estimate`), which asks :func:`next_value` what to
+made by the caller (:func:`memprof.library.api.estimate`), which asks :func:`next_value` what to
 estimate next.
 
 The fit is linear least squares on the exact integer bytes (rational arithmetic, no rounding
@@ -100,7 +100,7 @@ def next_value(
 def verdict(sweep: Sweep) -> str:
     """The sweep in one or two sentences: how the bytes needed grow with the parameter, and
     with a capacity the largest value that fits."""
-    from memprof.units import format_bytes
+    from memprof.core.units import format_bytes
 
     what = "reserved" if sweep.needed == "reserved_peak_bytes" else "footprint"
     parts = []

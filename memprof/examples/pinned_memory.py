@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from memprof.errors import UsageError, param
+from memprof.core.errors import UsageError, param
 
 BATCH_BYTES = 64 * 1024 * 1024
 

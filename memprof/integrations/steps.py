@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memprof.blocks import block_report, check_formats, write_report
-from memprof.errors import GateFailed, UsageError, param
-from memprof.gate import parse_budget
-from memprof.units import format_bytes
+from memprof.core.errors import GateFailed, UsageError, param
+from memprof.core.units import format_bytes
+from memprof.library.blocks import block_report, check_formats, write_report
+from memprof.outputs.gate import parse_budget
 
 if TYPE_CHECKING:
     from memprof.model import Report
@@ -204,7 +204,7 @@ class StepProfiler:
 
 
 def _resolved(device: str) -> str:
-    from memprof.sources.live import resolve_device
+    from memprof.sources.live.run import resolve_device
 
     if not isinstance(device, str):
         raise UsageError(f"{param('device')} must be a device name (auto, cpu, cuda, cuda:N), got {device!r}")
@@ -218,8 +218,8 @@ def report_folder(out: Any, names: Iterable[str]) -> Path:
     :class:`UsageError`, not an ``OSError`` at the first profiled step."""
     import errno
 
-    from memprof.errors import path_error
-    from memprof.fileio import absolute, check_output_paths
+    from memprof.core.errors import path_error
+    from memprof.core.fileio import absolute, check_output_paths
 
     if not isinstance(out, str | os.PathLike):
         raise UsageError(f"{param('out')} must be a folder's path, got {out!r}")
@@ -308,10 +308,10 @@ def loop_roots(dispatch: str) -> dict[str, Any]:
     """The locals of the training loop that called the hook (the batch, the loss of the last
     step, the trainer): the first frame up the stack outside memprof and outside the
     framework's ``dispatch`` file (the module that calls the callbacks' hooks)."""
-    import memprof.api
-    from memprof.blocks import caller_roots
+    import memprof.library.api
+    from memprof.library.blocks import caller_roots
 
-    package = os.path.dirname(os.path.abspath(memprof.api.__file__)) + os.sep
+    package = os.path.dirname(os.path.abspath(memprof.library.api.__file__)) + os.sep
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
@@ -323,7 +323,7 @@ def loop_roots(dispatch: str) -> dict[str, Any]:
 
 def model_device(model: Any) -> str:
     """Where ``model``'s parameters live ("cpu", "cuda:0"), "auto" for a model without any."""
-    from memprof.sources.live import resolve_device
+    from memprof.sources.live.run import resolve_device
 
     parameters = getattr(model, "parameters", None)
     first = next(iter(parameters()), None) if callable(parameters) else None

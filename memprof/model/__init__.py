@@ -1,6 +1,6 @@
 """The report model: every value a report holds, as plain frozen dataclasses whose field
-declarations (:mod:`memprof.fields`) are the JSON contract, read and written by
-:mod:`memprof.schema`.
+declarations (:mod:`memprof.core.fields`) are the JSON contract, read and written by
+:mod:`memprof.core.schema`.
 
 The model imports nothing of memprof above the fields, the schema and the units: the analysis
 makes these values, the pipeline puts them together, the renderers and the gate read them. A

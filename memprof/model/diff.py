@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from memprof import fields
+from memprof.core import fields
+from memprof.core.units import format_bytes, format_ms, format_percent
 from memprof.model.ops import OP_COLUMNS, OpStats
 from memprof.model.peak_diff import AtPeakDiff
 from memprof.model.timing import within_noise
-from memprof.units import format_bytes, format_ms, format_percent
 
 if TYPE_CHECKING:
     import pandas as pd

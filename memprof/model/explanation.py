@@ -1,6 +1,6 @@
 """What an explained run says about its peak: the values :mod:`memprof.analysis.attribution`
 computes and a report stores (what is live at the peak, the module table, each call's numbers,
-the kernels of compiled code), with their part of the JSON contract (:mod:`memprof.fields`).
+the kernels of compiled code), with their part of the JSON contract (:mod:`memprof.core.fields`).
 
 Pure and light: no numpy, no torch; pandas only to build a DataFrame on request. A saved
 report loads these without either.
@@ -15,7 +15,7 @@ from dataclasses import fields as dataclass_fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from memprof import fields
+from memprof.core import fields
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,6 +1,6 @@
 """What a report is (:class:`ReportKind`), and what a run is: decided here once, from where
 the numbers come from and what the report holds. Every format lays out its sections by it
-(:mod:`memprof.report.document`); nothing else asks ``source.kind`` or a run's mode what a
+(:mod:`memprof.outputs.document`); nothing else asks ``source.kind`` or a run's mode what a
 report is."""
 
 from __future__ import annotations

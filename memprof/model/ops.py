@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING
 
-from memprof import fields
+from memprof.core import fields
 
 if TYPE_CHECKING:
     import pandas as pd

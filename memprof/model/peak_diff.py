@@ -1,5 +1,5 @@
 """The values of an at-peak diff (what :mod:`memprof.analysis.peak_diff` computes and a
-report's ``diff.at_peak`` holds), with their part of the JSON contract (:mod:`memprof.fields`).
+report's ``diff.at_peak`` holds), with their part of the JSON contract (:mod:`memprof.core.fields`).
 
 Pure and light: no numpy, no torch, no pandas.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof import fields
+from memprof.core import fields
 
 
 class _Change:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof import fields
-from memprof.units import format_bytes
+from memprof.core import fields
+from memprof.core.units import format_bytes
 
 OK = "ok"
 

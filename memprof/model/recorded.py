@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof import fields
+from memprof.core import fields
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,8 +12,10 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memprof import fields, schema
-from memprof.errors import InputError, brief
+from memprof.core import fields, schema
+from memprof.core.errors import InputError, brief
+from memprof.core.text import visible
+from memprof.core.version import __version__
 from memprof.model.advice import Advice
 from memprof.model.diff import RunDiff
 from memprof.model.estimate import Fits
@@ -23,8 +25,6 @@ from memprof.model.ranks import RankSummary
 from memprof.model.recorded import Source
 from memprof.model.run import RunResult
 from memprof.model.sweep import Sweep
-from memprof.text import visible
-from memprof.version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,7 +144,7 @@ class Report:
         return pd.concat(frames, ignore_index=True)[["run", *AT_PEAK_COLUMNS]]
 
     def _repr_html_(self) -> str:
-        from memprof.report.notebook import notebook_html
+        from memprof.outputs.notebook import notebook_html
 
         return notebook_html(self)
 

@@ -1,7 +1,7 @@
 """One run of a target as a report holds it: :class:`RunResult`.
 
 A plain frozen dataclass; each field's line is its part of the JSON contract (see
-:mod:`memprof.fields`). ``run.ops`` and ``run.modules`` build pandas DataFrames on demand, for
+:mod:`memprof.core.fields`). ``run.ops`` and ``run.modules`` build pandas DataFrames on demand, for
 Python users.
 """
 
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from memprof import fields
+from memprof.core import fields
+from memprof.core.text import visible
+from memprof.core.units import format_bytes
 from memprof.model.compiled import CompileSection
 from memprof.model.estimate import EstimateSection
 from memprof.model.explanation import (
@@ -29,8 +31,6 @@ from memprof.model.recipe import Recipe
 from memprof.model.recorded import AllocatorModel, SnapshotSection
 from memprof.model.timeline import Timeline
 from memprof.model.timing import Spread, format_wall
-from memprof.text import visible
-from memprof.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memprof import fields
+from memprof.core import fields
 
 MAX_POINTS = 4000
 """A run's timeline keeps at most this many points."""

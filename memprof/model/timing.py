@@ -1,6 +1,6 @@
 """Wall times: the spread of a run's timed calls and whether two runs differ beyond it.
 
-Pure: no torch, no I/O. The calls themselves are timed by :mod:`memprof.sources.timing`,
+Pure: no torch, no I/O. The calls themselves are timed by :mod:`memprof.sources.live.timing`,
 outside the profiler.
 
 The noise rule: two runs' wall times are *within noise* of each other when the middle halves
@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memprof.units import format_ms
+from memprof.core.units import format_ms
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 callbacks (:mod:`memprof.integrations`) and the notebook magic start a :class:`Block` before
 the code and stop it after, from wherever the code's own hooks allow.
 
-A block runs once. A function profiled by :mod:`memprof.sources.live` is measured by calls
+A block runs once. A function profiled by :mod:`memprof.sources.live.run` is measured by calls
 that track program state only, then explained by one more call with ops tracked; a block has
 no second call, so it is measured and explained in the same pass, with the op tracker
 (:class:`memprof.sources.tracking.Tracker`, ``ops=True``) entered around it. What the tracker
@@ -21,7 +21,7 @@ autograd allocates what it does untracked. ``tests/test_track.py`` checks the nu
 every op's calls and bytes, against untracked profiles of the same code. Without ``explain``
 the tracker follows program state only, as live runs' measured calls do.
 
-The run is assembled by :func:`memprof.sources.live.block_run`, the way live runs are.
+The run is assembled by :func:`memprof.sources.live.run.block_run`, the way live runs are.
 """
 
 from __future__ import annotations
@@ -42,18 +42,16 @@ from torch.profiler import record_function  # noqa: TID253
 from memprof.analysis.attribution import Attribution, attribute
 from memprof.analysis.lifetimes import without_rewrapped
 from memprof.analysis.nesting import _parents
-from memprof.errors import UsageError
+from memprof.core.errors import UsageError
+from memprof.core.records import CALL_MARKER, RawProfile, TrackedFacts
 from memprof.model import RunResult
-from memprof.records import CALL_MARKER, RawProfile, TrackedFacts
-from memprof.sources.allocator_history import History, recorded
-from memprof.sources.explaining import completion
 from memprof.sources.failures import first_line
-from memprof.sources.live import block_run
-from memprof.sources.mapped import mapped_files
-from memprof.sources.measured import read_session
-from memprof.sources.noise import hidden_torch_messages
-from memprof.sources.options import RunOptions
-from memprof.sources.profiling import (
+from memprof.sources.live.allocator_history import History, recorded
+from memprof.sources.live.explaining import completion
+from memprof.sources.live.mapped import mapped_files
+from memprof.sources.live.measured import read_session
+from memprof.sources.live.noise import hidden_torch_messages
+from memprof.sources.live.profiling import (
     cuda_counters_after,
     cuda_counters_before,
     memory_profile,
@@ -61,10 +59,12 @@ from memprof.sources.profiling import (
     sync,
     thread_starts,
 )
-from memprof.sources.settle import settle_other_threads
-from memprof.sources.target import Inputs
+from memprof.sources.live.run import block_run
+from memprof.sources.live.settle import settle_other_threads
+from memprof.sources.live.tree import ProfileRead
+from memprof.sources.options import RunOptions
+from memprof.sources.targets.target import Inputs
 from memprof.sources.tracking import Tracker
-from memprof.sources.tree import ProfileRead
 
 DISPATCH_RANGE = "PythonDispatchMode"
 """The profiler's range around a ``TorchDispatchMode``'s handling of an op."""

@@ -3,8 +3,8 @@
 
 A watching thread waits for the limit; when it runs out, it notes where the code was (the
 innermost line of the user's code, and of a library's when that is deeper) and raises
-:class:`memprof.errors.TimeLimitReached` in the thread running the code, at its next Python
-instruction. :func:`time_limit` turns that into a :class:`memprof.errors.UserCodeError`
+:class:`memprof.core.errors.TimeLimitReached` in the thread running the code, at its next Python
+instruction. :func:`time_limit` turns that into a :class:`memprof.core.errors.UserCodeError`
 (exit 3) naming the line. Code stuck inside one C call never reaches a Python instruction:
 on the command line (:func:`ending_the_process`), the process then ends with exit 3 after a
 grace period.
@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from memprof.errors import EXIT_USER_CODE, TimeLimitReached, UserCodeError, param
+from memprof.core.errors import EXIT_USER_CODE, TimeLimitReached, UserCodeError, param
 
 GRACE_SECONDS = 30.0
 """How long code stuck in one C call may take to notice the limit before the command line
@@ -137,7 +137,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
     if seconds <= 0:
-        from memprof.errors import UsageError
+        from memprof.core.errors import UsageError
 
         raise UsageError(f"{param('timeout')} must be more than 0 seconds, got {seconds:g}")
     spelled = param("timeout", seconds)  # here: the watching thread has not the caller's spelling

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memprof.errors import InputError, UsageError, param
+from memprof.core.errors import InputError, UsageError, param
 from memprof.model import Report, RunResult
 from memprof.pipeline import compared, failed_run, report_from_dict
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
@@ -241,7 +241,7 @@ class Exchange:
                 return "store"
             except Exception:  # the store is gone (its host exited): files still work on one node
                 self.store = None
-        from memprof.fileio import atomic_write_text
+        from memprof.core.fileio import atomic_write_text
 
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self._file(self.env.rank), text, remember=False)  # not an output of the user's

@@ -26,10 +26,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.errors import MemprofError, UsageError, UserCodeError, format_user_traceback, param, what_it_did
+from memprof.core.errors import (
+    MemprofError,
+    UsageError,
+    UserCodeError,
+    format_user_traceback,
+    param,
+    what_it_did,
+)
+from memprof.core.units import format_bytes, parse_size
 from memprof.sources.options import RunOptions
-from memprof.sources.target import unrun_result
-from memprof.units import format_bytes, parse_size
+from memprof.sources.targets.target import unrun_result
 
 # torch's wrappers of an error raised while tracing the user's code with fake tensors.
 _TRACING_ERRORS = {"TorchRuntimeError", "Unsupported", "UserError", "UncapturedHigherOrderOpError"}

@@ -18,8 +18,8 @@ pytest.importorskip("transformers", reason="transformers is not installed (pip i
 from typer.testing import CliRunner  # noqa: E402
 
 import memprof  # noqa: E402
-from memprof.cli import app  # noqa: E402
-from memprof.gpus import find_gpu  # noqa: E402
+from memprof.core.gpus import find_gpu  # noqa: E402
+from memprof.frontends.cli import app  # noqa: E402
 from real_models import workloads  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -95,7 +95,7 @@ def test_a_decoding_loop_that_stops_on_a_token_stops_the_estimate_at_its_line(
     # exit 3, naming the loop's line and what to do.
     import inspect
 
-    from memprof.sources import guesses
+    from memprof.sources.fake import guesses
 
     monkeypatch.setattr(guesses, "GUESSED_LOOP_LIMIT", 20)
     lines, first = inspect.getsourcelines(workloads.llama_decode_until_eos)

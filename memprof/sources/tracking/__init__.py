@@ -5,7 +5,7 @@ optimizer state, input, saved for backward).
 
 The profiler's allocator records say how many bytes were live when; this package says what
 they were, and :func:`memprof.analysis.attribution.attribute` turns both into numbers. A live
-run is explained in two passes (:mod:`memprof.sources.live`): the measured calls track program
+run is explained in two passes (:mod:`memprof.sources.live.run`): the measured calls track program
 state only (``Tracker(..., ops=False)``: their allocations are exactly an untracked run's, and
 the exact peak comes from them), then one more call tracks ops, lines and saved tensors
 (``Tracker(...)``) and explains the measured peak. Compiled functions are explained in one
@@ -16,14 +16,14 @@ compiled=tracking)`` reads the kernels and their lines.
 One module per job: :mod:`.state` (program state), :mod:`.modules` (module calls, optimizer
 steps, recompute), :mod:`.ops` (the dispatch mode and each op), :mod:`.lines` (whose code a
 frame is, the statement of a line), :mod:`.compiled` (Inductor's provenance), :mod:`.tracker`
-(all of them around one call). The profile's event tree is read by :mod:`memprof.sources.tree`.
+(all of them around one call). The profile's event tree is read by :mod:`memprof.sources.live.tree`.
 Why this way: ``shared/ATTRIBUTION_FACTS.md``.
 """
 
+from memprof.sources.live.tree import read_calls
 from memprof.sources.tracking.compiled import CompileTracking
 from memprof.sources.tracking.lines import frame_kind, is_source_file, is_user_file
 from memprof.sources.tracking.tracker import FakeClock, Tracker, storage_key
-from memprof.sources.tree import read_calls
 
 __all__ = [
     "CompileTracking",

@@ -23,10 +23,18 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch  # noqa: TID253 - the torch side of tracking
 
-from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, ModuleCalls, TrackedFacts, TrackedOps
-from memprof.records import TrackedStorage as TrackedStorage
+from memprof.core.records import (
+    BACKWARD,
+    FORWARD,
+    OPTIMIZER,
+    RECOMPUTE,
+    ModuleCalls,
+    TrackedFacts,
+    TrackedOps,
+)
+from memprof.core.records import TrackedStorage as TrackedStorage
+from memprof.sources.live.tree import ProfileRead, int_array
 from memprof.sources.tracking.lines import _TORCH_DIR, LIBRARY, USER, frame_kind, resolve_sites
-from memprof.sources.tree import ProfileRead, int_array
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import torch  # noqa: TID253 - the torch side of tracking
 
-from memprof.records import Site
+from memprof.core.records import Site
 
 USER, LIBRARY, STDLIB, TORCH, MEMPROF = "user", "library", "stdlib", "torch", "memprof"
 KINDS = (USER, LIBRARY, STDLIB, TORCH, MEMPROF)

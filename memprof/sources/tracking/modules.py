@@ -20,9 +20,9 @@ from typing import Any
 
 import torch  # noqa: TID253 - the torch side of tracking
 
-from memprof.records import FORWARD, RECOMPUTE, ModuleCalls
+from memprof.core.records import FORWARD, RECOMPUTE, ModuleCalls
+from memprof.sources.live.tree import int_array
 from memprof.sources.tracking.state import ProgramState
-from memprof.sources.tree import int_array
 
 
 class Calls:

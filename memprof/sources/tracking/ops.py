@@ -22,12 +22,12 @@ import numpy as np
 import torch  # noqa: TID253 - the torch side of tracking
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
-from memprof.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
+from memprof.core.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
+from memprof.sources.live.tree import int_array
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
 from memprof.sources.tracking.modules import PASS_THROUGH as _MODULES_PASS_THROUGH
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
-from memprof.sources.tree import int_array
 
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes have no forward op
 # Bytes of the tensor a Python number becomes when passed for a Tensor argument (double, int64,

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch  # noqa: TID253 - the torch side of tracking
 
-from memprof.gcpause import gc_paused
-from memprof.records import TrackedStorage
+from memprof.core.gcpause import gc_paused
+from memprof.core.records import TrackedStorage
+from memprof.sources.live.tree import HOST_DEVICES
 from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
-from memprof.sources.tree import HOST_DEVICES
 
 _MAX_SCAN_OBJECTS = 200_000  # bound on the objects visited to find the program's state
 # Objects never searched for tensors: code, classes and modules, and scalars.

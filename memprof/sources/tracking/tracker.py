@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 import torch  # noqa: TID253 - the torch side of tracking
 
-from memprof.records import Allocations, TrackedFacts, TrackedOps
+from memprof.core.records import Allocations, TrackedFacts, TrackedOps
+from memprof.sources.live.tree import ProfileRead, backward_table, int_array, read_profile
 from memprof.sources.tracking.compiled import CompileTracking
 from memprof.sources.tracking.fsdp import follow_fsdp
 from memprof.sources.tracking.lines import resolve_sites
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.ops import Ops
 from memprof.sources.tracking.state import ProgramState, call_roots
-from memprof.sources.tree import ProfileRead, backward_table, int_array, read_profile
 
 
 class Tracker:
@@ -40,7 +40,7 @@ class Tracker:
     hooks: Dynamo guards on the global module and optimizer hooks and traces what they do);
     gradients are seen when backward returns; lines and modules come from
     :class:`CompileTracking`.
-    ``fake``: the call runs on fake tensors (:mod:`memprof.sources.fake`), which have no
+    ``fake``: the call runs on fake tensors (:mod:`memprof.sources.fake.run`), which have no
     addresses and allocate nothing: storages are told apart by their ``StorageImpl``
     (:func:`storage_key`), time is ``fake.clock`` (the clock of the allocations it records),
     and backward ops are seen by the dispatch mode itself (there is no profile to read them
@@ -143,9 +143,9 @@ class Tracker:
         """What was seen, with the finished profile's allocator records (and their addresses).
         For a compiled run, ``compiled`` (entered around the compiling call) says which source
         lines and modules each kernel computes. ``complete`` is given the records read from the
-        event tree and may return all of them (:mod:`memprof.sources.allocator_history`: on
+        event tree and may return all of them (:mod:`memprof.sources.live.allocator_history`: on
         CUDA the tree lacks some); None keeps the tree's. ``read``: the profile's records and
-        calls already read (:func:`memprof.sources.measured.read_measured`), used unless compiled
+        calls already read (:func:`memprof.sources.live.measured.read_measured`), used unless compiled
         kernels, or backward's ops it did not read, are to be read from the profile."""
         from_profile = self.backward_from_profile
         if read is None or (from_profile and not read.with_backward) or compiled is not None:
@@ -164,7 +164,7 @@ class Tracker:
 
     def fake_facts(self, allocations: Allocations, calls: Iterable[tuple[int, int]]) -> TrackedFacts:
         """What was seen in a fake run, with the ``allocations`` its storages made and died on the
-        tracker's clock (from :class:`memprof.sources.fake.Recorder`) and the (start, end) of
+        tracker's clock (from :class:`memprof.sources.fake.run.Recorder`) and the (start, end) of
         each measured call."""
         return self._facts(ProfileRead(allocations, [], [], sorted(calls)))
 

@@ -1,1 +1,0 @@
-"""One module per ``memprof`` subcommand; ``memprof.cli`` registers them."""

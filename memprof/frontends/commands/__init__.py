@@ -1,0 +1,1 @@
+"""One module per ``memprof`` subcommand; ``memprof.frontends.cli`` registers them."""

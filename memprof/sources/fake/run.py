@@ -1,0 +1,645 @@
+"""Fake execution for estimates: a target run on fake tensors, which carry shapes, dtypes and
+strides but no data, so nothing of the real size is allocated and nothing is computed.
+
+How a run is estimated (:func:`estimate_target`):
+
+1. A :class:`FakeSession` is entered: torch's ``FakeTensorMode``, and under it a
+   :class:`Recorder`, a dispatch mode that sees every op's outputs and records each new
+   storage as an allocation and its death (a ``weakref.finalize`` on the storage) as a free,
+   on one clock: the allocator records a real run would make, as far as tensors go.
+2. The inputs are made inside the session (the factory's tensors, modules and optimizers are
+   fake from birth), or real arguments are copied into fake ones (:func:`fake_copy`).
+3. The warm-up calls run, then the estimated call, with the attribution's
+   :class:`memprof.sources.tracking.Tracker` around it (the same one ``memprof run`` uses):
+   categories, modules, source lines.
+4. What fake execution cannot see, the bytes an op allocates inside its kernel and frees before
+   returning (the int64 copy ``sum`` makes of a bool tensor on the CPU, oneDNN's reorders), is
+   measured (:mod:`memprof.sources.fake.workspaces`) and put in each op's window.
+5. The records go through the same analysis as a profile's (:func:`memprof.analysis.attribution.attribute`,
+   :func:`memprof.analysis.peaks.analyze`); for a CUDA estimate, sizes are rounded to the caching
+   allocator's blocks and the whole history, from the first input made to the end of the call,
+   is replayed through :func:`memprof.analysis.allocator.simulate` for the reserve.
+
+Fake CUDA tensors do not work on a machine without a GPU (nor backward on one with it, pytorch
+#92627), so every estimate runs on fake CPU tensors; ``--device cuda`` models the CUDA
+allocator on top of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import sys
+import time
+import types
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch  # noqa: TID253 - fake execution, like sources/live.py and sources/tracking.py
+from torch._subclasses.fake_tensor import (  # noqa: TID253
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
+from torch.utils._pytree import tree_leaves  # noqa: TID253
+
+from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
+from memprof.analysis.attribution import Attribution, attribute
+from memprof.core.errors import UserCodeError, format_user_traceback, user_code
+from memprof.core.fields import copied
+from memprof.core.records import Allocations, RawProfile, TrackedFacts
+from memprof.core.units import format_bytes
+from memprof.model import AllocatorReplay, EstimateSection, RunResult
+from memprof.pipeline import Recording, run_of
+from memprof.sources.fake.guesses import GuessedLoop, Guesses
+from memprof.sources.fake.workspaces import Workspaces
+from memprof.sources.options import EstimateOptions, StatusFn
+from memprof.sources.patching import replace_attribute
+from memprof.sources.targets.target import Inputs
+from memprof.sources.tracking import FakeClock, Tracker, storage_key
+from memprof.sources.tracking.wrappers import has_wrappers, plain_tensors
+
+# What ``.item()`` (and ``float(t)``, ``int(t)``, ``bool(t)``) of a fake tensor whose value is
+# unknown returns: fake tensors have no data. One, so that divisions by it still run.
+PLACEHOLDERS: dict[str, Any] = {"float": 1.0, "int": 1, "bool": True, "complex": 1 + 0j}
+
+NOT_MODELLED_CUDA = (
+    "not modelled on CUDA: kernels' own allocations (cuBLAS and cuBLASLt workspaces, cuDNN "
+    "workspaces, the attention kernels' buffers and which of them runs), the CUDA context and "
+    "NCCL's buffers (outside the caching allocator): the estimate is torch's tensors on the "
+    "caching allocator, rounded and cached as it does"
+)
+
+
+# ---- the records of a fake run ------------------------------------------------------------------
+
+
+class Recorder(TorchDispatchMode):
+    """Sees every op's outputs on fake tensors: a storage no input has and not seen before is
+    an allocation; its death, a free. Ops whose real kernels may allocate inside get two more
+    instants around their outputs, where a measured workspace is put afterwards.
+
+    An op whose result depends on the data it cannot know: ``.item()`` returns a placeholder
+    (counted in ``placeholders``); an op whose output's size depends on the data
+    (``nonzero``) raises :class:`UserCodeError`."""
+
+    def __init__(self, clock: FakeClock, workspaces: Workspaces | None) -> None:
+        super().__init__()
+        self.clock = clock.clock
+        self.time: list[int] = []
+        self.bytes: list[int] = []
+        self.key: list[int] = []
+        self.placeholders: dict[str, int] = {}
+        self._placeholder_count = 0
+        self.workspaces = workspaces
+        self._live: dict[int, int] = {}  # key of a live storage -> its allocation record
+        self._freed: dict[int, int] = {}  # allocation record -> its free record
+        # Only the live storages' (a loop making a tensor a round holds no more than it keeps);
+        # a storage resized in place keeps its one.
+        self._finalizers: dict[int, weakref.finalize] = {}
+        self._next_workspace = -1
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        try:
+            out = func(*args, **kwargs)
+        except DataDependentOutputException:
+            return self._placeholder(func, args)
+        except (DynamicOutputShapeException, UnsupportedOperatorException) as error:
+            raise _unsupported(func, error) from None
+        leaves = [a for a in tree_leaves((args, kwargs)) if _is_tensor(a)]
+        tensors = [t for t in tree_leaves(out) if _is_tensor(t)]
+        # A sharded tensor (DTensor) holds its local shard: that is what is allocated. Its
+        # kernels run on the shard inside torch's sharding dispatch: nothing to measure here.
+        wrapped = has_wrappers(leaves) or has_wrappers(tensors)
+        if wrapped:
+            leaves = [p for a in leaves for p in plain_tensors(a)]
+            tensors = [p for t in tensors for p in plain_tensors(t)]
+        inputs = {storage_key(a.untyped_storage()) for a in leaves}
+        fresh = []
+        for position, tensor in enumerate(tensors):
+            storage = tensor.untyped_storage()
+            key = storage_key(storage)
+            if key not in inputs and key not in self._live and storage.nbytes():
+                fresh.append((position, storage, key))
+        # An op that made no storage and writes none of its arguments is a view in all but
+        # name (_unsafe_view, _reshape_alias): its kernel allocates nothing.
+        measured = self.workspaces is not None and not wrapped and (fresh or _writes(func))
+        slot = self.workspaces.slot(func, args, kwargs, out) if measured and self.workspaces else None
+        if slot is not None:
+            slot.alloc_ns = self.clock()
+        for position, storage, key in fresh:
+            record = self._allocate(storage, key)
+            if slot is not None:
+                slot.outputs.append((position, record))
+        if slot is not None:
+            slot.free_ns = self.clock()
+        return out
+
+    def adopt(self, tensor: torch.Tensor) -> None:
+        """A fake tensor made outside any op (a copy of a real one): its storage is allocated."""
+        for plain in plain_tensors(tensor):
+            storage = plain.untyped_storage()
+            key = storage_key(storage)
+            if key not in self._live and storage.nbytes():
+                self._allocate(storage, key)
+
+    def _allocate(self, storage: Any, key: int) -> int:
+        nbytes = int(storage.nbytes())
+        record = len(self.time)
+        self._live[key] = record
+        self._record(key, nbytes)
+        if key not in self._finalizers:
+            self._finalizers[key] = weakref.finalize(storage, self._died, key)
+        return record
+
+    def _died(self, key: int) -> None:
+        self._finalizers.pop(key, None)
+        self._free(key)
+
+    def _free(self, key: int) -> None:
+        record = self._live.pop(key, None)
+        if record is not None:
+            self._freed[record] = len(self.time)
+            self._record(key, -self.bytes[record])
+
+    def resized(self, storage: Any) -> None:
+        """``storage`` was resized in place (``storage.resize_``: FSDP frees a gathered
+        parameter's memory by resizing its storage to 0 and gathers it again into the same
+        storage): what it held is freed, and what it holds now allocated."""
+        key = storage_key(storage)
+        record = self._live.get(key)
+        nbytes = int(storage.nbytes())
+        if record is not None and self.bytes[record] == nbytes:
+            return
+        self._free(key)
+        if nbytes:
+            self._allocate(storage, key)
+
+    def enlarge(self, record: int, nbytes: int) -> None:
+        """The storage allocated by ``record`` is ``nbytes`` larger (as measured of its op):
+        its allocation and free grow."""
+        self.bytes[record] += nbytes
+        free = self._freed.get(record)
+        if free is not None:
+            self.bytes[free] -= nbytes
+
+    def _record(self, key: int, nbytes: int) -> None:
+        self.time.append(self.clock())
+        self.bytes.append(nbytes)
+        self.key.append(key)
+
+    @property
+    def placeholder_count(self) -> int:
+        """Every placeholder answered so far."""
+        return self._placeholder_count
+
+    def _placeholder(self, func: Any, args: Any) -> Any:
+        name = _op_name(func)
+        self.placeholders[name] = self.placeholders.get(name, 0) + 1
+        self._placeholder_count += 1
+        tensor = next((a for a in tree_leaves(args) if _is_tensor(a)), None)
+        dtype = tensor.dtype if tensor is not None else torch.float32
+        kind = "bool" if dtype == torch.bool else "complex" if dtype.is_complex else "float"
+        return PLACEHOLDERS["int" if kind == "float" and not dtype.is_floating_point else kind]
+
+    def add_workspace(self, alloc_ns: int, free_ns: int, nbytes: int) -> None:
+        """A measured workspace of ``nbytes`` live from ``alloc_ns`` to ``free_ns``."""
+        key, self._next_workspace = self._next_workspace, self._next_workspace - 1
+        self.time += [alloc_ns, free_ns]
+        self.bytes += [nbytes, -nbytes]
+        self.key += [key, key]
+
+    def detach(self) -> None:
+        """Stop following deaths (the run is over; later frees do not belong to it)."""
+        for finalizer in self._finalizers.values():
+            finalizer.detach()
+        self._finalizers.clear()
+
+    def allocations(self, since: int = 0, until: int | None = None, block: bool = False) -> Allocations:
+        """The records from ``since`` to ``until``, in time order; ``block``: sizes rounded to the
+        CUDA caching allocator's blocks."""
+        array = np.array([self.time, self.bytes, self.key], dtype=np.int64).reshape(3, -1)
+        order = np.argsort(array[0], kind="stable")
+        time_, size, key = array[0][order], array[1][order], array[2][order]
+        keep = (time_ >= since) & (time_ <= (until if until is not None else np.iinfo(np.int64).max))
+        size = size[keep]
+        if block:
+            size = np.sign(size) * np.array([round_size(int(abs(s))) for s in size], dtype=np.int64)
+        return Allocations(time=time_[keep], bytes=size, ptr=key[keep])
+
+
+def _writes(func: Any) -> bool:
+    schema = getattr(func, "_schema", None)
+    return schema is not None and any(
+        a.alias_info is not None and a.alias_info.is_write for a in schema.arguments
+    )
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _op_name(func: Any) -> str:
+    schema = getattr(func, "_schema", None)
+    return str(schema.name) if schema is not None else str(func)
+
+
+def _unsupported(func: Any, error: BaseException) -> UserCodeError:
+    why = (
+        "its output's size depends on the values in its input"
+        if isinstance(error, DynamicOutputShapeException)
+        else "torch has no fake (shape-only) implementation of it"
+    )
+    return UserCodeError(
+        f"{_op_name(func)} cannot run on fake tensors: {why}; memprof cannot estimate this "
+        "code (profile it with memprof run on a machine that has the memory)",
+        user_traceback=format_user_traceback(error),
+    )
+
+
+# ---- the session --------------------------------------------------------------------------------
+
+
+class FakeSession:
+    """Fake tensors while entered: ``FakeTensorMode``, the :class:`Recorder` under it, and the
+    one adjustment torch needs for modules built on fake tensors (``Module.to`` swaps a fake
+    parameter for its converted self, which torch refuses while the fake-tensor converter's
+    memo holds a weak reference to it: the memo is emptied first; it only caches conversions
+    of real tensors)."""
+
+    def __init__(self, workspaces: Workspaces | None, host: bool = False) -> None:
+        self.host = host
+        self.clock = FakeClock()
+        self.mode = FakeTensorMode()
+        self.recorder = Recorder(self.clock, workspaces)
+        self.guesses = Guesses(lambda: self.recorder.placeholder_count)
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> FakeSession:
+        original = torch.utils.swap_tensors
+        memo = self.mode.fake_tensor_converter.meta_converter.tensor_memo
+
+        def swap_tensors(t1: Any, t2: Any) -> Any:
+            memo.clear()
+            return original(t1, t2)
+
+        replace_attribute(self._stack, torch.utils, "swap_tensors", swap_tensors)
+        self._count_redistributions()
+        self._follow_resizes()
+        if self.host:
+            self._count_rng_states()
+        self._stack.enter_context(self.mode)
+        self._stack.enter_context(self.recorder)
+        self._stack.enter_context(self.guesses)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+        self.recorder.detach()
+
+    def _follow_resizes(self) -> None:
+        """A storage resized in place (no op runs: ``UntypedStorage.resize_`` is a method of the
+        storage) allocates or frees as a real allocator would."""
+        original = torch.UntypedStorage.resize_
+        resized = self.recorder.resized
+
+        def resize_(storage: Any, size: int) -> Any:
+            result = original(storage, size)
+            resized(storage)
+            return result
+
+        replace_attribute(self._stack, torch.UntypedStorage, "resize_", resize_)
+
+    def enter(self, context: Any) -> Any:
+        """Enter ``context`` (a dispatch mode, say) until the session ends: made inside the
+        session, it sees the warm-up calls and the estimated one, under the tracker's mode."""
+        return self._stack.enter_context(context)
+
+    def _count_rng_states(self) -> None:
+        """The CPU generator's state read as a tensor (activation checkpointing stashes it for
+        each checkpointed call, to replay dropout in the recomputation) is a real CPU tensor made
+        outside any op: on the CPU it is allocated as in a real run."""
+        original = torch.get_rng_state
+        adopt = self.recorder.adopt
+
+        def get_rng_state() -> torch.Tensor:
+            state = original()
+            adopt(state)
+            return state
+
+        replace_attribute(self._stack, torch, "get_rng_state", get_rng_state)
+
+    def _count_redistributions(self) -> None:
+        """A DTensor op whose arguments' placements do not suit it redistributes them inside
+        torch's sharding dispatch (an all-gather, say), where no dispatch mode sees the ops:
+        the resharded shards are counted as allocated there, until the op drops them."""
+        dispatch = sys.modules.get("torch.distributed.tensor._dispatch")
+        original = getattr(dispatch, "redistribute_local_tensor", None)
+        if dispatch is None or original is None:
+            return
+        adopt = self.recorder.adopt
+
+        def redistribute_local_tensor(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if isinstance(result, torch.Tensor):
+                adopt(result)
+            return result
+
+        replace_attribute(self._stack, dispatch, "redistribute_local_tensor", redistribute_local_tensor)
+
+
+def fake_copy(value: Any, mode: FakeTensorMode, made: Callable[[torch.Tensor], None] = lambda t: None) -> Any:
+    """A deep copy of ``value`` with every tensor made fake (shared storages stay shared,
+    parameters stay parameters with their gradients): arguments a caller made for real, for
+    an estimate. Modules, optimizers and containers are copied around them. ``made`` is told
+    of each fake tensor (the recorder counts their storages as allocated)."""
+    originals = {cls: cls.__dict__.get("__deepcopy__") for cls in (torch.Tensor, torch.nn.Parameter)}
+
+    def fake_of(tensor: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+        fake: torch.Tensor = mode.from_tensor(tensor)
+        if isinstance(tensor, torch.nn.Parameter):
+            fake = torch.nn.Parameter(fake, requires_grad=tensor.requires_grad)
+        made(fake)
+        if tensor.grad is not None:
+            fake.grad = mode.from_tensor(tensor.grad)
+            made(fake.grad)
+        memo[id(tensor)] = fake
+        return fake
+
+    for cls in originals:
+        cls.__deepcopy__ = fake_of  # type: ignore[assignment]
+    try:
+        return copy.deepcopy(value)
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                delattr(cls, "__deepcopy__")
+            else:
+                cls.__deepcopy__ = original  # type: ignore[method-assign]
+
+
+def fake_callable(func: Callable[..., Any], session: FakeSession) -> Callable[..., Any]:
+    """A module called as a function, as a fake copy of it; a bound method of an object that
+    holds tensors (a module's ``forward``), bound to a fake copy of it; other callables as
+    they are."""
+    if isinstance(func, torch.nn.Module):
+        copied: Callable[..., Any] = fake_copy(func, session.mode, session.recorder.adopt)
+        return copied
+    owner = getattr(func, "__self__", None)
+    if inspect.ismethod(func) and isinstance(owner, torch.nn.Module | torch.optim.Optimizer):
+        return types.MethodType(func.__func__, fake_copy(owner, session.mode, session.recorder.adopt))
+    return func
+
+
+# ---- one estimated run --------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """What the fake calls gave: the tracker of the estimated call, its window, and when the
+    tracker started."""
+
+    tracker: Tracker
+    start_ns: int
+    end_ns: int
+    tracked_from_ns: int
+
+
+def estimate_target(
+    func: Callable[..., Any],
+    make_inputs: Callable[[FakeSession], Inputs],
+    options: EstimateOptions,
+    *,
+    label: str,
+    name: str = "target",
+    module: types.ModuleType | None = None,
+    status: StatusFn | None = None,
+) -> RunResult:
+    """Estimate ``func``'s memory on fake tensors: ``make_inputs(mode)`` is called inside the
+    fake session (``session.mode``; ``session.recorder.adopt`` counts fake copies of real tensors)
+    and returns the arguments (made fake); ``options.warmup`` calls, then the
+    estimated one. Raises :class:`UserCodeError` (exit 3) when the code fails on fake tensors."""
+    cuda = options.device == "cuda"
+    workspaces = Workspaces() if options.workspaces and not cuda else None
+    session = FakeSession(workspaces, host=not cuda)
+    started = time.perf_counter()
+    if status:
+        status(f"estimating {name} ({label}) on fake tensors")
+    try:
+        with session:
+            inputs = _fake_inputs(make_inputs, session, name)
+            call = _fake_calls(fake_callable(func, session), inputs, options, session, name, module)
+    except GuessedLoop as loop:
+        raise _stopped(loop, session.recorder, name) from None
+    seconds = time.perf_counter() - started
+    notes: list[str] = []
+    if workspaces is not None:
+        notes += workspaces.resolve(session.recorder.add_workspace, session.recorder.enlarge, status)
+    recorder = session.recorder
+    facts = _facts(call, recorder, cuda)
+    explained = attribute(None, facts, warm=options.warmup > 0)
+    replay = _replay(recorder, call.end_ns, options) if cuda else None
+    notes += _notes(session, options, replay)
+    estimate = EstimateSection(
+        modelled_device=options.device,
+        seconds=seconds,
+        ops=len(facts.ops.t0),
+        workspace_ops=workspaces.summary() if workspaces is not None else {},
+        unmeasured_ops=workspaces.unmeasured() if workspaces is not None else (),
+        placeholders=sum(recorder.placeholders.values()),
+        allocator=replay,
+        reliable=not session.guesses.steering,
+        guesses=session.guesses.sites(),
+    )
+    return _run(facts, explained, call, estimate, label, notes, options)
+
+
+def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
+    with user_code(lambda did: f"making the inputs of {name} on fake tensors failed: it {did}"):
+        return make_inputs(session)
+
+
+def _fake_calls(
+    func: Callable[..., Any],
+    inputs: Inputs,
+    options: EstimateOptions,
+    session: FakeSession,
+    name: str,
+    module: types.ModuleType | None,
+) -> _Call:
+    """The warm-up calls, then the estimated call inside the tracker."""
+    clock = session.clock
+    result: Any = None
+    with user_code(lambda did: f"{name} {did} on fake tensors"):
+        for _ in range(options.warmup):
+            result = func(*inputs.args, **inputs.kwargs)
+            result = None
+        tracker = Tracker(inputs.args, inputs.kwargs, func=func, module=module, device="cpu", fake=clock)
+        tracked_from = clock.clock()
+        with tracker:
+            start = clock.clock()
+            result = func(*inputs.args, **inputs.kwargs)
+            end = clock.clock()
+    del result
+    return _Call(tracker, start, end, tracked_from)
+
+
+def _stopped(loop: GuessedLoop, recorder: Recorder, name: str) -> UserCodeError:
+    """The estimate stopped in a loop that guesses kept going: where, what to do, and how far
+    the memory had got (not reliable: part of a run, on guessed values)."""
+    from memprof.sources.tracking.lines import resolve_sites
+
+    lines = [loop.where] + ([loop.user] if loop.user is not None else [])
+    sites = resolve_sites(lines)
+    at = f"{sites[0].source} ({sites[0].text})" if sites[0].text else sites[0].source
+    if len(sites) > 1 and sites[1] != sites[0]:
+        at += f", called from {sites[1].source}"
+    reached = int(np.cumsum(recorder.bytes).max()) if recorder.bytes else 0
+    return UserCodeError(
+        f"estimating {name} stopped in a loop at {at}: fake tensors have no values, so its condition "
+        f"was guessed ({loop.count:,} times in {loop.seconds:.1f} s) and the loop would never end; "
+        "give the loop its trip count (a for loop over a fixed number of steps; generate's "
+        "max_new_tokens with min_new_tokens the same) or keep tensor values out of its condition, "
+        f"or measure it with memprof run. Partial and not reliable: {format_bytes(reached)} live at "
+        "most before it stopped"
+    )
+
+
+def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
+    """The tracker's facts with the recorder's allocations since the tracker started (as a
+    profile would have them); CUDA: every size rounded to the allocator's blocks."""
+    allocations = recorder.allocations(since=call.tracked_from_ns, block=cuda)
+    facts = call.tracker.fake_facts(allocations, [(call.start_ns, call.end_ns)])
+    if cuda:
+        storages = tuple(replace(s, nbytes=round_size(s.nbytes)) for s in facts.storages)
+        facts = replace(facts, storages=storages, device="cuda:0")
+    return facts
+
+
+def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> AllocatorReplay:
+    """Every allocation and free from the first input made to the end of the estimated call,
+    through the caching-allocator model: the reserve it would hold on a device with no limit,
+    and with a capacity, whether every request finds room within it."""
+    records = recorder.allocations(until=until_ns)
+    actions = list(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True))
+    free = simulate(actions)
+    within = (
+        simulate(actions, AllocatorSettings(capacity_bytes=options.capacity_bytes))
+        if options.capacity_bytes is not None
+        else None
+    )
+    return copied(
+        AllocatorReplay,
+        free,
+        capacity_bytes=options.capacity_bytes,
+        capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
+        ooms=len(within.ooms) if within is not None else 0,
+    )
+
+
+def _notes(session: FakeSession, options: EstimateOptions, replay: AllocatorReplay | None) -> list[str]:
+    notes = []
+    recorder, guesses = session.recorder, session.guesses
+    steering = [guess for guess in guesses.sites() if guess.steers]
+    if steering:
+        where = ", ".join(f"{g.source} ({g.kind} x{g.count})" for g in steering[:3])
+        more = f" and {len(steering) - 3} more" if len(steering) > 3 else ""
+        notes.append(
+            f"NOT RELIABLE: fake tensors have no values, and the program branched or sized memory on "
+            f"values fake execution could only guess (at {where}{more}): a real run may take another "
+            "path (e.g. run a loop more times) and need more or less memory; see the guesses"
+        )
+    elif recorder.placeholders:
+        ops = ", ".join(f"{op} x{count}" for op, count in sorted(recorder.placeholders.items()))
+        notes.append(
+            f"fake tensors have no values: {sum(recorder.placeholders.values())} scalar read(s) ({ops}; "
+            ".item(), float(t), ...) returned a placeholder 1, used only as a value (never to branch or "
+            "to size memory)"
+        )
+    if options.device == "cuda":
+        notes.append(NOT_MODELLED_CUDA)
+        notes.append(
+            "estimated on fake CPU tensors (fake CUDA tensors need a GPU): ops whose CUDA kernels "
+            "allocate differently from their CPU kernels are counted as on the CPU, without the CPU "
+            "kernels' own workspaces"
+        )
+    if replay is not None and replay.ooms:
+        notes.append(
+            f"within {format_bytes(replay.capacity_bytes or 0)} the caching-allocator model ran out of "
+            f"memory {replay.ooms} time(s): a request found no room even after the cache was emptied"
+        )
+    elif replay is not None and replay.capacity_bytes is not None:
+        if replay.reserved_peak_bytes > replay.capacity_bytes:
+            notes.append(
+                f"the reserve would reach {format_bytes(replay.reserved_peak_bytes)} on a larger device; "
+                f"within {format_bytes(replay.capacity_bytes)} the allocator frees cached segments "
+                f"instead and every request finds room (reserve at most "
+                f"{format_bytes(replay.capacity_reserved_peak_bytes or 0)})"
+            )
+    return notes
+
+
+_PROFILE_WORDS = ", which the profiler does not record"
+
+
+def _run(
+    facts: TrackedFacts,
+    explained: Attribution,
+    call: _Call,
+    estimate: EstimateSection,
+    label: str,
+    notes: list[str],
+    options: EstimateOptions,
+) -> RunResult:
+    """The run, as the pipeline builds a profiled one (:func:`memprof.pipeline.run_of`): the
+    records fake execution made, per-op numbers from them (times unknown: nothing ran for
+    real), the exact peak, footprint and live bytes at the start from the attribution, what is
+    live at the peak; and what the estimate adds (the allocator's replay, the capacity)."""
+    ops = facts.ops
+    raw = RawProfile.from_lists(
+        [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)],
+        list(zip(facts.allocations.time.tolist(), facts.allocations.bytes.tolist(), strict=True)),
+        [(call.start_ns, call.end_ns)],
+    )
+    cuda = options.device == "cuda"
+    return run_of(
+        Recording(
+            label=label,
+            mode="eager",
+            raw=raw,
+            device="cuda" if cuda else "cpu",
+            # The attribution's words are a profile's; an estimate has none. (The pipeline adds
+            # the attribution's notes after the source's.)
+            explained=replace(explained, notes=tuple(n.replace(_PROFILE_WORDS, "") for n in explained.notes)),
+            timed_ops=False,
+            notes=tuple(notes),
+            fields={
+                "device_total_bytes": options.capacity_bytes,
+                "reserved_peak_bytes": estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
+                "estimate": estimate,
+            },
+        )
+    )
+
+
+def estimate_environment(device: str, gpu: str | None) -> dict[str, str]:
+    """What an estimate depends on: torch, python, platform, the CPU it ran on, and the device
+    it models (``device_name``: the card named, else what is modelled)."""
+    import os
+    import platform
+
+    modelled = gpu or ("a CUDA device (caching allocator model)" if device == "cuda" else None)
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device_name": modelled or platform.processor() or platform.machine(),
+        "cpu_count": str(os.cpu_count()),
+    }
