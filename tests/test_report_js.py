@@ -45,7 +45,7 @@ def test_sizes_and_ticks_are_written_as_python_writes_them() -> None:
     ranges = [(0.0, 4.0), (1.0, 3.0), (0.0, 0.004), (0.123, 0.987), (0.0, 1234.5), (17.0, 17.0)]
     ranges += [(0.0, rng.uniform(1e-3, 1e4)) for _ in range(100)]
     script = (
-        "const f = require('./memprof/report/assets/format.js');"
+        "const f = require('./memprof/outputs/assets/format.js');"
         f"const sizes = {json.dumps(sizes)}, ranges = {json.dumps(ranges)};"
         "const ticks = ranges.map(([lo, hi]) => { const t = f.ticks(lo, hi, 6);"
         " const step = t.length > 1 ? t[1] - t[0] : 1; return [t, t.map(v => f.tickLabel(v, step))]; });"

@@ -202,7 +202,8 @@ def _users(filename: str) -> bool:
     import os
 
     skipped = (
-        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        # memprof/core/errors.py: the package is two folders up.
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
         os.path.dirname(os.path.abspath(importlib.__file__ or "")) + os.sep,
     )
     return not os.path.abspath(filename).startswith(skipped) and not filename.startswith("<frozen importlib")

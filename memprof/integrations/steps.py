@@ -311,7 +311,7 @@ def loop_roots(dispatch: str) -> dict[str, Any]:
     import memprof.library.api
     from memprof.library.blocks import caller_roots
 
-    package = os.path.dirname(os.path.abspath(memprof.library.api.__file__)) + os.sep
+    package = os.path.dirname(os.path.dirname(os.path.abspath(memprof.library.api.__file__))) + os.sep
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)

@@ -5,7 +5,7 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const path = require("node:path");
 
-const fmt = require(path.join(__dirname, "..", "..", "memprof", "report", "assets", "format.js"));
+const fmt = require(path.join(__dirname, "..", "..", "memprof", "outputs", "assets", "format.js"));
 
 test("sizes are written as memprof writes them", () => {
   assert.equal(fmt.bytes(0), "0 B");
