@@ -107,7 +107,7 @@ def test_what_does_not_apply_is_refused_with_the_reason(tiny: Any) -> None:
     assert refused["channels_last"] == "no 2-D convolution among the modules"
     assert refused["no_grad"].startswith("the step fails with it: tiny_step raised RuntimeError")
     assert refused["sharding"] == "give the number of GPUs to shard over (--world-size)"
-    assert refused["offload"].startswith("not tried: an estimate runs on fake CPU tensors")
+    assert refused["offload"].startswith("a CPU estimate: the optimizer state is in the CPU's memory already")
 
 
 def test_nothing_fits_a_budget_below_every_combination_exit_1() -> None:

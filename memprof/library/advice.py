@@ -78,7 +78,9 @@ def advise(
     smaller micro-batch with gradient accumulation (its value from ``inputs_kwargs`` or the
     factory's default). ``world_size``: try FSDP2 over that many GPUs (``fully_shard`` on each
     repeated block and the model, the optimizer rebuilt; rank 0 of the job estimated on torch's
-    fake process group). ``verify``: the plan applied for real on this machine's device (the
+    fake process group). On CUDA the optimizer's state on the CPU is tried too (torchao's
+    ``CPUOffloadOptimizer`` as it works; the host's memory is out of the device's figures).
+    ``verify``: the plan applied for real on this machine's device (the
     CPU: estimate with ``device="cpu"``) and measured (``plan.measured_footprint_bytes``).
 
     >>> step = "memprof.examples.gpt:train_step"
@@ -388,16 +390,23 @@ def _row(technique: Any, tried: _Tried | UserCodeError, base: _Tried) -> Advised
         saving_ratio=saving / base.needed if base.needed else None,
         flops=tried.flops,
         extra_flops=float(extra) if extra is not None else None,
-        cost=technique.cost,
+        cost=_with_host(technique.cost, tried.run),
     )
+
+
+def _with_host(cost: str, run: RunResult) -> str:
+    """The technique's cost, with the host memory its estimate put tensors in (offloading)."""
+    host = run.estimate.host_peak_bytes if run.estimate is not None else None
+    return f"{cost} ({format_bytes(host)} on the host at most)" if host else cost
 
 
 # ---- a plan for a budget ------------------------------------------------------------------------
 
 
-CAVEATS = ("autocast", "micro_batch", "sharding")
-"""Kinds of technique that cost more than compute (precision, throughput, more GPUs): at equal
-extra FLOPs, a plan without them comes first."""
+CAVEATS = ("autocast", "micro_batch", "placement")
+"""Kinds of technique that cost more than compute (precision, throughput, more GPUs or the
+CPU's time and copies to and from the host): at equal extra FLOPs, a plan without them comes
+first."""
 
 
 def _with_caveat(technique: Any) -> int:

@@ -61,7 +61,9 @@ class EstimateSection:
     could not be measured, the scalar reads answered with a placeholder (``placeholders``; each
     statement that asked, in ``guesses``), whether the estimate can be relied on (``reliable``:
     false when a guessed value steered the program, which may then have taken another path
-    than a real run), and the CUDA allocator's replay."""
+    than a real run), the CUDA allocator's replay, and on CUDA the host memory the step's
+    tensors held at most (``host_peak_bytes``: tensors put on the host, such as an optimizer's
+    state offloaded to the CPU; none of it is in the device's figures; left out when none)."""
 
     modelled_device: str = fields.text(default="cuda", choices=("cpu", "cuda"))
     seconds: float = fields.number()
@@ -72,6 +74,7 @@ class EstimateSection:
     allocator: AllocatorReplay | None = fields.optional(AllocatorReplay)
     reliable: bool = fields.flag(default=True)
     guesses: tuple[Guess, ...] = fields.items(Guess, omit=lambda section: not section.guesses)
+    host_peak_bytes: int | None = fields.maybe_size()
 
 
 @dataclass(frozen=True, kw_only=True)

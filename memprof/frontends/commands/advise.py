@@ -76,7 +76,8 @@ def advise(
     output: OutputOptions,
 ) -> None:
     """Say what to change so that a step fits: activation checkpointing of each repeated module
-    class, selective checkpointing, autocast, optimizer variants, a smaller micro-batch, ...
+    class, selective checkpointing, autocast, optimizer variants, optimizer state on the CPU (a
+    CUDA estimate), a smaller micro-batch, ...
     each applied by memprof to the objects the inputs factory returns and estimated on fake
     tensors, ranked by what it saves, with the FLOPs it adds and the line of code that applies
     it (or why it does not apply).

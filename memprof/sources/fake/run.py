@@ -22,7 +22,8 @@ How a run is estimated (:func:`estimate_target`):
 
 Fake CUDA tensors do not work on a machine without a GPU (nor backward on one with it, pytorch
 #92627), so every estimate runs on fake CPU tensors; ``--device cuda`` models the CUDA
-allocator on top of them.
+allocator on top of them, and keeps what is put on the host (``tensor.cpu()``, an optimizer
+offloaded to the CPU) out of the device's figures (:mod:`memprof.sources.fake.host`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import torch  # noqa: TID253 - fake execution, like sources/live.py and sources/
 from torch._subclasses.fake_tensor import (  # noqa: TID253
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensor,
     FakeTensorMode,
     UnsupportedOperatorException,
 )
@@ -58,6 +60,7 @@ from memprof.core.units import format_bytes
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.sources.fake.guesses import GuessedLoop, Guesses
+from memprof.sources.fake.host import HostMemory, active
 from memprof.sources.fake.workspaces import Workspaces
 from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.patching import replace_attribute
@@ -104,6 +107,7 @@ class Recorder(TorchDispatchMode):
         # a storage resized in place keeps its one.
         self._finalizers: dict[int, weakref.finalize] = {}
         self._next_workspace = -1
+        self.host_memory = HostMemory()  # a CUDA estimate's host: out of the device's records
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -126,7 +130,8 @@ class Recorder(TorchDispatchMode):
         for position, tensor in enumerate(tensors):
             storage = tensor.untyped_storage()
             key = storage_key(storage)
-            if key not in inputs and key not in self._live and storage.nbytes():
+            known = key in inputs or key in self._live or key in self.host_memory.live
+            if not known and storage.nbytes():
                 fresh.append((position, storage, key))
         # An op that made no storage and writes none of its arguments is a view in all but
         # name (_unsafe_view, _reshape_alias): its kernel allocates nothing.
@@ -134,7 +139,11 @@ class Recorder(TorchDispatchMode):
         slot = self.workspaces.slot(func, args, kwargs, out) if measured and self.workspaces else None
         if slot is not None:
             slot.alloc_ns = self.clock()
+        host = self.host_memory.depth > 0 or bool(inputs) and inputs <= self.host_memory.live.keys()
         for position, storage, key in fresh:
+            if host:
+                self._allocate_host(storage, key)
+                continue
             record = self._allocate(storage, key)
             if slot is not None:
                 slot.outputs.append((position, record))
@@ -147,8 +156,15 @@ class Recorder(TorchDispatchMode):
         for plain in plain_tensors(tensor):
             storage = plain.untyped_storage()
             key = storage_key(storage)
-            if key not in self._live and storage.nbytes():
-                self._allocate(storage, key)
+            if key not in self._live and key not in self.host_memory.live and storage.nbytes():
+                if self.host_memory.depth:
+                    self._allocate_host(storage, key)
+                else:
+                    self._allocate(storage, key)
+
+    def _allocate_host(self, storage: Any, key: int) -> None:
+        self.host_memory.allocate(key, int(storage.nbytes()), self.clock())
+        self._finalizers[key] = weakref.finalize(storage, self._died, key)
 
     def _allocate(self, storage: Any, key: int) -> int:
         nbytes = int(storage.nbytes())
@@ -164,6 +180,8 @@ class Recorder(TorchDispatchMode):
         self._free(key)
 
     def _free(self, key: int) -> None:
+        if self.host_memory.free(key, self.clock()):
+            return
         record = self._live.pop(key, None)
         if record is not None:
             self._freed[record] = len(self.time)
@@ -295,9 +313,13 @@ class FakeSession:
         self._follow_resizes()
         if self.host:
             self._count_rng_states()
+        else:
+            self._copy_to_host()
         self._stack.enter_context(self.mode)
         self._stack.enter_context(self.recorder)
         self._stack.enter_context(self.guesses)
+        if not self.host:
+            self._stack.enter_context(active(self.recorder.host_memory))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -321,6 +343,21 @@ class FakeSession:
         """Enter ``context`` (a dispatch mode, say) until the session ends: made inside the
         session, it sees the warm-up calls and the estimated one, under the tracker's mode."""
         return self._stack.enter_context(context)
+
+    def _copy_to_host(self) -> None:
+        """A CUDA estimate's ``tensor.cpu()`` copies to the host (on the fake CPU tensors a CUDA
+        estimate runs on it would return the tensor itself): a host copy, out of the device's
+        figures, as is what is computed from it (:mod:`memprof.sources.fake.host`)."""
+        host = self.recorder.host_memory
+        original = torch.Tensor.cpu
+
+        def cpu(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if not isinstance(tensor, FakeTensor):  # a real tensor (torch's own): as it was
+                return original(tensor, *args, **kwargs)
+            with host.entered():
+                return tensor.clone()
+
+        replace_attribute(self._stack, torch.Tensor, "cpu", cpu)
 
     def _count_rng_states(self) -> None:
         """The CPU generator's state read as a tensor (activation checkpointing stashes it for
@@ -457,6 +494,7 @@ def estimate_target(
         allocator=replay,
         reliable=not session.guesses.steering,
         guesses=session.guesses.sites(),
+        host_peak_bytes=recorder.host_memory.peak_bytes or None,
     )
     return _run(facts, explained, call, estimate, label, notes, options)
 
@@ -517,6 +555,9 @@ def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
     profile would have them); CUDA: every size rounded to the allocator's blocks."""
     allocations = recorder.allocations(since=call.tracked_from_ns, block=cuda)
     facts = call.tracker.fake_facts(allocations, [(call.start_ns, call.end_ns)])
+    # What the tracker saw on the host (an offloaded optimizer's copies) is not the device's.
+    device = tuple(s for s in facts.storages if not recorder.host_memory.held(s.ptr, s.seen_ns))
+    facts = replace(facts, storages=device)
     if cuda:
         storages = tuple(replace(s, nbytes=round_size(s.nbytes)) for s in facts.storages)
         facts = replace(facts, storages=storages, device="cuda:0")
@@ -569,6 +610,12 @@ def _notes(session: FakeSession, options: EstimateOptions, replay: AllocatorRepl
             "estimated on fake CPU tensors (fake CUDA tensors need a GPU): ops whose CUDA kernels "
             "allocate differently from their CPU kernels are counted as on the CPU, without the CPU "
             "kernels' own workspaces"
+        )
+    host = recorder.host_memory.peak_bytes
+    if host and options.device == "cuda":
+        notes.append(
+            f"the host held up to {format_bytes(host)} of the step's tensors (put on the CPU, such as "
+            "an offloaded optimizer's state): not in the device's figures"
         )
     if replay is not None and replay.ooms:
         notes.append(

@@ -309,16 +309,8 @@ def discover(
         found += techniques
         refused += refusals
     techniques, refusals = _sharding(inputs, world_size)
-    return found + techniques, refused + refusals + [OFFLOAD]
-
-
-OFFLOAD = Refusal(
-    "offload",
-    "optimizer state on the CPU",
-    "not tried: an estimate runs on fake CPU tensors and models one device, so it cannot tell the "
-    "host's memory from the device's (FSDP2's CPUOffloadPolicy moves parameters, gradients and "
-    "optimizer state off the GPU)",
-)
+    offload, not_offloaded = _offload(inputs, device, stepped)
+    return found + techniques + offload, refused + refusals + not_offloaded
 
 
 Found = tuple[list[Technique], list[Refusal]]
@@ -541,7 +533,7 @@ def _sharding(inputs: Inputs, world_size: int | None) -> Found:
             name=f"FSDP2 over {world_size} GPUs",
             apply=f"fully_shard(block, mesh=mesh) for every {outer}, then fully_shard(model, mesh=mesh), "
             "then the optimizer",
-            group="sharding",
+            group="placement",
             cost=f"{world_size} GPUs: parameters, gradients and optimizer state sharded; all-gathers and "
             "reduce-scatters every step (rank 0 estimated)",
             transform=_fully_sharded(classes[0]),
@@ -578,6 +570,39 @@ def _fully_sharded(cls: type) -> Transform:
         return _replaced(inputs, swap)
 
     return transform
+
+
+def _offload(inputs: Inputs, device: str, stepped: bool) -> Found:
+    from memprof.sources.fake.offload import not_offloaded
+
+    name = "optimizer state on the CPU"
+    optimizers = optimizers_of(inputs)
+    why = not_offloaded(optimizers, device, stepped)
+    if why:
+        return [], [Refusal("offload", name, why)]
+    return [
+        Technique(
+            key="offload",
+            name=name,
+            apply=f"CPUOffloadOptimizer(model.parameters(), torch.optim.{type(optimizers[0]).__name__}, ...) "
+            "(from torchao.optim import CPUOffloadOptimizer)",
+            group="placement",  # with FSDP2 a job offloads with its CPUOffloadPolicy, not this
+            cost="the optimizer steps on the CPU: each step copies the gradients to the host and the "
+            "parameters back; the host holds a copy of the parameters, their gradients and the state",
+            transform=_offloaded,
+        )
+    ], []
+
+
+def _offloaded(inputs: Inputs) -> Inputs:
+    from memprof.sources.fake.offload import offloaded
+
+    swap = {id(o): offloaded(o, _rebuild) for o in optimizers_of(inputs)}
+    for optimizer in optimizers_of(inputs):
+        # A technique applied before (accumulation's, set_to_none's) replaced its zero_grad.
+        if "zero_grad" in vars(optimizer):
+            swap[id(optimizer)].zero_grad = optimizer.zero_grad
+    return _replaced(inputs, swap)
 
 
 # ---- a combination applied ----------------------------------------------------------------------
