@@ -23,6 +23,7 @@ __all__ = [
     "advise",
     "analyze",
     "compare",
+    "diff",
     "estimate",
     "group_modules",
     "profile",
@@ -36,6 +37,7 @@ __all__ = [
 if TYPE_CHECKING:
     from memprof.library.advice import advise
     from memprof.library.api import Variant, analyze, compare, estimate, group_modules, profile, track
+    from memprof.library.diffing import diff
     from memprof.library.jobs import profile_ranks
     from memprof.model import Report, ReportKind, RunResult
     from memprof.pipeline import load_report
@@ -52,6 +54,7 @@ _LAZY = {
     "track": "memprof.library.api",
     "profile_ranks": "memprof.library.jobs",
     "advise": "memprof.library.advice",
+    "diff": "memprof.library.diffing",
     "Inputs": "memprof.sources.targets.target",
     "Report": "memprof.model",
     "ReportKind": "memprof.model",

@@ -205,3 +205,47 @@ def test_a_diff_says_first_how_the_runs_were_made_differently_and_what_it_wrote(
     assert saved["diff"]["recipe_changes"] == ["batch 2 -> 4"]
     assert saved["diff_of"] == ["batch2.json", "batch4.json"]
     assert "<title>memprof diff: batch2.json vs batch4.json</title>" in page.read_text()
+
+
+def test_memprof_diff_is_the_report_the_command_prints_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memprof
+    from memprof.outputs.layout import plain
+    from memprof.outputs.terminal import diff_lines
+
+    monkeypatch.setenv("COLUMNS", "100")
+    saved = tmp_path / "diff.json"
+    result = diff(SMALL, LARGE, "--json", str(saved))
+    assert result.exit_code == 0, result.output
+    report = memprof.diff(SMALL, LARGE)
+    # The same report: the JSON the command wrote, and the text it printed at this width.
+    assert report.to_dict() == json.loads(saved.read_text())
+    assert plain(diff_lines(report, width=100, full=False)) == result.stdout
+    assert report.diff.verdict.startswith("gpt-batch4 raises peak memory vs gpt-batch2 by 10.4 MiB (+151.7%)")
+
+
+def test_memprof_diff_names_its_parameters_and_warns_of_different_devices(tmp_path: Path) -> None:
+    import memprof
+    from memprof.core.errors import UsageError
+
+    both = DATA / "gpt-explained.json"
+    with pytest.raises(UsageError) as caught:
+        memprof.diff(both, SMALL, base_run="compiled")
+    assert caught.value.message.startswith("base_run 'compiled': the first report has no such run")
+    report = memprof.diff(both, both, other_run="compile")  # the base's run of that label: eager has none
+    assert list(report.runs) == ["compile (first)", "compile (second)"]
+    data = json.loads(Path(LARGE).read_text())
+    data["device"] = "cuda:0"
+    for run in data["runs"].values():
+        run["device"] = "cuda:0"
+    on_gpu = tmp_path / "on-gpu.json"
+    on_gpu.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match=r"^the runs ran on different devices \('cpu' and 'cuda:0'\)"):
+        report = memprof.diff(SMALL, on_gpu)
+    assert report.device == "cpu and cuda:0"
+    # The command says the same on stderr, after "memprof: warning: ".
+    result = diff(SMALL, str(on_gpu))
+    assert result.exit_code == 0, result.output
+    said = "memprof: warning: the runs ran on different devices ('cpu' and 'cuda:0'); compared anyway\n"
+    assert result.stderr == said
