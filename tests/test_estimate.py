@@ -545,6 +545,21 @@ def test_cli_bad_options_are_exit_2(runner: CliRunner, args: list[str], fragment
     assert fragment in result.output
 
 
+def test_the_library_reads_a_sweep_and_refuses_a_compile_gate_naming_its_parameters() -> None:
+    from memprof.library.estimating import checked_estimate, parse_sweep
+    from memprof.outputs.gate import GateConfig
+
+    assert parse_sweep("batch=8,16, 32") == ("batch", [8, 16, 32])
+    assert parse_sweep("dtype=bfloat16,'8'") == ("dtype", ["bfloat16", "8"])
+    with pytest.raises(UsageError) as caught:
+        memprof.estimate("memprof.examples.similarity:similarity", sweep="n=1,,2")
+    assert caught.value.message == "sweep 'n=1,,2' has an empty value; write it like sweep='n=8,16,32'"
+    with pytest.raises(UsageError) as caught:
+        checked_estimate("x:y", gate=GateConfig(require_compile_saves=True))  # before anything is read
+    refused = "require_compile_saves compares compiled with eager; an estimate is eager only"
+    assert caught.value.message == refused
+
+
 def test_gpu_list_prints_every_card_with_its_source(runner: CliRunner) -> None:
     result = runner.invoke(app, ["estimate", "x:y", "--gpu", "list"])
     assert result.exit_code == 0

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-from memprof.core.errors import UsageError, param
+from memprof.core.errors import MemprofError, UsageError, param
+
+if TYPE_CHECKING:
+    from memprof.outputs.gate import GateConfig, GateResult
 from memprof.model import Recipe, Report, RunResult, Source
 from memprof.pipeline import build_report
 from memprof.sources.options import StatusFn
@@ -27,7 +30,7 @@ def estimate(
     gpu: str | None = None,
     inputs: InputsFactory | None = None,
     inputs_kwargs: Mapping[str, Any] | None = None,
-    sweep: tuple[str, Sequence[Any]] | None = None,
+    sweep: tuple[str, Sequence[Any]] | str | None = None,
     warmup: int = 1,
     status: StatusFn | None = None,
     reserve: int | str | None = None,
@@ -52,10 +55,10 @@ def estimate(
     ``capacity``, nothing (it is what the run may use). An
     estimate whose code branched on values fake tensors cannot know is not reliable
     (``run.estimate.reliable``): it is never said to fit. ``sweep=("batch", [8, 16, 32])``
-    estimates each value of one factory parameter (runs ``batch=8``, ...), fits the bytes
-    needed against it and, with a capacity, finds the largest value that fits
-    (``report.sweep``). ``warmup`` calls run first
-    (optimizer state is made there). ``timeout``: seconds the estimate may take (a sweep: all
+    (or ``"batch=8,16,32"``: :func:`parse_sweep`) estimates each value of one factory parameter
+    (runs ``batch=8``, ...), fits the bytes needed against it and, with a capacity, finds the
+    largest value that fits (``report.sweep``). ``warmup`` calls run first (optimizer state is
+    made there). ``timeout``: seconds the estimate may take (a sweep: all
     of it; default: no limit). Raises :class:`memprof.core.errors.UserCodeError` when the code
     fails on fake tensors, runs past ``timeout`` (naming the line it was at), or loops on
     values fake tensors can only guess (a ``while`` whose condition is a tensor: it names the
@@ -72,6 +75,7 @@ def estimate(
     from memprof.sources.targets.target import resolve
 
     modelled = _estimate_device(device)
+    sweep = parse_sweep(sweep) if isinstance(sweep, str) else sweep
     _check_arguments(
         warmup, bool(args or kwargs), inputs is not None or bool(inputs_kwargs) or sweep is not None
     )
@@ -96,6 +100,75 @@ def estimate(
         source=Source(kind="estimate"),
         fits=fits,
         sweep=sweep_result,
+    )
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``"batch=8,16,32"`` -> ``("batch", [8, 16, 32])``: each value an int, a float, true or
+    false, else text (``'8'`` in quotes: text), as an inputs factory's settings are read."""
+    from memprof.sources.targets.target import parse_value
+
+    name, sep, listed = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise UsageError(
+            f"{param('sweep')} {text!r} is not NAME=VALUE; write it like {param('sweep', 'batch=8,16,32')}"
+        )
+    values = listed.split(",")
+    if any(not part.strip() for part in values):
+        raise UsageError(
+            f"{param('sweep')} {text!r} has an empty value; write it like {param('sweep', f'{name}=8,16,32')}"
+        )
+    parsed = [parse_value(part) for part in values]
+    if len(set(map(repr, parsed))) != len(parsed):
+        raise UsageError(f"{param('sweep')} {text!r} repeats a value; list each once")
+    return name, parsed
+
+
+@dataclass(frozen=True)
+class CheckedEstimate:
+    """An estimate and its checks, as ``memprof estimate`` writes, prints and exits on them:
+    the report first, then ``unreliable`` (exit 2), ``problem`` (the gate could not be applied,
+    exit 2), the ``gate``'s verdict (exit 1 when it failed), then ``unfit`` (exit 1)."""
+
+    report: Report
+    unreliable: str | None
+    """Why asking whether it fits has no answer (the code branched on values fake tensors
+    cannot know); else None."""
+    gate: GateResult | None
+    """The budgets' and the baseline's verdict (None without them)."""
+    problem: MemprofError | None
+    """Why the gate could not be applied (a budget naming no run, another device); else None."""
+    unfit: str | None
+    """The line saying that it does not fit the capacity (no value of a sweep does); else None."""
+
+
+def checked_estimate(fn: Callable[..., Any] | str, *, gate: GateConfig, **settings: Any) -> CheckedEstimate:
+    """:func:`estimate` with ``settings``, and the checks an estimate is gated by: ``gate``'s
+    budgets and baseline, and whether it fits the capacity. What the gate cannot check of an
+    estimate (compiled against eager, a budget for a run it will not make) is refused before
+    anything runs."""
+    if gate.require_compile_saves:
+        raise UsageError(
+            f"{param('require_compile_saves')} compares compiled with eager; an estimate is eager only"
+        )
+    world_size, ranks = settings.get("world_size"), settings.get("ranks")
+    if settings.get("sweep") is None:
+        labels = [f"rank{r}" for r in (ranks or range(world_size))] if world_size else [ESTIMATE_LABEL]
+        gate.budgets.check_labels(labels)
+    report = estimate(fn, **settings)
+    from memprof.outputs.estimate import failed, unreliable_fit
+    from memprof.outputs.gate import evaluate
+
+    result, problem = None, None
+    if gate.active:
+        try:
+            gate.budgets.check_labels(list(report.runs))
+            result = evaluate(report, gate)
+        except MemprofError as error:
+            problem = error
+    return CheckedEstimate(
+        report=report, unreliable=unreliable_fit(report), gate=result, problem=problem, unfit=failed(report)
     )
 
 

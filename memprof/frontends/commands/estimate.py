@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,8 +20,10 @@ from memprof.frontends.commands.options import (
     SaveBaseline,
     Target,
     Timeout,
-    parse_assignment,
 )
+
+if TYPE_CHECKING:
+    from memprof.library.estimating import CheckedEstimate
 
 # Why --mode compile is refused, said where it is asked for.
 COMPILE_REFUSED = (
@@ -142,37 +144,32 @@ def estimate(
         typer.echo(gpu_table(), nl=False)
         return
     _refuse(mode, output, world_size)
-    ranks = [output.rank] if output.rank is not None else None
-    swept = parse_sweep(sweep) if sweep is not None else None
     reads = read_inputs([target, inputs], gate.baseline)
-    files = _files(output, save_baseline, sweep_csv, swept is not None, reads)
+    files = _files(output, save_baseline, sweep_csv, sweep is not None, reads)
     config = gate.config()
-    if config.require_compile_saves:
-        raise UsageError("--require-compile-saves compares compiled with eager; an estimate is eager only")
-    if swept is None:
-        labels = [f"rank{r}" for r in (ranks or range(world_size))] if world_size else ["estimate"]
-        config.budgets.check_labels(labels)
     with start_up_imports():
         import memprof.sources.fake.run  # noqa: F401 - torch and fake tensors, with the rest of memprof
-        from memprof.library.api import estimate
-    report = estimate(
+        from memprof.library.estimating import checked_estimate
+    checked = checked_estimate(
         target,
+        gate=config,
         device=device.value,
         capacity=capacity,
         gpu=gpu,
         reserve=reserve,
         inputs=inputs,
         inputs_kwargs=factory.params(),
-        sweep=swept,
+        sweep=sweep,
         warmup=warmup,
         status=status_printer(output.quiet),
         world_size=world_size,
-        ranks=ranks,
+        ranks=[output.rank] if output.rank is not None else None,
         timeout=timeout,
     )
+    report = checked.report
     show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
     write_outputs(report, files, **output.writing, show=show)
-    _gate(report, config)
+    _exit(checked)
 
 
 def _refuse(mode: Mode, output: OutputOptions, world_size: int | None) -> None:
@@ -190,20 +187,6 @@ def _refuse(mode: Mode, output: OutputOptions, world_size: int | None) -> None:
         )
     if world_size is None:
         refuse_rank(output.rank)
-
-
-def parse_sweep(text: str) -> tuple[str, list[Any]]:
-    """``batch=8,16,32`` -> ``("batch", [8, 16, 32])`` (values as --set parses them)."""
-    from memprof.sources.targets.target import parse_value
-
-    name, _ = parse_assignment(text, "--sweep")
-    values = text.partition("=")[2].split(",")
-    if any(not part.strip() for part in values):
-        raise UsageError(f"--sweep {text!r} has an empty value; write it like --sweep {name}=8,16,32")
-    parsed = [parse_value(part) for part in values]
-    if len(set(map(repr, parsed))) != len(parsed):
-        raise UsageError(f"--sweep {text!r} repeats a value; list each once")
-    return name, parsed
 
 
 def _files(
@@ -233,24 +216,20 @@ def _files(
     return files
 
 
-def _gate(report: Any, config: Any) -> None:
-    """The budget and baseline checks, then whether the estimate fits: its line on stdout and
-    exit 1 when it does not."""
+def _exit(checked: CheckedEstimate) -> None:
+    """After the report: exit 2 when asked whether it fits and the estimate cannot say, or
+    when the gate cannot be applied; the gate's lines and exit 1 when it failed; else the line
+    saying it does not fit, and exit 1."""
     from memprof.frontends.commands.common import print_gate_lines
-    from memprof.outputs.estimate import failed, unreliable_fit
 
-    refused = unreliable_fit(report)
-    if refused is not None:
-        raise InputError(refused)
-    if config.active:
-        config.budgets.check_labels(list(report.runs))
-        from memprof.outputs.gate import evaluate
-
-        result = evaluate(report, config)
-        print_gate_lines(result.lines())
-        if not result.passed:
-            raise GateFailed(result.summary())
-    line = failed(report)
-    if line is not None:
-        print_gate_lines([line])
-        raise GateFailed(line)
+    if checked.unreliable is not None:
+        raise InputError(checked.unreliable)
+    if checked.problem is not None:
+        raise checked.problem
+    if checked.gate is not None:
+        print_gate_lines(checked.gate.lines())
+        if not checked.gate.passed:
+            raise GateFailed(checked.gate.summary())
+    if checked.unfit is not None:
+        print_gate_lines([checked.unfit])
+        raise GateFailed(checked.unfit)
