@@ -13,16 +13,8 @@ from typer.testing import CliRunner
 
 from memprof.core.errors import param, param_if_any, spelled_as
 from memprof.frontends.cli import app
-from memprof.frontends.commands.options import (
-    GateOptions,
-    OptionGroup,
-    OutputOptions,
-    Repeat,
-    Sort,
-    cli_spelling,
-    option_flags,
-    with_option_groups,
-)
+from memprof.frontends.commands.groups import OptionGroup, cli_spelling, option_flags, with_option_groups
+from memprof.frontends.commands.options import GateOptions, OutputOptions, Repeat, Sort
 
 DATA = Path(__file__).parent / "data" / "gate"
 

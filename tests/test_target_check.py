@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memprof.core.errors import EXIT_USAGE, MemprofError, spelled_as
-from memprof.frontends.commands.options import cli_spelling, with_option_groups
+from memprof.frontends.commands.groups import cli_spelling, with_option_groups
 from memprof.frontends.commands.run import run
 from memprof.sources.targets import target as targets
 from memprof.sources.targets.check import check_before_running

@@ -28,7 +28,7 @@ from memprof.core.errors import (
 )
 from memprof.core.version import __version__
 from memprof.frontends.commands.common import err, err_lines, hidden_line, stderr_width
-from memprof.frontends.commands.options import cli_spelling, with_option_groups
+from memprof.frontends.commands.groups import cli_spelling, with_option_groups
 
 app = typer.Typer(
     name="memprof",

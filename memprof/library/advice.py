@@ -63,6 +63,7 @@ def advise(
     verify: bool = False,
     warmup: int = 1,
     status: StatusFn | None = None,
+    timeout: float | None = None,
 ) -> Report:
     """What to change so that ``fn``'s step fits: memory-saving techniques tried on fake
     tensors, ranked by what they save, and with a budget a plan.
@@ -80,16 +81,53 @@ def advise(
     repeated block and the model, the optimizer rebuilt; rank 0 of the job estimated on torch's
     fake process group). On CUDA the optimizer's state on the CPU is tried too (torchao's
     ``CPUOffloadOptimizer`` as it works; the host's memory is out of the device's figures).
-    ``verify``: the plan applied for real on this machine's device (the
-    CPU: estimate with ``device="cpu"``) and measured (``plan.measured_footprint_bytes``).
+    ``verify``: the plan applied for real on this machine's device (the CPU: estimate with
+    ``device="cpu"``) and measured (``plan.measured_footprint_bytes``), which needs a budget.
+    ``timeout``: seconds the advice may take (default: no limit).
 
     >>> step = "memprof.examples.gpt:train_step"
     >>> report = memprof.advise(step, device="cpu", budget="40MB")  # doctest: +SKIP
     >>> report.advice.plan.techniques  # doctest: +SKIP
     """
+    from memprof.sources.deadline import time_limit
+
+    with time_limit(timeout):
+        return _advised(
+            fn,
+            device,
+            (capacity, gpu, budget, reserve),
+            inputs,
+            inputs_kwargs,
+            batch_param,
+            world_size,
+            verify,
+            warmup,
+            status,
+        )
+
+
+def _advised(
+    fn: Callable[..., Any] | str,
+    device: str,
+    memory: tuple[int | str | None, str | None, int | str | None, int | str | None],
+    inputs: InputsFactory | None,
+    inputs_kwargs: Mapping[str, Any] | None,
+    batch_param: str | None,
+    world_size: int | None,
+    verify: bool,
+    warmup: int,
+    status: StatusFn | None,
+) -> Report:
+    """:func:`advise` (``memory``: its capacity, gpu, budget and reserve), within its time limit."""
+    capacity, gpu, budget, reserve = memory
     modelled = _estimate_device(device)
     _check_arguments(warmup, False, True)
     usable, card_name = _usable(capacity, gpu, budget, reserve, modelled)
+    if verify and usable is None:
+        raise UsageError(
+            f"{param('verify')} measures the plan for a budget; give {param('budget')}, {param('capacity')} "
+            f"or {param('gpu')}"
+        )
     _check_verify(verify, modelled, world_size)
     options = EstimateOptions(device=modelled, warmup=warmup, capacity_bytes=usable)
     alone = _Alone.of(fn, inputs, inputs_kwargs, (batch_param, world_size), options, status)

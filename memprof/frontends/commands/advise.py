@@ -9,15 +9,15 @@ from typing import Annotated
 import typer
 
 from memprof.core.errors import GateFailed, UsageError
-from memprof.frontends.commands.estimate import (
-    CapacityOption,
-    DeviceOption,
-    EstimateDevice,
-    GpuOption,
-    ReserveOption,
-    WarmupOption,
+from memprof.frontends.commands.options import (
+    FactoryOptions,
+    FitOptions,
+    Inputs,
+    OutputOptions,
+    Target,
+    Timeout,
+    Warmup,
 )
-from memprof.frontends.commands.options import FactoryOptions, Inputs, OutputOptions, Target, Timeout
 
 BudgetOption = Annotated[
     str | None,
@@ -62,15 +62,12 @@ def advise(
     target: Target,
     *,
     inputs: Inputs = None,
-    device: DeviceOption = EstimateDevice.cuda,
-    capacity: CapacityOption = None,
-    gpu: GpuOption = None,
-    reserve: ReserveOption = None,
+    fit: FitOptions,
     budget: BudgetOption = None,
     batch_param: BatchParamOption = None,
     world_size: WorldSizeOption = None,
     verify: VerifyOption = False,
-    warmup: WarmupOption = 1,
+    warmup: Warmup = 1,
     timeout: Timeout = None,
     factory: FactoryOptions,
     output: OutputOptions,
@@ -93,28 +90,24 @@ def advise(
     from memprof.core.gcpause import start_up_imports
     from memprof.frontends.commands.common import print_report, read_inputs, status_printer, write_outputs
 
-    _refuse(output, verify, capacity, gpu, budget)
+    _refuse(output)
     files = output.files(None, read_inputs([target, inputs], None))
     with start_up_imports():
         import memprof.sources.fake.run  # noqa: F401 - torch and fake tensors, with the rest of memprof
         from memprof.library.advice import advise as advise_step
-        from memprof.sources.deadline import time_limit
-    with time_limit(timeout):
-        report = advise_step(
-            target,
-            device=device.value,
-            capacity=capacity,
-            gpu=gpu,
-            budget=budget,
-            reserve=reserve,
-            inputs=inputs,
-            inputs_kwargs=factory.params(),
-            batch_param=batch_param,
-            world_size=world_size,
-            verify=verify,
-            warmup=warmup,
-            status=status_printer(output.quiet),
-        )
+    report = advise_step(
+        target,
+        **fit.api_arguments(),
+        budget=budget,
+        inputs=inputs,
+        inputs_kwargs=factory.params(),
+        batch_param=batch_param,
+        world_size=world_size,
+        verify=verify,
+        warmup=warmup,
+        status=status_printer(output.quiet),
+        timeout=timeout,
+    )
     show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files
     write_outputs(report, files, **output.writing, show=show)
     from memprof.outputs.advice import failed
@@ -125,15 +118,11 @@ def advise(
         raise GateFailed(line)
 
 
-def _refuse(
-    output: OutputOptions, verify: bool, capacity: str | None, gpu: str | None, budget: str | None
-) -> None:
-    """What advice cannot do, refused before anything runs."""
+def _refuse(output: OutputOptions) -> None:
+    """What advice cannot do with its output options, refused before anything runs."""
     if output.table_path is not None:
         raise UsageError("--table saves torch's own table of a profile; advice makes none")
     if output.group_modules:
         raise UsageError("--group-modules groups the modules of a measured run; advice measures none")
     if output.rank is not None:
         raise UsageError("--rank picks a rank of a sharded job; advice estimates one device")
-    if verify and capacity is None and gpu is None and budget is None:
-        raise UsageError("--verify measures the plan for a budget; give --budget, --capacity or --gpu")

@@ -14,6 +14,7 @@ from memprof.frontends.commands.options import (
     FactoryOptions,
     GateOptions,
     Mode,
+    ModeOption,
     OutputOptions,
     ProfileOptions,
     SaveBaseline,
@@ -83,13 +84,8 @@ def compare(
             "in each target's module.",
         ),
     ] = None,
-    mode: Annotated[
-        Mode,
-        typer.Option(
-            "--mode", metavar="MODE", help="eager, or compile: torch.compile every target before profiling."
-        ),
-    ] = Mode.eager,
     factory: FactoryOptions,
+    mode: ModeOption = Mode.eager,
     profile: ProfileOptions,
     output: OutputOptions,
     gate: GateOptions,

@@ -4,7 +4,6 @@ answered on fake tensors (no real memory, no compute, no GPU) in seconds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +12,7 @@ import typer
 from memprof.core.errors import GateFailed, InputError, UsageError
 from memprof.frontends.commands.options import (
     FactoryOptions,
+    FitOptions,
     GateOptions,
     Inputs,
     Mode,
@@ -20,6 +20,7 @@ from memprof.frontends.commands.options import (
     SaveBaseline,
     Target,
     Timeout,
+    Warmup,
 )
 
 if TYPE_CHECKING:
@@ -34,48 +35,9 @@ COMPILE_REFUSED = (
 )
 
 
-class EstimateDevice(str, Enum):
-    cuda = "cuda"
-    cpu = "cpu"
-
-
-def _gpu_help() -> str:
-    from memprof.core.gpus import GPUS
-
-    return "A card to fit (exit 1 if not): " + ", ".join(gpu.key for gpu in GPUS) + "; list: their figures."
-
-
-DeviceOption = Annotated[
-    EstimateDevice,
-    typer.Option(
-        "--device",
-        help="Allocator modelled: cuda (no GPU needed) or cpu.",
-        show_default=False,
-    ),
-]
-CapacityOption = Annotated[
-    str | None,
-    typer.Option(
-        "--capacity",
-        metavar="SIZE",
-        help="Does it fit in this, e.g. 24GB (exit 1 if not).",
-    ),
-]
-GpuOption = Annotated[str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help())]
-ReserveOption = Annotated[
-    str | None,
-    typer.Option(
-        "--reserve",
-        metavar="SIZE",
-        help="Kept free of it (CUDA context, NCCL): a --gpu's 1GB.",
-    ),
-]
-ModeOption = Annotated[
+# Only eager: said here, where --mode compile is refused.
+EstimateModeOption = Annotated[
     Mode, typer.Option("--mode", help="eager (compile cannot be estimated).", show_default=False)
-]
-WarmupOption = Annotated[
-    int,
-    typer.Option("--warmup", min=0, help="Calls before the estimated one (1).", show_default=False),
 ]
 SweepOption = Annotated[
     str | None,
@@ -104,12 +66,9 @@ def estimate(
     target: Target,
     *,
     inputs: Inputs = None,
-    device: DeviceOption = EstimateDevice.cuda,
-    capacity: CapacityOption = None,
-    gpu: GpuOption = None,
-    reserve: ReserveOption = None,
-    mode: ModeOption = Mode.eager,
-    warmup: WarmupOption = 1,
+    fit: FitOptions,
+    mode: EstimateModeOption = Mode.eager,
+    warmup: Warmup = 1,
     sweep: SweepOption = None,
     sweep_csv: SweepCsvOption = None,
     world_size: WorldSizeOption = None,
@@ -140,7 +99,7 @@ def estimate(
     from memprof.core.gpus import gpu_table
     from memprof.frontends.commands.common import print_report, read_inputs, status_printer, write_outputs
 
-    if gpu is not None and gpu.strip().lower() == "list":
+    if fit.lists_gpus:
         typer.echo(gpu_table(), nl=False)
         return
     _refuse(mode, output, world_size)
@@ -153,10 +112,7 @@ def estimate(
     checked = checked_estimate(
         target,
         gate=config,
-        device=device.value,
-        capacity=capacity,
-        gpu=gpu,
-        reserve=reserve,
+        **fit.api_arguments(),
         inputs=inputs,
         inputs_kwargs=factory.params(),
         sweep=sweep,

@@ -1,37 +1,34 @@
 """Every command-line option, declared once, and the option groups commands take.
 
 A command declares an option group as one parameter, ``output: OutputOptions``;
-:func:`with_option_groups` (applied to every command by ``memprof.frontends.cli``) spreads the group's
-fields into the command line's options and builds the group back, once, before the command
-runs. A new command that profiles, writes reports and gates says so in one line per group::
+:func:`memprof.frontends.commands.groups.with_option_groups` (applied to every command by
+``memprof.frontends.cli``) spreads the group's fields into the command line's options and
+builds the group back, once, before the command runs. An option a few commands take alone is
+one shared type here (``warmup: Warmup = 1``). A new command that profiles, writes reports
+and gates says so in one line per group::
 
     def estimate(
         target: Target, *, profile: ProfileOptions, output: OutputOptions, gate: GateOptions
     ) -> None:
         \"\"\"Its --help text.\"\"\"
 
-This module also turns the library's parameter names into this command line's flags
-(:func:`cli_spelling`), so that messages name ``--repeat`` where the library says ``repeat``.
 Importing it loads neither torch nor pandas.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import os
-import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
-from typer.models import OptionInfo
 
-from memprof.core.errors import NO_VALUE, Spelling, UsageError
+from memprof.core.errors import UsageError
+from memprof.frontends.commands.groups import OptionGroup
 from memprof.outputs.gate import DEFAULT_TOLERANCE
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
@@ -51,6 +48,11 @@ class Mode(str, Enum):
     compile = "compile"
 
 
+class EstimateDevice(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
 class CompileMode(str, Enum):
     default = "default"
     reduce_overhead = "reduce-overhead"
@@ -66,6 +68,7 @@ RUNS_PANEL = "Runs"
 REPORTS_PANEL = "Reports"
 GATES_PANEL = "Gates"
 DISTRIBUTED_PANEL = "Distributed"
+FIT_PANEL = "Device and memory"
 
 
 def _file(flag: str, help: str, panel: str = REPORTS_PANEL) -> Any:
@@ -116,6 +119,15 @@ Device = Annotated[
         rich_help_panel=RUNS_PANEL,
     ),
 ]
+ModeOption = Annotated[
+    Mode,
+    typer.Option(
+        "--mode",
+        metavar="MODE",
+        help="eager, or compile (torch.compile, compiled before profiling).",
+        rich_help_panel=RUNS_PANEL,
+    ),
+]
 CompileModeOption = Annotated[
     CompileMode,
     typer.Option(
@@ -140,7 +152,7 @@ Warmup = Annotated[
     typer.Option(
         "--warmup",
         min=0,
-        help="Unprofiled calls first (default 1).",
+        help="Calls first, not measured (default 1).",
         show_default=False,
         rich_help_panel=RUNS_PANEL,
     ),
@@ -359,6 +371,44 @@ SaveBaseline = Annotated[
 ]
 
 
+def _gpu_help() -> str:
+    from memprof.core.gpus import GPUS
+
+    return "A card to fit (exit 1 if not): " + ", ".join(gpu.key for gpu in GPUS) + "; list: their figures."
+
+
+FitDevice = Annotated[
+    EstimateDevice,
+    typer.Option(
+        "--device",
+        help="Allocator modelled: cuda (no GPU needed) or cpu.",
+        show_default=False,
+        rich_help_panel=FIT_PANEL,
+    ),
+]
+Capacity = Annotated[
+    str | None,
+    typer.Option(
+        "--capacity",
+        metavar="SIZE",
+        help="Does it fit in this, e.g. 24GB (exit 1 if not).",
+        rich_help_panel=FIT_PANEL,
+    ),
+]
+Gpu = Annotated[
+    str | None, typer.Option("--gpu", metavar="NAME", help=_gpu_help(), rich_help_panel=FIT_PANEL)
+]
+Reserve = Annotated[
+    str | None,
+    typer.Option(
+        "--reserve",
+        metavar="SIZE",
+        help="Kept free of it (CUDA context, NCCL): a --gpu's 1GB.",
+        rich_help_panel=FIT_PANEL,
+    ),
+]
+
+
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -371,10 +421,6 @@ SetOption = Annotated[
 
 
 # ---------------------------------------------------------------------------- option groups
-
-
-class OptionGroup:
-    """Base of the option groups: frozen dataclasses whose fields are options."""
 
 
 @dataclass(frozen=True)
@@ -546,6 +592,30 @@ def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
 
 
 @dataclass(frozen=True)
+class FitOptions(OptionGroup):
+    """The device an estimate models and the memory it must fit in (``estimate``, ``advise``)."""
+
+    device: FitDevice = EstimateDevice.cuda
+    capacity: Capacity = None
+    gpu: Gpu = None
+    reserve: Reserve = None
+
+    @property
+    def lists_gpus(self) -> bool:
+        """``--gpu list``: print the cards memprof knows instead."""
+        return self.gpu is not None and self.gpu.strip().lower() == "list"
+
+    def api_arguments(self) -> dict[str, Any]:
+        """As :func:`memprof.estimate` and :func:`memprof.advise` take them."""
+        return {
+            "device": self.device.value,
+            "capacity": self.capacity,
+            "gpu": self.gpu,
+            "reserve": self.reserve,
+        }
+
+
+@dataclass(frozen=True)
 class DistributedOptions(OptionGroup):
     """Profiling every rank of a torch.distributed job: start one here, or wait for its ranks."""
 
@@ -589,92 +659,3 @@ class GateOptions(OptionGroup):
             require_compile_saves=self.require_compile_saves,
             strict_env=self.strict_env,
         )
-
-
-# ------------------------------------------------------------------- groups -> command line
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def with_option_groups(command: F) -> F:
-    """``command`` with each option-group parameter spread into its options (for typer), and
-    the group built from them before ``command`` is called. Commands without groups are
-    returned as they are."""
-    hints = typing.get_type_hints(command, include_extras=True)
-    parameters: list[inspect.Parameter] = []
-    groups: dict[str, Any] = {}
-    for parameter in inspect.signature(command).parameters.values():
-        annotation = hints.get(parameter.name, parameter.annotation)
-        if isinstance(annotation, type) and issubclass(annotation, OptionGroup):
-            group: Any = annotation
-            groups[parameter.name] = group
-            group_hints = typing.get_type_hints(group, include_extras=True)
-            parameters += [
-                inspect.Parameter(
-                    f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=group_hints[f.name]
-                )
-                for f in dataclasses.fields(group)
-            ]
-        else:
-            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
-    if not groups:
-        return command
-    names = [p.name for p in parameters]
-    clashes = sorted({name for name in names if names.count(name) > 1})
-    if clashes:
-        raise TypeError(f"{command.__name__}: option groups declare {', '.join(clashes)} twice")
-
-    @functools.wraps(command)
-    def spread(**options: Any) -> Any:
-        for name, group in groups.items():
-            options[name] = group(**{f.name: options.pop(f.name) for f in dataclasses.fields(group)})
-        return command(**options)
-
-    spread.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    spread.__annotations__ = {p.name: p.annotation for p in parameters}
-    return spread  # type: ignore[return-value]
-
-
-# How the library's parameters read on this command line where no option of the command
-# says it: the library's mode="both" is `run --compare-compile`.
-_SPELLED = {("mode", "both"): "memprof run TARGET --compare-compile"}
-
-
-def option_flags(command: Callable[..., Any]) -> dict[str, str]:
-    """Each option's parameter name -> its long flag (``json_path`` -> ``--json``)."""
-    flags = {}
-    for parameter in inspect.signature(command).parameters.values():
-        info = _option_info(parameter)
-        if info is None:
-            continue
-        declared = ([info.default] if isinstance(info.default, str) else []) + list(info.param_decls or ())
-        long = [d.split("/")[0] for d in declared if isinstance(d, str) and d.startswith("--")]
-        if long:
-            flags[parameter.name] = long[0]
-    return flags
-
-
-def _option_info(parameter: inspect.Parameter) -> OptionInfo | None:
-    if isinstance(parameter.default, OptionInfo):
-        return parameter.default
-    for meta in getattr(parameter.annotation, "__metadata__", ()):
-        if isinstance(meta, OptionInfo):
-            return meta
-    return None
-
-
-def cli_spelling(command: Callable[..., Any]) -> Spelling:
-    """Parameters as this command's flags: ``repeat`` -> ``--repeat``, ``mode='eager'`` ->
-    ``--mode eager``, ``strict_env=True`` -> ``--strict-env``; None for a parameter the
-    command has no option for."""
-    flags = option_flags(command)
-
-    def spell(name: str, value: Any = NO_VALUE) -> str | None:
-        if (name, value) in _SPELLED:
-            return _SPELLED[(name, value)]
-        flag = flags.get(name)
-        if flag is None or value is NO_VALUE or value is True:
-            return flag
-        return f"{flag} {value}"
-
-    return spell

@@ -14,6 +14,7 @@ from memprof.frontends.commands.options import (
     GateOptions,
     Inputs,
     Mode,
+    ModeOption,
     OutputOptions,
     ProfileOptions,
     SaveBaseline,
@@ -25,15 +26,7 @@ def run(
     target: Target,
     *,
     inputs: Inputs = None,
-    mode: Annotated[
-        Mode,
-        typer.Option(
-            "--mode",
-            metavar="MODE",
-            help="eager, or compile (torch.compile, compiled before profiling).",
-            rich_help_panel=RUNS,
-        ),
-    ] = Mode.eager,
+    mode: ModeOption = Mode.eager,
     compare_compile: Annotated[
         bool,
         typer.Option(
