@@ -107,6 +107,23 @@ def test_bad_gate_options_exit_2_before_profiling(tmp_path: Path) -> None:
         assert not (tmp_path / "r.json").exists()
 
 
+def test_the_compile_gate_asks_each_caller_for_both_runs_in_its_own_words() -> None:
+    from memprof.core.errors import UsageError
+    from memprof.library.jobs import check_gate
+    from memprof.outputs.gate import GateConfig
+
+    with pytest.raises(UsageError) as caught:
+        check_gate(GateConfig(require_compile_saves=True), ["eager"])
+    assert caught.value.message == "require_compile_saves compares compiled with eager; add mode='both'"
+    # compare has no --compare-compile: it is told the command that has.
+    result = invoke("compare", TARGET, TARGET, "--require-compile-saves")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "memprof: error: --require-compile-saves compares compiled with eager; add memprof run TARGET "
+        "--compare-compile\n"
+    )
+
+
 def test_save_baseline_and_json(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert invoke("run", TARGET, "-q", "--json", str(a), "--save-baseline", str(b)).exit_code == 0

@@ -24,6 +24,7 @@ from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 if TYPE_CHECKING:
     from memprof.library.api import Variant
     from memprof.model import Report
+    from memprof.outputs.gate import GateConfig
     from memprof.sources.distributed import Exchange, RankEnv
 
 
@@ -186,3 +187,24 @@ def failed_message(report: Report) -> str:
     details = "; ".join(f"{run.label}: {run.failed}" for run in failed[:3])
     more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
     return f"{len(failed)} of {len(report.runs)} runs failed: {details}{more}"
+
+
+def check_gate(
+    gate: GateConfig, labels: Sequence[str], world_size: int | None = None, rank: int | None = None
+) -> None:
+    """Before any profiling, what the gate asks of the runs ``labels`` names (of each rank, in
+    a job of ``world_size`` ranks: ``rank1``, ``rank1/eager``): budgets name runs that will be
+    made, the compile gate has an eager and a compiled run; and ``rank``, the rank shown, is one
+    of the job's."""
+    from memprof.sources.distributed import rank_labels
+
+    runs = (
+        list(labels) if world_size is None else [x for r in range(world_size) for x in rank_labels(r, labels)]
+    )
+    gate.budgets.check_labels(runs)
+    if gate.require_compile_saves and not {"eager", "compile"} <= set(labels):
+        raise UsageError(
+            f"{param('require_compile_saves')} compares compiled with eager; add {param('mode', 'both')}"
+        )
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise UsageError(f"{param('rank', rank)}: the job's ranks are 0 to {world_size - 1}")

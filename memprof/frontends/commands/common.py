@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from memprof.core.errors import GateFailed, MemprofError, UsageError, UserCodeError
+from memprof.core.errors import GateFailed, MemprofError, UserCodeError
 
 if TYPE_CHECKING:
     from memprof.frontends.commands.options import OutputOptions, ProfileOptions
@@ -209,14 +209,6 @@ def write_and_gate(
         raise problem
     if result is not None:
         report_gate(result)
-
-
-def check_runs(config: GateConfig, labels: Sequence[str]) -> None:
-    """The gate's checks that need the run labels, before any profiling: budgets name existing
-    runs; --require-compile-saves needs an eager and a compile run."""
-    config.budgets.check_labels(list(labels))
-    if config.require_compile_saves and not {"eager", "compile"} <= set(labels):
-        raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
 
 
 def report_gate(result: GateResult) -> None:

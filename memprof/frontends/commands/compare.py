@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memprof.core.errors import UsageError
-from memprof.frontends.commands.common import check_runs, profile_and_report, read_inputs
+from memprof.frontends.commands.common import profile_and_report, read_inputs
 from memprof.frontends.commands.options import (
     DistributedOptions,
     FactoryOptions,
@@ -106,6 +106,7 @@ def compare(
     """
     from memprof.frontends.commands.distributed import refuse_rank, run_distributed, wanted
     from memprof.library.api import Variant
+    from memprof.library.jobs import check_gate
 
     if len(targets) < 2:
         raise UsageError(
@@ -123,7 +124,7 @@ def compare(
         ]
         run_distributed(variants, files, config, profile, output, distributed)
         return
-    check_runs(config, names)
+    check_gate(config, names)
     refuse_rank(output.rank)
     variants = [
         Variant(target=spec, inputs=make, mode=mode.value, inputs_kwargs=params) for spec, make in split

@@ -76,12 +76,13 @@ def run_distributed(
     options: DistributedOptions,
 ) -> None:
     """Start the ranks (``--nproc-per-node`` outside a launcher), or be one of them."""
+    from memprof.library.jobs import check_gate
     from memprof.sources.distributed import rank_env
 
     env = rank_env()
     if env is None:
         assert options.nproc_per_node is not None
-        _check_labels(gate, variants, options.nproc_per_node, output.rank)
+        check_gate(gate, [v.label or "" for v in variants], options.nproc_per_node, output.rank)
         outputs = [
             Path(str(path).replace(RANK_PLACEHOLDER, str(rank)))
             for path in files.values()
@@ -95,21 +96,8 @@ def run_distributed(
             f"--nproc-per-node starts the ranks itself, but this process already is rank {env.rank} of "
             f"{env.world_size} (RANK and WORLD_SIZE are set, by torchrun?); drop --nproc-per-node"
         )
-    _check_labels(gate, variants, env.world_size, output.rank)
+    check_gate(gate, [v.label or "" for v in variants], env.world_size, output.rank)
     run_rank(env, variants, files, gate, profile, output, options.rank_timeout)
-
-
-def _check_labels(gate: GateConfig, variants: Sequence[Variant], world_size: int, rank: int | None) -> None:
-    """Before any profiling: budgets name runs of the job (``rank1``, ``rank1/eager``),
-    --require-compile-saves has an eager and a compiled run per rank, --rank is a rank."""
-    from memprof.sources.distributed import rank_labels
-
-    labels = [v.label or "" for v in variants]
-    gate.budgets.check_labels([label for r in range(world_size) for label in rank_labels(r, labels)])
-    if gate.require_compile_saves and not {"eager", "compile"} <= set(labels):
-        raise UsageError("--require-compile-saves compares compiled with eager; add --compare-compile")
-    if rank is not None and rank >= world_size:
-        raise UsageError(f"--rank {rank}: the job's ranks are 0 to {world_size - 1}")
 
 
 @contextlib.contextmanager

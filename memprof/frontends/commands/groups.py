@@ -69,9 +69,9 @@ def with_option_groups(command: F) -> F:
     return spread  # type: ignore[return-value]
 
 
-# How the library's parameters read on this command line where no option of the command
-# says it: the library's mode="both" is `run --compare-compile`.
-_SPELLED = {("mode", "both"): "memprof run TARGET --compare-compile"}
+# How the library's parameters read on this command line where one option says it (the
+# library's mode="both" is run's --compare-compile), and where no option of the command does.
+_SPELLED = {("mode", "both"): ("compare_compile", "memprof run TARGET --compare-compile")}
 
 
 def option_flags(command: Callable[..., Any]) -> dict[str, str]:
@@ -105,7 +105,8 @@ def cli_spelling(command: Callable[..., Any]) -> Spelling:
 
     def spell(name: str, value: Any = NO_VALUE) -> str | None:
         if (name, value) in _SPELLED:
-            return _SPELLED[(name, value)]
+            option, elsewhere = _SPELLED[(name, value)]
+            return flags.get(option, elsewhere)
         flag = flags.get(name)
         if flag is None or value is NO_VALUE or value is True:
             return flag

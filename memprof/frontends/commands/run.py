@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from memprof.frontends.commands.common import check_runs, profile_and_report
+from memprof.frontends.commands.common import profile_and_report
 from memprof.frontends.commands.options import RUNS_PANEL as RUNS
 from memprof.frontends.commands.options import (
     DistributedOptions,
@@ -55,6 +55,7 @@ def run(
     from memprof.frontends.commands.common import read_inputs
     from memprof.frontends.commands.distributed import refuse_rank, run_distributed, wanted
     from memprof.library.api import Variant
+    from memprof.library.jobs import check_gate
     from memprof.sources.targets.check import check_before_running
 
     files = output.files(save_baseline, read_inputs([target, inputs], gate.baseline))
@@ -69,6 +70,6 @@ def run(
     if wanted(distributed):
         run_distributed(variants, files, config, profile, output, distributed)
         return
-    check_runs(config, modes)
+    check_gate(config, modes)
     refuse_rank(output.rank)
     profile_and_report(variants, None, files, config, profile, output)
