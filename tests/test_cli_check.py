@@ -143,7 +143,7 @@ def test_not_a_report_exits_2(tmp_path: Path) -> None:
         (["--budget", "eagre=1GB"], "--budget names 'eagre', but the runs are 'eager', 'compile'"),
         (["--tolerance", "five"], "--tolerance: not a percentage: 'five'"),
         (["--per-op", "--budget", "1GB"], "--per-op compares each op with a baseline"),
-        ([], "nothing to check"),
+        ([], "nothing to check: give --budget SIZE, --baseline BASE.json or --require-compile-saves"),
     ],
 )
 def test_bad_options_exit_2(args: list[str], message: str) -> None:

@@ -29,14 +29,7 @@ def check(
 
     Example: memprof check memprof.json --baseline ci/memprof-baseline.json --tolerance 2%
     """
-    from memprof.core.errors import UsageError
     from memprof.frontends.commands.common import report_gate
-    from memprof.outputs.gate import evaluate
-    from memprof.pipeline import load_report
+    from memprof.library.checking import check_report
 
-    config = gate.config()
-    if not config.active:
-        raise UsageError(
-            "nothing to check: give --budget SIZE, --baseline BASE.json or --require-compile-saves"
-        )
-    report_gate(evaluate(load_report(report_path), config))
+    report_gate(check_report(report_path, gate.config()))
