@@ -568,6 +568,9 @@ def test_gpu_list_prints_every_card_with_its_source(runner: CliRunner) -> None:
     for gpu in GPUS:
         assert gpu.key in result.output and f"{gpu.memory_bytes:,}" in result.output
     assert "85,018,279,936" in result.output and "reported" in result.output
+    # The option is advise's too (one declaration): the same list.
+    advised = runner.invoke(app, ["advise", "x:y", "--gpu", "list"])
+    assert advised.exit_code == 0 and advised.output == result.output
 
 
 def test_code_that_cannot_run_on_fake_tensors_is_exit_3(runner: CliRunner, make_module) -> None:  # type: ignore[no-untyped-def]

@@ -88,8 +88,12 @@ def advise(
     --batch-param batch --budget 40MB --verify
     """
     from memprof.core.gcpause import start_up_imports
+    from memprof.core.gpus import gpu_table
     from memprof.frontends.commands.common import print_report, read_inputs, status_printer, write_outputs
 
+    if fit.lists_gpus:  # --gpu list, as estimate says it
+        typer.echo(gpu_table(), nl=False)
+        return
     _refuse(output)
     files = output.files(None, read_inputs([target, inputs], None))
     with start_up_imports():
