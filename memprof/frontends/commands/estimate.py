@@ -102,9 +102,12 @@ def estimate(
     if fit.lists_gpus:
         typer.echo(gpu_table(), nl=False)
         return
+    from memprof.library.estimating import parse_sweep
+
     _refuse(mode, output, world_size)
+    swept = parse_sweep(sweep) if sweep is not None else None  # a typo costs no torch import
     reads = read_inputs([target, inputs], gate.baseline)
-    files = _files(output, save_baseline, sweep_csv, sweep is not None, reads)
+    files = _files(output, save_baseline, sweep_csv, swept is not None, reads)
     config = gate.config()
     with start_up_imports():
         import memprof.sources.fake.run  # noqa: F401 - torch and fake tensors, with the rest of memprof
@@ -115,7 +118,7 @@ def estimate(
         **fit.api_arguments(),
         inputs=inputs,
         inputs_kwargs=factory.params(),
-        sweep=sweep,
+        sweep=swept,
         warmup=warmup,
         status=status_printer(output.quiet),
         world_size=world_size,
