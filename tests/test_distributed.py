@@ -291,6 +291,22 @@ def test_rank_k_picks_the_detailed_rank_and_must_be_a_rank_of_the_job(tmp_path: 
     assert "memprof: error: --rank 2: the job's ranks are 0 to 1" in wrong.stderr
 
 
+def test_rank_0_groups_its_modules_as_asked(tmp_path: Path, make_module) -> None:  # type: ignore[no-untyped-def]
+    from test_module_groups import STACK_MODULE
+
+    module = make_module(STACK_MODULE)
+    _hand_in_rank_1(tmp_path, 3 * MIB)
+    out = tmp_path / "r.json"
+    args = ["run", f"{module}:step", "-q", "--group-modules", "class", "--json", str(out)]
+    result = CliRunner().invoke(app, args, env=_rank_env(tmp_path, 0))
+    assert result.exit_code == 0, result.output
+    runs = json.loads(out.read_text())["runs"]
+    # The Stack holds its six (64, 256) float32 outputs at the peak; rank 1 handed in no modules.
+    stack = [g for g in runs["rank0"]["module_groups"] if g["group"] == "Stack"]
+    assert [g["at_peak_bytes"] for g in stack] == [6 * 64 * 256 * 4]
+    assert "module_groups" not in runs["rank1"]
+
+
 def test_budgets_name_the_jobs_runs_before_anything_runs(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,

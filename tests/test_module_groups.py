@@ -285,3 +285,15 @@ def test_compare_groups_every_run(runner: CliRunner, make_module, tmp_path: Path
 
     assert (groups("step"), groups("half")) == ([("*.fc", 3, 3 * B)], [("*.fc", 3, 3 * B // 2)])
     assert result.output.count("modules by path pattern") == 2
+
+
+def test_memprof_compare_groups_every_run_as_the_command_line_does(make_module) -> None:  # type: ignore[no-untyped-def]
+    module = make_module(STACK_MODULE)
+    report = memprof.compare(f"{module}:step", f"{module}:half", group_modules="*.fc", time_budget=0)
+    # Three Linear outputs at the peak, of 64 rows and of 32 (as test_compare_groups_every_run).
+    groups = {label: [(g.group, g.modules, g.at_peak_bytes) for g in run.module_groups]
+              for label, run in report.runs.items()}  # fmt: skip
+    assert groups == {"step": [("*.fc", 3, 3 * B)], "half": [("*.fc", 3, 3 * B // 2)]}
+    with pytest.raises(UsageError) as caught:
+        memprof.compare(f"{module}:step", group_modules="class,items.*")
+    assert caught.value.message == "group_modules: group modules by 'class' or by path patterns, not both"

@@ -65,6 +65,7 @@ def compare(
     status: StatusFn | None = None,
     inputs_kwargs: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    group_modules: str | Sequence[str] | None = None,
     **settings: Any,
 ) -> Report:
     """Profile each target in turn and return one :class:`memprof.Report`; the first run is the
@@ -85,7 +86,8 @@ def compare(
     warnings and log messages through), ``explain`` (default True: explain each peak, see
     :func:`profile`). ``timeout``: seconds the whole comparison may take (the targets' imports
     and inputs included); past them, :class:`memprof.core.errors.UserCodeError` naming the line
-    the code was at (default: no limit).
+    the code was at (default: no limit). ``group_modules``: each explained run's modules also
+    grouped by ``"class"`` or path patterns (``run.module_groups``, as :func:`group_modules`).
 
     When a target's code fails, the others are still profiled; then the first failure is
     raised (:class:`memprof.core.errors.UserCodeError`) with ``error.report`` holding every run,
@@ -104,10 +106,42 @@ def compare(
     named = _labels(variants, labels)
     variants = [replace(v, label=label) for v, label in zip(variants, named, strict=True)]
     options = _run_options(settings)
+    grouping = module_grouping(group_modules)
     from memprof.sources.deadline import time_limit
 
-    with time_limit(timeout):
-        return _profile_variants(variants, options, status)
+    try:
+        with time_limit(timeout):
+            return grouped_modules(_profile_variants(variants, options, status), grouping)
+    except UserCodeError as error:
+        if error.report is not None:  # what did run, grouped as asked
+            error.report = grouped_modules(error.report, grouping)
+        raise
+
+
+def module_grouping(by: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``group_modules`` read: ``("class",)``, path patterns, or () when not given; a bad
+    grouping is a usage error naming the parameter."""
+    if not by:
+        return ()
+    from memprof.analysis.module_groups import parse_grouping
+
+    try:
+        return parse_grouping(by)
+    except UsageError as error:
+        raise UsageError(f"{param('group_modules')}: {error.message}") from None
+
+
+def grouped_modules(report: Report, grouping: Sequence[str]) -> Report:
+    """``report`` with each explained run's modules grouped by ``grouping`` (``run.module_groups``)."""
+    if not grouping:
+        return report
+    from memprof.analysis.module_groups import group_modules as grouped
+
+    runs = {
+        label: replace(run, module_groups=grouped(run.module_stats, grouping))
+        for label, run in report.runs.items()
+    }
+    return replace(report, runs=runs)
 
 
 SLOW_STEP_SECONDS, SLOW_STEP_EVERY = 5, 30

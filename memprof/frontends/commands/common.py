@@ -266,6 +266,7 @@ def profile_and_report(
                 keep_table="table" in files,
                 status=status_printer(output.quiet),
                 verbose=output.verbose,
+                group_modules=output.group_modules,
                 **profile.api_arguments(),
             )
         failure = None
@@ -275,11 +276,9 @@ def profile_and_report(
         report, failure = error.report, error
     if not output.quiet:
         report_hidden(report)
-    report = output.grouped(report)
-    grouped = report
 
     def show() -> None:
-        print_report(grouped, output)
+        print_report(report, output)
 
     if failure is None:
         write_and_gate(report, files, gate, **output.writing, show=show)

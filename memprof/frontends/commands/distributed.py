@@ -156,16 +156,14 @@ def run_rank(
             status=status,
             keep_table="table" in files,  # torch's key_averages() table: only when --table asks
             verbose=output.verbose,
-            before_hand_in=lambda local: write_outputs(
-                output.grouped(local), mine, rank=output.rank, **output.writing
-            ),
+            before_hand_in=lambda local: write_outputs(local, mine, rank=output.rank, **output.writing),
             handed_in=lambda local, failure: _handed_in(env, local, failure, output.quiet),
+            group_modules=output.group_modules,
             **arguments,
         )
     report, local, failure = outcome.job, outcome.local, outcome.failure
     if report is None:
         return
-    report = output.grouped(report)
     from memprof.frontends.commands.common import print_report, report_hidden
 
     if not output.quiet:

@@ -17,7 +17,6 @@ Importing it loads neither torch nor pandas.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from memprof.outputs.gate import DEFAULT_TOLERANCE
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
-    from memprof.model import Report
     from memprof.outputs.gate import GateConfig
 
 
@@ -481,37 +479,16 @@ class OutputOptions(OptionGroup):
     group_modules: GroupModules = None
 
     def __post_init__(self) -> None:
-        self.grouping()  # a bad --group-modules is exit 2 before anything runs
+        if self.group_modules:  # a bad --group-modules is exit 2 before anything runs
+            from memprof.library.api import module_grouping
+
+            module_grouping(self.group_modules)
 
     @property
     def writing(self) -> Writing:
         """How files are written and said (``write_outputs``' keywords): CSV text as it is or
         made safe for spreadsheets, and whether the files written are named on stderr."""
         return Writing(exact_csv=self.exact_csv, quiet=self.quiet)
-
-    def grouping(self) -> tuple[str, ...]:
-        """``--group-modules`` parsed: ``("class",)``, path patterns, or () when not given."""
-        if not self.group_modules:
-            return ()
-        from memprof.analysis.module_groups import parse_grouping
-
-        try:
-            return parse_grouping(self.group_modules)
-        except UsageError as error:
-            raise UsageError(f"--group-modules: {error.message}") from None
-
-    def grouped(self, report: Report) -> Report:
-        """``report`` with each explained run's modules grouped as ``--group-modules`` says."""
-        grouping = self.grouping()
-        if not grouping:
-            return report
-        from memprof.analysis.module_groups import group_modules
-
-        runs = {
-            label: dataclasses.replace(run, module_groups=group_modules(run.module_stats, grouping))
-            for label, run in report.runs.items()
-        }
-        return dataclasses.replace(report, runs=runs)
 
     def files(
         self, save_baseline: Path | None = None, reads: Sequence[tuple[str, Path | None]] = ()
