@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import MIB, SCRIPT_LABEL, op_stats
 
+from memprof.analysis.gate import GateConfig, evaluate, parse_budget
 from memprof.analysis.ranks import group_of, summarize
 from memprof.core.errors import UsageError
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
-from memprof.outputs.gate import GateConfig, evaluate, parse_budget
 from memprof.outputs.html import RANKS_SECTION_ID, SECTION_IDS, render_html
 from memprof.outputs.markdown import render_markdown
 from memprof.outputs.ranks import rank_view

@@ -14,6 +14,7 @@ from memprof.model import Report
 from memprof.model.timeline import MAX_POINTS, Timeline
 from memprof.outputs.chart import CHART_POINTS
 from memprof.outputs.html import SECTION_IDS, render_html
+from memprof.outputs.notebook import notebook_html
 from memprof.pipeline import load_report
 
 DATA = Path(__file__).parent / "data"
@@ -158,7 +159,7 @@ def test_a_run_without_allocations_has_no_chart(single_report: Report) -> None:
 
 
 def test_jupyter_fragment_brings_its_own_colours(compare_report: Report) -> None:
-    fragment = compare_report._repr_html_()
+    fragment = notebook_html(compare_report)
     assert "<html" not in fragment and "<!DOCTYPE" not in fragment
     assert fragment.startswith("<style>\n.memprof-report{--mp-bg:#ffffff;--mp-fg:#1b1b1b;")
     # The root paints its own background and text, whatever the notebook's theme.

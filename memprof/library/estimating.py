@@ -11,7 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from memprof.core.errors import UsageError, param
-from memprof.model import Recipe, Report, RunResult, Source
+from memprof.model.recipe import Recipe
+from memprof.model.recorded import Source
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 from memprof.pipeline import build_report
 from memprof.sources.options import StatusFn
 from memprof.sources.targets.target import Inputs, InputsFactory, Target
@@ -270,7 +273,7 @@ def reliable(run: RunResult) -> bool:
 def _fits(
     runs: dict[str, RunResult], needed: str, capacity: int | None, reserve: int, gpu: str | None
 ) -> Any:
-    from memprof.model import Fits
+    from memprof.model.estimate import Fits
 
     if capacity is None:
         return None

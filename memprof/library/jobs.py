@@ -23,7 +23,7 @@ from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 
 if TYPE_CHECKING:
     from memprof.library.api import Variant
-    from memprof.model import Report
+    from memprof.model.report import Report
     from memprof.sources.distributed import Exchange, RankEnv
 
 

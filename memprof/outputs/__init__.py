@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memprof.model import Report
-    from memprof.outputs.gate import GateResult
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
 
 # The file names of every format when a folder is given for all of them.
 STANDARD_NAMES = {

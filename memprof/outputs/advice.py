@@ -10,8 +10,8 @@ from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
 
 if TYPE_CHECKING:
-    from memprof.model import Report
     from memprof.model.advice import Advice, AdvisedTechnique
+    from memprof.model.report import Report
 
 BAR_CHARS = 20
 """The widest Markdown bar, in characters (the largest saving)."""

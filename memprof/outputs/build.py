@@ -33,8 +33,9 @@ from memprof.outputs.peak_change import peak_change_section
 from memprof.outputs.ranks import RankView, rank_view, size_columns
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
-    from memprof.outputs.gate import GateResult
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 ORDER = (
     "summary",

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from memprof.model.kind import ReportKind
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult, Sweep
+    from memprof.model.run import RunResult
+    from memprof.model.sweep import Sweep
     from memprof.model.timeline import Timeline
 
 TERMINAL, MARKDOWN, HTML = "terminal", "markdown", "html"

@@ -11,7 +11,7 @@ from memprof.outputs import document as doc
 from memprof.outputs.peak import module_name
 
 if TYPE_CHECKING:
-    from memprof.outputs.gate import Explanation, GateResult
+    from memprof.analysis.gate import Explanation, GateResult
 
 SECTION_ID = "gate"
 

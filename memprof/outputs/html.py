@@ -36,7 +36,7 @@ from memprof.outputs.peak_chart import COLOURS, category_chart, icicle_html
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
 """The sections of a report of live runs, in order (each only when it has something to show);

@@ -22,8 +22,8 @@ from memprof.outputs.peak import categories_text
 from memprof.outputs.rows import SUMMARY_KERNELS
 
 if TYPE_CHECKING:
-    from memprof.model import Report
-    from memprof.outputs.gate import GateResult
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
 
 TOP_OPS = 10
 ENTRIES, MODULES, KERNELS, GROUPS = 5, 5, 3, 10

@@ -20,8 +20,8 @@ from memprof.outputs.estimate import chosen_run
 from memprof.outputs.rows import AtPeakView, at_peak_views, indexed_class, module_text
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult
     from memprof.model.explanation import AtPeakEntry, ModuleGroup
+    from memprof.model.run import RunResult
     from memprof.outputs.context import Context
 
 _HTML = frozenset({doc.HTML})

@@ -21,7 +21,9 @@ from memprof.outputs import document as doc
 from memprof.outputs.context import TOP_SITES
 
 if TYPE_CHECKING:
-    from memprof.model import OomEvent, Report, RunResult, SnapshotSite, WhatIf
+    from memprof.model.recorded import OomEvent, SnapshotSite, WhatIf
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 
 MEMORY_COLUMNS = (

@@ -25,7 +25,7 @@ from memprof.outputs.peak import categories_text
 from memprof.outputs.rows import SUMMARY_KERNELS
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 ENTRIES, MODULES, KERNELS, GROUPS = 10, 6, 5, 10
 """What is live at each explained peak in the full report: this many entries, modules, kernels

@@ -29,9 +29,9 @@ def check(
 
     Example: memprof check memprof.json --baseline ci/memprof-baseline.json --tolerance 2%
     """
+    from memprof.analysis.gate import evaluate
     from memprof.core.errors import UsageError
     from memprof.frontends.commands.common import report_gate
-    from memprof.outputs.gate import evaluate
     from memprof.pipeline import load_report
 
     config = gate.config()

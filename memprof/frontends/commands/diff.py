@@ -24,7 +24,8 @@ from memprof.frontends.commands.options import (
 from memprof.frontends.commands.options import Sort as SortChoice
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 BaseReport = Annotated[
     Path,
@@ -112,9 +113,9 @@ def diff(
 
     Example: memprof diff report.json report.json --base-run eager --other-run compile
     """
+    from memprof.analysis.gate import GateConfig
     from memprof.core.units import parse_percent
     from memprof.frontends.commands.common import err, write_and_gate
-    from memprof.outputs.gate import GateConfig
     from memprof.outputs.terminal import diff_lines, print_lines, terminal_width
     from memprof.pipeline import load_report
 

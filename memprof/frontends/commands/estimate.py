@@ -244,10 +244,11 @@ def _gate(report: Any, config: Any) -> None:
         raise InputError(refused)
     if config.active:
         config.budgets.check_labels(list(report.runs))
-        from memprof.outputs.gate import evaluate
+        from memprof.analysis.gate import evaluate
+        from memprof.outputs.gate import gate_lines
 
         result = evaluate(report, config)
-        print_gate_lines(result.lines())
+        print_gate_lines(gate_lines(result))
         if not result.passed:
             raise GateFailed(result.summary())
     line = failed(report)

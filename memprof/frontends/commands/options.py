@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar
 import typer
 from typer.models import OptionInfo
 
+from memprof.analysis.gate import DEFAULT_TOLERANCE
 from memprof.core.errors import NO_VALUE, Spelling, UsageError
-from memprof.outputs.gate import DEFAULT_TOLERANCE
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
-    from memprof.model import Report
-    from memprof.outputs.gate import GateConfig
+    from memprof.analysis.gate import GateConfig
+    from memprof.model.report import Report
 
 
 class Sort(str, Enum):
@@ -567,8 +567,8 @@ class GateOptions(OptionGroup):
     def config(self) -> GateConfig:
         """The gate parsed and the baseline loaded; any problem is exit 2 right here (before
         any profiling)."""
+        from memprof.analysis.gate import GateConfig, parse_budget
         from memprof.core.units import parse_percent
-        from memprof.outputs.gate import GateConfig, parse_budget
 
         if self.per_op and self.baseline is None:
             raise UsageError("--per-op compares each op with a baseline; give --baseline BASE.json too")
