@@ -13,12 +13,14 @@ from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 from memprof.model import Report
 from memprof.model.timeline import MAX_POINTS, Timeline
 from memprof.outputs.chart import CHART_POINTS
-from memprof.outputs.html import SECTION_IDS, render_html
+from memprof.outputs.html import render_html
 from memprof.outputs.notebook import notebook_html
 from memprof.pipeline import load_report
 
 DATA = Path(__file__).parent / "data"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
+SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
+"""The sections of a page of live runs, in order (each only when it has something to show)."""
 
 
 def section(page: str, section_id: str) -> str:

@@ -1,5 +1,5 @@
 """A :class:`memprof.Report` in a notebook (or an IPython console that shows HTML) displays as
-its HTML report (:func:`memprof.outputs.notebook.notebook_html`).
+its HTML report (the ``notebook`` format of :data:`memprof.outputs.RENDERERS`).
 
 The front end registers it with IPython's display formatter, so that the report model imports no
 renderer: when memprof is imported inside IPython, and when ``%load_ext memprof`` runs. IPython
@@ -20,9 +20,9 @@ it loads neither the model nor the renderers."""
 
 def report_html(report: Report) -> str:
     """The HTML report as a fragment for a notebook cell."""
-    from memprof.outputs.notebook import notebook_html
+    from memprof.outputs import renderer
 
-    return notebook_html(report)
+    return renderer("notebook")(report)
 
 
 def register(shell: Any = None) -> bool:

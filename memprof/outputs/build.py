@@ -1,13 +1,14 @@
 """The document of a report (:class:`memprof.outputs.document.Document`), built once for every
-format: its sections in one order (:data:`ORDER`), each there only when it has something to
-show, decided by what the report is (:attr:`memprof.model.Report.kind`).
+format: the sections its kind declares (:mod:`memprof.outputs.kinds`), in that order, each there
+only when it has something to show.
 
 A report of several ranks (``RANKS``) shows every rank side by side, then one rank in detail
 (the highest peak's, or the one asked for) as a report of its own kind; its timelines and notes
 cover every rank. How much of each list a format shows is the format's :class:`Limits`.
 
-A new section is one builder (:data:`BUILDERS`: the context in, a section or None out) and its
-id in :data:`ORDER`; every format then shows it.
+A new section is one builder (the context in, a section or None out), registered by its id
+(:func:`memprof.outputs.kinds.register_section`; the built-in ones: :data:`BUILDERS`), and its
+id in the sections of the kinds that show it; every format then shows it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from memprof.core.units import format_bytes, format_ms, format_seconds
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
-from memprof.outputs import advice, estimate, recorded
+from memprof.outputs import advice, estimate, kinds, recorded
 from memprof.outputs import document as doc
 from memprof.outputs.answer import conclusions, made_differently
 from memprof.outputs.compiled import compile_section
@@ -37,33 +38,10 @@ if TYPE_CHECKING:
     from memprof.model.report import Report
     from memprof.model.run import RunResult
 
-ORDER = (
-    "summary",
-    "gate",
-    "ranks",
-    "verdict",
-    "runs",
-    "compile",
-    "timeline",
-    "estimate",
-    "advice",
-    "snapshot",
-    "sites",
-    "peak-diff",
-    "at-peak",
-    "ops",
-    "fused",
-    "notes",
-    "torch-table",
-    "legend",
-)
-"""Every section there can be, in the order every format shows them (the terminal shows what
-changed at the peak, then the verdict, the answer, last: the lines left on the screen are the
-answer and the biggest cause). ``peak-diff`` is what changed at the peak between two runs."""
-
 ANSWER = "verdict"
 LAST = (PEAK_DIFF, ANSWER)
-"""The sections the terminal shows last, in this order: the answer is the last thing printed."""
+"""The sections the terminal shows last, in this order (what changed at the peak, then the
+verdict: the lines left on the screen are the answer and the biggest cause)."""
 
 
 def build(
@@ -75,19 +53,19 @@ def build(
     view = rank_view(report, rank)
     detail = view.report if view is not None else report
     context = Context(report, detail, view, limits or Limits(), gate)
+    kind = kinds.kind_of(detail)
     sections = tuple(
-        section for section_id in ORDER if (section := BUILDERS[section_id](context)) is not None
+        section
+        for section_id in kinds.sections_of(report, detail if view is not None else None)
+        if (section := kinds.SECTIONS[section_id](context)) is not None
     )
     return doc.Document(
-        kind=report.kind,
-        name=_name(context),
+        kind=kind.name,
+        name=_name(context, kind),
         title=_title(context),
         uid=_uid(report),
         sections=sections,
     )
-
-
-_NAMES = {ReportKind.ADVICE: "memprof advise: "}
 
 
 def _uid(report: Report) -> str:
@@ -100,15 +78,13 @@ def _uid(report: Report) -> str:
 # ---- the summary ---------------------------------------------------------------------------------
 
 
-def _name(context: Context) -> str:
+def _name(context: Context, kind: kinds.Kind) -> str:
     """The report's name (a page's title): ``memprof: pkg.mod:f``, ``memprof diff: a.json vs
     b.json``, ``memprof estimate: pkg.mod:f``."""
     report = context.report
     if report.diff_of:
         return "memprof diff: " + " vs ".join(report.diff_of)
-    if context.kind in _NAMES:
-        return _NAMES[context.kind] + report.target
-    return ("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target
+    return kind.page + report.target
 
 
 def _title(context: Context) -> tuple:
@@ -411,10 +387,8 @@ _CAPTION = (
 
 def _timeline(context: Context) -> doc.Section | None:
     """Bytes over time of every run (every rank's): live runs above their first call's start,
-    recorded runs absolute with what the allocator reserved. None for estimates (the fake
-    run's clock is not the call's)."""
-    if context.kind.estimated:
-        return None
+    recorded runs absolute with what the allocator reserved. (Estimates have none: the fake
+    run's clock is not the call's.)"""
     if context.kind is ReportKind.RECORDED:
         return _recorded_timeline(context.report)
     runs = [r for r in context.report.ok_runs() if r.timeline.t_ns]
@@ -536,7 +510,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "runs": _runs,
     "compile": compile_section,
     "timeline": _timeline,
-    "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
+    "estimate": lambda context: estimate.section(context.detail),
     "advice": lambda context: advice.section(context.detail),
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
     "sites": lambda context: recorded.sites_section(context.detail, context.limits.sites),
@@ -549,3 +523,6 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "legend": _legend,
 }
 """Each section's builder, by id: a section with nothing to show is None."""
+
+for _id, _builder in BUILDERS.items():
+    kinds.register_section(_id, _builder)

@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memprof.model.kind import ReportKind
-
 if TYPE_CHECKING:
     from memprof.model.run import RunResult
     from memprof.model.sweep import Sweep
@@ -417,9 +415,10 @@ class Section:
 class Document:
     """A report as every format shows it: ``name`` (the page's title), ``title`` (its first
     line), ``uid`` (unique to the report, the same at every rendering), and its sections in
-    order (:data:`memprof.outputs.build.ORDER`)."""
+    order (its kind's: :mod:`memprof.outputs.kinds`)."""
 
-    kind: ReportKind
+    kind: str
+    """The report's kind (:attr:`memprof.outputs.kinds.Kind.name`)."""
     name: str
     title: Inline
     uid: str

@@ -38,14 +38,6 @@ if TYPE_CHECKING:
 
     from memprof.model.report import Report
 
-SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
-"""The sections of a report of live runs, in order (each only when it has something to show);
-two explained runs have one more, ``peak-diff`` (what changed at the peak), before ``at-peak``."""
-RANKS_SECTION_ID = "ranks"
-"""A report of several ranks has one more section, after the summary."""
-RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
-"""The sections of a report read from recordings (snapshot and sites when a snapshot is among
-them, ops when a trace is, notes when there are any)."""
 CHART_POINTS = RECORDED_POINTS
 """A recorded run's chart draws at most this many points per line (each bucket's highest)."""
 
@@ -85,11 +77,10 @@ def render_html(
 ) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
-    Its sections (ids) are those of :data:`memprof.outputs.build.ORDER` that have something to
-    show: for live runs :data:`SECTION_IDS`, for recordings :data:`RECORDED_SECTION_IDS`,
-    ``estimate`` for an estimate, and ``ranks`` after the summary for a report of several ranks
-    (the sections below it detail one rank, the highest peak's or ``rank``; the timelines and
-    notes cover every rank). Ops: every op unless ``top`` is given.
+    Its sections (ids) are those its kind declares (:mod:`memprof.outputs.kinds`) that have
+    something to show in HTML; a report of several ranks has ``ranks`` after the summary (the
+    sections below it detail one rank, the highest peak's or ``rank``; the timelines and notes
+    cover every rank). Ops: every op unless ``top`` is given.
     """
     document = build(report, limits(top), rank=rank)
     sections = "".join(_section(document, section) for section in document.sections)

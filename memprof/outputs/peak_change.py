@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memprof.core.units import format_bytes
-from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
 from memprof.outputs.peak import module_name
 from memprof.outputs.rows import module_text
@@ -37,8 +36,6 @@ HELD_BY_ONE = 4
 def peak_change_section(context: Context) -> doc.Section | None:
     """The section for the first comparison of the detailed live runs; None unless both runs
     were explained (an estimate's comparisons are its sweep's, told by the sweep's table)."""
-    if context.kind is not ReportKind.RUN:
-        return None
     diffs = context.detail.diffs
     diff: RunDiff | None = diffs[0] if diffs else None
     change = diff.at_peak if diff is not None else None
