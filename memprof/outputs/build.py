@@ -164,7 +164,7 @@ def _ranks(context: Context) -> doc.Section | None:
         doc.Paragraph(
             doc.words("The sections below detail this rank; the timelines and notes cover every rank."),
             "help",
-            only=frozenset({doc.HTML}),
+            purpose=doc.EXPLAINS,
         )
     )
     return doc.Section(
@@ -233,7 +233,7 @@ def _runs(context: Context) -> doc.Section:
     blocks.append(table)
     if kind is ReportKind.RUN and (legend := _wall_legend(report)):
         blocks.append(doc.Paragraph(doc.words(legend), "help", only=frozenset({doc.TERMINAL})))
-    blocks.append(doc.Paragraph(doc.words(help_text), "help", only=frozenset({doc.HTML})))
+    blocks.append(doc.Paragraph(doc.words(help_text), "help", purpose=doc.EXPLAINS))
     lines = (
         [] if kind.estimated else [line for run in report.ok_runs() if (line := recorded.device_line(run))]
     )
@@ -249,15 +249,15 @@ def _live_runs(report: Report) -> doc.Table:
         doc.Column("run", doc.LABEL, width=12),
         doc.Column("peak", doc.SIZE, strong=True),
         *(doc.Column(header, doc.SIZE, drop=_LIVE_DROP[attr]) for header, attr in extra),
-        doc.Column("peak at", doc.NUMBER, only=frozenset({doc.HTML})),
+        doc.Column("peak at", doc.NUMBER, detail=True),
         doc.Column("allocated", doc.SIZE, drop=_LIVE_DROP["allocated_bytes"]),
         doc.Column("net", doc.SIZE, signed=True, delta=True, drop=5),
         # Not "inputs": it holds the model and the optimizer state too, where the input category
         # at the peak is the input tensors alone.
-        doc.Column("args", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
+        doc.Column("args", doc.SIZE, drop=6, secondary=True),
         doc.Column("wall/call", doc.NUMBER),
         *([doc.Column("compile", doc.NUMBER, drop=_LIVE_DROP["compile"])] if compiled else []),
-        doc.Column("peak during", doc.NAME, width=30, only=doc.SUMMARIES),
+        doc.Column("peak during", doc.NAME, width=30, brief=True),
         _DURING[1],
     )
     rows = []
@@ -308,8 +308,8 @@ def _recorded_runs(report: Report) -> doc.Table:
 
 
 _DURING = (
-    doc.Column("peak during", doc.NAME, width=24, only=doc.SUMMARIES),
-    doc.Column("peak during", doc.NAME, only=frozenset({doc.HTML})),
+    doc.Column("peak during", doc.NAME, width=24, brief=True),
+    doc.Column("peak during", doc.NAME, detail=True),
 )
 """The op at the peak: the summaries name it, HTML gives the stack of ops running there."""
 
@@ -396,7 +396,7 @@ def _timeline(context: Context) -> doc.Section | None:
     if not runs:
         empty = "No allocations were recorded, so there is no timeline to draw."
         return doc.Section(
-            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})),)
+            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", purpose=doc.WHY_EMPTY),)
         )
     series = tuple(doc.Series(r.label, r.timeline, r.peak_bytes, r.peak_op) for r in runs)
     calls = "; ".join(f"{r.label}: {_calls(r)}" for r in runs)
@@ -421,7 +421,7 @@ def _recorded_timeline(report: Report) -> doc.Section:
     if not runs:
         empty = "No run has a timeline (a snapshot without history or times)."
         return doc.Section(
-            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})),)
+            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", purpose=doc.WHY_EMPTY),)
         )
     caption = (
         "Allocated bytes over time, absolute (what was live at the start included, dashed), and what "

@@ -11,8 +11,11 @@ Text is :data:`Inline`: spans of words and of names (op names, modules, source l
 Markdown and HTML show as code; a :data:`BREAK` starts a new line. A :class:`Listing` is a list
 a format may cut short (the terminal) or collapse (HTML).
 
-Some blocks and columns are for some formats only (``only``): a chart is drawn in HTML alone,
-and the summaries leave out what only the full report needs.
+What a part is for decides where it is drawn, and each format decides it from the part: a
+paragraph's :attr:`Paragraph.purpose` (what the figures beside it mean, why a section is empty,
+what a summary left out) and a column's marks (:attr:`Column.detail`, :attr:`Column.brief`,
+:attr:`Column.secondary`). Charts, facts and code are drawn in HTML alone; a few parts say the
+formats they are for (``only``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ TERMINAL, MARKDOWN, HTML = "terminal", "markdown", "html"
 EVERY = frozenset({TERMINAL, MARKDOWN, HTML})
 SUMMARIES = frozenset({TERMINAL, MARKDOWN})
 """The formats that summarise (the terminal and Markdown) rather than show everything (HTML)."""
+
+EXPLAINS = "explains"
+"""A paragraph's purpose: what the figures beside it mean (a page says it where they are; the
+summaries' readers have a legend)."""
+WHY_EMPTY = "why-empty"
+"""A paragraph's purpose: why a section has nothing to show (a page keeps the section; the
+summaries leave it out)."""
+LEFT_OUT = "left-out"
+"""A paragraph's purpose: what a summary left out (a page shows everything)."""
 
 
 # ---- text ---------------------------------------------------------------------------------------
@@ -156,6 +168,12 @@ class Column:
     """For a narrow terminal: a name is shortened down to this many characters."""
     full: str = ""
     """The header where there is room for it (HTML)."""
+    detail: bool = False
+    """A figure only a page that shows everything has room for (the summaries leave it out)."""
+    brief: bool = False
+    """A short form of what a :attr:`detail` column shows in full (the page leaves it out)."""
+    secondary: bool = False
+    """A figure the narrowest summary (Markdown) leaves out; a terminal drops it by width."""
 
     @property
     def numeric(self) -> bool:
@@ -212,6 +230,9 @@ class Paragraph:
     text: Inline
     role: str = "text"
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """What it is for (:data:`EXPLAINS`, :data:`WHY_EMPTY`, :data:`LEFT_OUT`), if a format may
+    leave it out for it."""
 
 
 @dataclass(frozen=True)
@@ -406,9 +427,13 @@ class Section:
     blocks: tuple[Block, ...]
     titled: frozenset[str] = frozenset({HTML})
 
-    def shown(self, fmt: str) -> tuple[Block, ...]:
-        """The blocks ``fmt`` shows."""
-        return tuple(block for block in self.blocks if fmt in block.only)
+    def shown(self, fmt: str, leaves_out: frozenset[str] = frozenset()) -> tuple[Block, ...]:
+        """The blocks ``fmt`` shows: those for it, but paragraphs whose purpose it ``leaves_out``."""
+        return tuple(
+            block
+            for block in self.blocks
+            if fmt in block.only and not (isinstance(block, Paragraph) and block.purpose in leaves_out)
+        )
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,17 @@ _FACTS_SAID = ("device", "torch", "date", "source", "gpu")
 """The facts a report's folded header names in its summary line."""
 
 
+LEAVES_OUT = frozenset({doc.LEFT_OUT})
+"""A page shows everything: what a summary left out is not said."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether HTML draws ``column``: every figure, each in full (not its brief form)."""
+    return doc.HTML in column.only and not column.brief
+
+
 def _section(document: doc.Document, section: doc.Section) -> str:
-    blocks = section.shown(doc.HTML)
+    blocks = section.shown(doc.HTML, LEAVES_OUT)
     if not blocks:
         return ""
     title = f"<h2>{_e(section.title)}</h2>" if section.title and doc.HTML in section.titled else ""
@@ -227,8 +236,8 @@ def table_html(table: doc.Table) -> str:
     """A table of the columns HTML shows, in a box that scrolls when it is wider than the
     screen; a sortable table's cells carry what they sort by (exact bytes); a filterable one
     comes with a filter box and a toggle for the rows the summaries leave out."""
-    columns = [column for column in table.columns if doc.HTML in column.only]
-    shown = [n for n, column in enumerate(table.columns) if doc.HTML in column.only]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
+    columns = [table.columns[n] for n in shown]
     head = "".join(_th(column, table.sortable) for column in columns)
     rows = "".join(_row(table, row, columns, shown) for row in table.rows)
     data = "".join(f' data-{key}="{_e(value)}"' for key, value in table.data)

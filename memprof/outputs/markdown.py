@@ -115,11 +115,18 @@ def _block(block: doc.Block) -> list[str]:
     return []  # charts, facts, code: HTML's
 
 
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY})
+"""A summary: what the figures mean is the legend's, and a section with nothing to show is left out."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether Markdown draws ``column``: the narrowest summary's figures, and no bars."""
+    return doc.MARKDOWN in column.only and not (column.detail or column.secondary) and column.kind != doc.BAR
+
+
 def table_lines(table: doc.Table) -> list[str]:
     """A GFM table of the columns Markdown shows; a failed run's message in the last column."""
-    shown = [
-        n for n, column in enumerate(table.columns) if doc.MARKDOWN in column.only and column.kind != doc.BAR
-    ]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
     columns = [table.columns[n] for n in shown]
     lines = [
         "| " + " | ".join(escape_text(column.header) for column in columns) + " |",
@@ -175,7 +182,7 @@ def render_markdown(
     document = build(report, limits(top), rank=rank, gate=gate)
     lines = [f"## {inline(document.title)}", ""]
     for section in document.sections:
-        blocks = section.shown(doc.MARKDOWN)
+        blocks = section.shown(doc.MARKDOWN, LEAVES_OUT)
         if not blocks:
             continue
         if doc.MARKDOWN in section.titled:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 _HTML = frozenset({doc.HTML})
 _TERMINAL = frozenset({doc.TERMINAL})
 _MARKDOWN = frozenset({doc.MARKDOWN})
-_TERMINAL_HTML = frozenset({doc.TERMINAL, doc.HTML})
 
 CATEGORIES_HELP = (
     "Categories: parameter, gradient (.grad of parameters), optimizer_state, input (other tensors "
@@ -55,7 +54,7 @@ def at_peak_section(context: Context) -> doc.Section | None:
     if not views:
         return None
     blocks = [block for index, view in enumerate(views) for block in _run_blocks(view, index, context.kind)]
-    blocks.append(doc.Paragraph(doc.words(CATEGORIES_HELP), "help", only=_HTML))
+    blocks.append(doc.Paragraph(doc.words(CATEGORIES_HELP), "help", purpose=doc.EXPLAINS))
     return doc.Section("at-peak", "At the peak", tuple(blocks))
 
 
@@ -73,7 +72,7 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
         doc.CategoryChart(run, index, category_caption(run, kind)),
         doc.Heading(doc.words("By module and line"), level=4, only=_HTML),
         doc.Icicle(run),
-        doc.Paragraph(doc.words(ICICLE_HELP), "help", only=_HTML),
+        doc.Paragraph(doc.words(ICICLE_HELP), "help", purpose=doc.EXPLAINS),
         doc.Heading(doc.words("What is live at the peak"), level=4, only=_HTML),
         entries_table(view),
     ]
@@ -82,7 +81,7 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
             f"... {view.hidden_entries} more entries, {format_bytes(view.hidden_bytes)} in all (the JSON, "
             "HTML and at-peak CSV reports list every one)"
         )
-        blocks.append(doc.Paragraph(doc.words(hidden), "help", only=doc.SUMMARIES))
+        blocks.append(doc.Paragraph(doc.words(hidden), "help", purpose=doc.LEFT_OUT))
     if view.groups:
         blocks += [
             doc.Heading(doc.words(f"Modules {grouping_text(view.groups)}"), level=4, only=_HTML),
@@ -137,7 +136,7 @@ def entries_table(view: AtPeakView) -> doc.Table:
     """Every entry shown, largest first, then what could not be attributed (with the reason)."""
     columns = (
         doc.Column("bytes", doc.SIZE, strong=True),
-        doc.Column("count", doc.COUNT, only=_HTML),
+        doc.Column("count", doc.COUNT, detail=True),
         doc.Column("category", doc.CATEGORY),
         doc.Column("module", doc.NAME, width=16),
         doc.Column("line", doc.NOTE, verbatim=True),
@@ -177,10 +176,10 @@ def modules_table(view: AtPeakView, only: frozenset[str] = doc.EVERY) -> doc.Tab
     """The modules holding most at the peak, submodules included: the summaries name each with
     its class and phase, HTML gives them columns of their own."""
     columns = (
-        doc.Column("module (submodules included)", doc.NAME, width=16, only=doc.SUMMARIES),
-        doc.Column("module", doc.TEXT, only=_HTML),
-        doc.Column("class", doc.TEXT, only=_HTML),
-        doc.Column("phase", doc.TEXT, only=_HTML),
+        doc.Column("module (submodules included)", doc.NAME, width=16, brief=True),
+        doc.Column("module", doc.TEXT, detail=True),
+        doc.Column("class", doc.TEXT, detail=True),
+        doc.Column("phase", doc.TEXT, detail=True),
         doc.Column("calls", doc.COUNT, drop=2),
         doc.Column("live at peak", doc.SIZE, strong=True),
         doc.Column("peak inside", doc.SIZE),
@@ -208,14 +207,14 @@ def groups_table(view: AtPeakView) -> doc.Table:
     modules, their calls, what they hold at the peak, their peak and what they allocated."""
     grouping = grouping_text(view.groups)
     columns = (
-        doc.Column(f"modules {grouping}", doc.NAME, width=16, only=doc.SUMMARIES),
-        doc.Column("class" if grouping == "by class" else "path pattern", doc.TEXT, only=_HTML),
-        doc.Column("phase", doc.TEXT, only=_HTML),
-        doc.Column("modules", doc.COUNT, only=_HTML),
+        doc.Column(f"modules {grouping}", doc.NAME, width=16, brief=True),
+        doc.Column("class" if grouping == "by class" else "path pattern", doc.TEXT, detail=True),
+        doc.Column("phase", doc.TEXT, detail=True),
+        doc.Column("modules", doc.COUNT, detail=True),
         doc.Column("calls", doc.COUNT, drop=2),
         doc.Column("live at peak", doc.SIZE, strong=True),
         doc.Column("peak inside", doc.SIZE),
-        doc.Column("allocated", doc.SIZE, drop=1, only=_TERMINAL_HTML),
+        doc.Column("allocated", doc.SIZE, drop=1, secondary=True),
     )
     figures = attrgetter("modules", "calls", "at_peak_bytes", "peak_bytes", "allocated_bytes")
     rows = tuple(

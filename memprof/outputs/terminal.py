@@ -76,6 +76,15 @@ def _limits(report: Report, sort: str, top: int | None, chains: bool, full: bool
     return limits(sort, top, chains=chains, full=full, explained=explained)
 
 
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY})
+"""A summary: what the figures mean is the legend's, and a section with nothing to show is left out."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether the terminal draws ``column``: the summary's figures, and no bars (HTML draws them)."""
+    return doc.TERMINAL in column.only and not column.detail and column.kind != doc.BAR
+
+
 def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, ...] = ()) -> list[Line]:
     """The document as styled lines, at most ``width`` characters each: its title, every
     section's blocks (but those of ``leave_out``), the answer and what changed at the peak last."""
@@ -85,7 +94,7 @@ def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, 
     sections += [s for last in LAST for s in kept if s.id == last]
     for section in sections:
         previous: doc.Block | None = None
-        for block in section.shown(doc.TERMINAL):
+        for block in section.shown(doc.TERMINAL, LEAVES_OUT):
             body = _block(block, width)
             if body and not _attached(block, previous):
                 lines.append([])
@@ -157,7 +166,7 @@ def _text(text: doc.Inline | doc.Listing | str) -> str:
 def table_lines(table: doc.Table, width: int) -> list[Line]:
     """A document table laid out in ``width``: its columns for the terminal, the failed runs'
     messages after it."""
-    shown = [n for n, column in enumerate(table.columns) if doc.TERMINAL in column.only]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
     columns = [table.columns[n] for n in shown]
     laid = layout.Table([_column(column) for column in columns])
     failures: list[Line] = []
