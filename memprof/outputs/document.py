@@ -20,11 +20,12 @@ formats they are for (``only``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from memprof.model.peak_diff import AtPeakDiff
     from memprof.model.run import RunResult
     from memprof.model.sweep import Sweep
     from memprof.model.timeline import Timeline
@@ -42,6 +43,12 @@ WHY_EMPTY = "why-empty"
 summaries leave it out)."""
 LEFT_OUT = "left-out"
 """A paragraph's purpose: what a summary left out (a page shows everything)."""
+SUBHEADING = "subheading"
+"""A heading's purpose: it names a part of a section, for a page's reader to find it (the
+summaries' tables run on without it)."""
+DETAIL = "detail"
+"""A table's purpose: a detail only a page that shows everything has room for (the summaries
+show another table of the same, shorter)."""
 
 
 # ---- text ---------------------------------------------------------------------------------------
@@ -206,6 +213,8 @@ class Table:
     filter: bool = False
     data: tuple[tuple[str, str], ...] = ()
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """:data:`DETAIL` when a format may leave it out for that."""
 
 
 # ---- other blocks -------------------------------------------------------------------------------
@@ -220,6 +229,8 @@ class Heading:
     level: int = 3
     lead: Inline = ()
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """:data:`SUBHEADING` when a format may leave it out for that."""
 
 
 @dataclass(frozen=True)
@@ -396,6 +407,17 @@ class SweepChart:
     only: frozenset[str] = frozenset({HTML})
 
 
+@dataclass(frozen=True)
+class PeakChange:
+    """What changed at the peak between two explained runs (``base``, ``other``: their labels),
+    which each format lays out its own way (:func:`laid_out`)."""
+
+    change: AtPeakDiff
+    base: str
+    other: str
+    only: frozenset[str] = EVERY
+
+
 Block = (
     Heading
     | Paragraph
@@ -411,7 +433,22 @@ Block = (
     | Icicle
     | Bars
     | SweepChart
+    | PeakChange
 )
+
+
+Layouts = Mapping[type, Callable[[Any], "list[Block]"]]
+"""A format's own layouts of the parts it lays out its own way, by the part's type."""
+
+
+def laid_out(blocks: Sequence[Block], layouts: Layouts) -> list[Block]:
+    """``blocks``, each part of a type of ``layouts`` replaced by the blocks of a format's own
+    layout of it (where formats truly differ, the format decides from the part's type)."""
+    out: list[Block] = []
+    for block in blocks:
+        layout = layouts.get(type(block))
+        out += layout(block) if layout is not None else [block]
+    return out
 
 
 # ---- the document -------------------------------------------------------------------------------
@@ -428,11 +465,11 @@ class Section:
     titled: frozenset[str] = frozenset({HTML})
 
     def shown(self, fmt: str, leaves_out: frozenset[str] = frozenset()) -> tuple[Block, ...]:
-        """The blocks ``fmt`` shows: those for it, but paragraphs whose purpose it ``leaves_out``."""
+        """The blocks ``fmt`` shows: those for it, but those whose purpose it ``leaves_out``."""
         return tuple(
             block
             for block in self.blocks
-            if fmt in block.only and not (isinstance(block, Paragraph) and block.purpose in leaves_out)
+            if fmt in block.only and getattr(block, "purpose", "") not in leaves_out
         )
 
 

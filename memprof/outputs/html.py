@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import html_text as _e
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
+from memprof.outputs import peak_change
 from memprof.outputs.build import RECORDED_POINTS, Limits, build
 from memprof.outputs.chart import bar_chart, sweep_chart, timeline_chart
 from memprof.outputs.layout import shorten
@@ -107,13 +108,17 @@ LEAVES_OUT = frozenset({doc.LEFT_OUT})
 """A page shows everything: what a summary left out is not said."""
 
 
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.html_blocks}
+"""The parts HTML lays out its own way."""
+
+
 def drawn(column: doc.Column) -> bool:
     """Whether HTML draws ``column``: every figure, each in full (not its brief form)."""
     return doc.HTML in column.only and not column.brief
 
 
 def _section(document: doc.Document, section: doc.Section) -> str:
-    blocks = section.shown(doc.HTML, LEAVES_OUT)
+    blocks = doc.laid_out(section.shown(doc.HTML, LEAVES_OUT), LAYOUTS)
     if not blocks:
         return ""
     title = f"<h2>{_e(section.title)}</h2>" if section.title and doc.HTML in section.titled else ""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import visible
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
+from memprof.outputs import peak_change
 from memprof.outputs.build import Limits, build
 from memprof.outputs.layout import NUMBER_UNIT
 from memprof.outputs.peak import categories_text
@@ -115,8 +116,13 @@ def _block(block: doc.Block) -> list[str]:
     return []  # charts, facts, code: HTML's
 
 
-LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY})
-"""A summary: what the figures mean is the legend's, and a section with nothing to show is left out."""
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY, doc.SUBHEADING, doc.DETAIL})
+"""A summary: what the figures mean is the legend's, a section with nothing to show is left out,
+its tables run on without subheadings, and it has no room for the page's detail tables."""
+
+
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.markdown_blocks}
+"""The parts Markdown lays out its own way."""
 
 
 def drawn(column: doc.Column) -> bool:
@@ -182,7 +188,7 @@ def render_markdown(
     document = build(report, limits(top), rank=rank, gate=gate)
     lines = [f"## {inline(document.title)}", ""]
     for section in document.sections:
-        blocks = section.shown(doc.MARKDOWN, LEAVES_OUT)
+        blocks = doc.laid_out(section.shown(doc.MARKDOWN, LEAVES_OUT), LAYOUTS)
         if not blocks:
             continue
         if doc.MARKDOWN in section.titled:

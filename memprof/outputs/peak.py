@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from memprof.model.run import RunResult
     from memprof.outputs.context import Context
 
-_HTML = frozenset({doc.HTML})
 _TERMINAL = frozenset({doc.TERMINAL})
 _MARKDOWN = frozenset({doc.MARKDOWN})
 
@@ -70,10 +69,10 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
         blocks.append(doc.Paragraph(doc.words(calls)))
     blocks += [
         doc.CategoryChart(run, index, category_caption(run, kind)),
-        doc.Heading(doc.words("By module and line"), level=4, only=_HTML),
+        doc.Heading(doc.words("By module and line"), level=4, purpose=doc.SUBHEADING),
         doc.Icicle(run),
         doc.Paragraph(doc.words(ICICLE_HELP), "help", purpose=doc.EXPLAINS),
-        doc.Heading(doc.words("What is live at the peak"), level=4, only=_HTML),
+        doc.Heading(doc.words("What is live at the peak"), level=4, purpose=doc.SUBHEADING),
         entries_table(view),
     ]
     if view.hidden_entries:
@@ -84,7 +83,7 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
         blocks.append(doc.Paragraph(doc.words(hidden), "help", purpose=doc.LEFT_OUT))
     if view.groups:
         blocks += [
-            doc.Heading(doc.words(f"Modules {grouping_text(view.groups)}"), level=4, only=_HTML),
+            doc.Heading(doc.words(f"Modules {grouping_text(view.groups)}"), level=4, purpose=doc.SUBHEADING),
             groups_table(view),
         ]
         if view.hidden_groups:
@@ -97,11 +96,11 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
             ]
     if view.modules:
         # Grouped, the summaries show the groups alone; HTML shows both.
-        only = _HTML if view.groups else doc.EVERY
-        blocks += [doc.Heading(doc.words("Modules"), level=4, only=_HTML), modules_table(view, only)]
+        table = modules_table(view, purpose=doc.DETAIL if view.groups else "")
+        blocks += [doc.Heading(doc.words("Modules"), level=4, purpose=doc.SUBHEADING), table]
     if view.kernels:
         blocks += [
-            doc.Heading(doc.words("Kernels of compiled code"), level=4, only=_HTML),
+            doc.Heading(doc.words("Kernels of compiled code"), level=4, purpose=doc.SUBHEADING),
             kernels_table(view),
         ]
     return blocks
@@ -172,7 +171,7 @@ def entries_table(view: AtPeakView) -> doc.Table:
     return doc.Table(columns, tuple(rows), name="at-peak-entries", sortable=True)
 
 
-def modules_table(view: AtPeakView, only: frozenset[str] = doc.EVERY) -> doc.Table:
+def modules_table(view: AtPeakView, purpose: str = "") -> doc.Table:
     """The modules holding most at the peak, submodules included: the summaries name each with
     its class and phase, HTML gives them columns of their own."""
     columns = (
@@ -199,7 +198,7 @@ def modules_table(view: AtPeakView, only: frozenset[str] = doc.EVERY) -> doc.Tab
         )
         for m in view.modules
     )
-    return doc.Table(columns, rows, name="at-peak-modules", sortable=True, only=only)
+    return doc.Table(columns, rows, name="at-peak-modules", sortable=True, purpose=purpose)
 
 
 def groups_table(view: AtPeakView) -> doc.Table:

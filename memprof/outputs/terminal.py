@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import visible
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
-from memprof.outputs import layout
+from memprof.outputs import layout, peak_change
 from memprof.outputs.build import LAST, Limits, build
 from memprof.outputs.layout import DEFAULT_WIDTH, Line, Note, paragraph, terminal_width, to_text
 from memprof.outputs.peak import categories_text
@@ -76,8 +76,13 @@ def _limits(report: Report, sort: str, top: int | None, chains: bool, full: bool
     return limits(sort, top, chains=chains, full=full, explained=explained)
 
 
-LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY})
-"""A summary: what the figures mean is the legend's, and a section with nothing to show is left out."""
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY, doc.SUBHEADING, doc.DETAIL})
+"""A summary: what the figures mean is the legend's, a section with nothing to show is left out,
+its tables run on without subheadings, and it has no room for the page's detail tables."""
+
+
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.terminal_blocks}
+"""The parts the terminal lays out its own way."""
 
 
 def drawn(column: doc.Column) -> bool:
@@ -94,7 +99,7 @@ def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, 
     sections += [s for last in LAST for s in kept if s.id == last]
     for section in sections:
         previous: doc.Block | None = None
-        for block in section.shown(doc.TERMINAL, LEAVES_OUT):
+        for block in doc.laid_out(section.shown(doc.TERMINAL, LEAVES_OUT), LAYOUTS):
             body = _block(block, width)
             if body and not _attached(block, previous):
                 lines.append([])
