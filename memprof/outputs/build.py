@@ -193,10 +193,6 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
-    # Advice concludes with its plan (or its largest saving), not with a run's answer.
-    advised = advice.answer(context.detail)
-    if advised is not None:
-        return doc.Section(ANSWER, "", (doc.Answer((doc.Conclusion((advised,)),)),))
     return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail, short=context.limits.short)),))
 
 
@@ -511,7 +507,6 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "compile": compile_section,
     "timeline": _timeline,
     "estimate": lambda context: estimate.section(context.detail),
-    "advice": lambda context: advice.section(context.detail),
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
     "sites": lambda context: recorded.sites_section(context.detail, context.limits.sites),
     "peak-diff": peak_change_section,
@@ -524,5 +519,13 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
 }
 """Each section's builder, by id: a section with nothing to show is None."""
 
+KIND_MODULES = (advice,)
+"""The modules that declare a kind of their own: their ``SECTIONS`` (builders by id) and their
+``KIND``."""
+
 for _id, _builder in BUILDERS.items():
     kinds.register_section(_id, _builder)
+for _module in KIND_MODULES:
+    for _id, _builder in _module.SECTIONS.items():
+        kinds.register_section(_id, _builder)
+    kinds.register_kind(_module.KIND)

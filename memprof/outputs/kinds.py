@@ -71,15 +71,11 @@ KINDS: dict[str, Kind] = {
         Kind(ReportKind.RECORDED.value, (*_FIRST, "timeline", "snapshot", "sites", *_LAST, "legend")),
         Kind(ReportKind.ESTIMATE.value, _ESTIMATED, page="memprof estimate: "),
         Kind(ReportKind.SWEEP.value, _ESTIMATED, page="memprof estimate: "),
-        Kind(
-            ReportKind.ADVICE.value,
-            (*_FIRST, "estimate", "advice", *_LAST, "legend"),
-            page="memprof advise: ",
-        ),
     )
 }
 """Every kind, by name: :class:`ReportKind`'s (a report of several ranks shows every rank, then
-the detailed rank's kind's sections: :func:`sections_of`), then those :func:`register_kind` adds."""
+the detailed rank's kind's sections: :func:`sections_of`), then those :func:`register_kind` adds
+(advice's: :data:`memprof.outputs.advice.KIND`)."""
 
 
 def register_section(section_id: str, builder: Builder) -> None:
