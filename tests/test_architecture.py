@@ -125,6 +125,20 @@ def test_modules_import_a_name_from_the_module_that_defines_it() -> None:
     assert found == []
 
 
+def test_outputs_compute_nothing() -> None:
+    """A document shows what the report arrived with: no output runs the pipeline or an
+    analysis (but for the gate's value types, and thinning a timeline to the points it draws)."""
+    allowed = {"memprof.analysis.gate", "memprof.analysis.timeline"}
+    found = [
+        f"{name} imports {target}"
+        for name, imported in import_graph().items()
+        if name.startswith("memprof.outputs")
+        for target in sorted(imported)
+        if target.startswith(("memprof.pipeline", "memprof.analysis")) and target not in allowed
+    ]
+    assert found == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
