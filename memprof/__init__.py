@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from memprof.library.api import Variant, analyze, compare, estimate, group_modules, profile, track
     from memprof.library.diffing import diff
     from memprof.library.jobs import profile_ranks
-    from memprof.model import Report, ReportKind, RunResult
+    from memprof.model.kind import ReportKind
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
     from memprof.pipeline import load_report
     from memprof.sources.files.table import read_table
     from memprof.sources.targets.target import Inputs
@@ -69,6 +71,20 @@ def load_ipython_extension(ipython: Any) -> None:
     import importlib
 
     importlib.import_module("memprof.frontends.ipython").load_ipython_extension(ipython)
+
+
+def _show_reports_in_notebooks() -> None:
+    # Inside IPython (a notebook, a console), a Report displays as its HTML report: registered
+    # here, by the front end, so that the report model imports no renderer.
+    import sys
+
+    if "IPython" in sys.modules:
+        from memprof.frontends.display import register
+
+        register()
+
+
+_show_reports_in_notebooks()
 
 
 def __getattr__(name: str) -> Any:

@@ -28,26 +28,13 @@ MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement: at module level, inside functions, under ``TYPE_CHECKING`` too,
-    except inside a ``_repr_html_`` method (a Report shows itself in a notebook with the
-    notebook renderer: the one edge that runs up from the model, and only when asked)."""
-    found: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef) and child.name == "_repr_html_":
-                continue
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                found.append(child)
-            visit(child)
-
-    visit(tree)
-    return found
+    """Every import statement: at module level, inside functions, under ``TYPE_CHECKING`` too."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
 def import_graph() -> dict[str, set[str]]:
-    """memprof module -> the memprof modules it imports by name. (Importing ``a.b.c`` also runs
-    the package ``a.b`` first, but a package that imports its own submodules is no cycle.)"""
+    """memprof module -> the memprof modules it imports by name, a package's edges to its own
+    modules included."""
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for name, path in MODULES.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -93,17 +80,6 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def _without_package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The graph less a package's edges to its own modules (running a package's ``__init__``
-    first is Python's order, not a dependency of the package's modules on each other)."""
-    return {
-        name: {t for t in imported if not t.startswith(name + ".")}
-        if MODULES[name].name == "__init__.py"
-        else imported
-        for name, imported in graph.items()
-    }
-
-
 def test_memprof_has_no_import_cycles_counting_every_import() -> None:
     graph = import_graph()
     assert graph["memprof.model.run"] >= {
@@ -112,8 +88,55 @@ def test_memprof_has_no_import_cycles_counting_every_import() -> None:
     }  # the graph sees imports
     assert "memprof.analysis.peaks" in graph["memprof.pipeline"]  # ... under TYPE_CHECKING
     assert "memprof.analysis.diff" in graph["memprof.pipeline"]  # ... and inside functions
-    cycle = find_cycle(_without_package_edges(graph))
+    assert "memprof.model.report" in graph["memprof.model"]  # ... and a package face's own
+    cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def reexported(package: str) -> set[str]:
+    """The names a package's ``__init__`` imports from its own modules (its face for users)."""
+    tree = ast.parse(MODULES[package].read_text())
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + ".")
+        for alias in node.names
+    }
+
+
+def test_modules_import_a_name_from_the_module_that_defines_it() -> None:
+    """``from memprof.model.report import Report``, not ``from memprof.model import Report``
+    inside memprof: a package's face (for users) then closes no circle."""
+    faces = {
+        name: names for name in MODULES if MODULES[name].name == "__init__.py" if (names := reexported(name))
+    }
+    assert "Report" in faces["memprof.model"]
+    found: list[str] = []
+    for name, path in MODULES.items():
+        if name == "memprof":
+            continue  # the package's own face: its lazy attributes
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in faces and name != node.module:
+                found += [
+                    f"{name}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name in faces[node.module]
+                ]
+    assert found == []
+
+
+def test_outputs_compute_nothing() -> None:
+    """A document shows what the report arrived with: no output runs the pipeline or an
+    analysis (but for the gate's value types, and thinning a timeline to the points it draws)."""
+    allowed = {"memprof.analysis.gate", "memprof.analysis.timeline"}
+    found = [
+        f"{name} imports {target}"
+        for name, imported in import_graph().items()
+        if name.startswith("memprof.outputs")
+        for target in sorted(imported)
+        if target.startswith(("memprof.pipeline", "memprof.analysis")) and target not in allowed
+    ]
+    assert found == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -283,7 +306,7 @@ def test_a_loaded_reports_diff_is_the_same_with_and_without_torch(tmp_path: Path
     [
         ("memprof.analysis.diff", "pandas"),
         ("memprof.core.schema", "numpy"),
-        ("memprof.outputs.gate", "pandas"),
+        ("memprof.analysis.gate", "pandas"),
     ],
 )
 def test_the_pure_parts_import_no_heavy_library(module: str, heavy: str) -> None:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from memprof.analysis.compiled import compiled_view
+from memprof.analysis.gate import GateConfig, evaluate
 from memprof.analysis.peaks import analyze
 from memprof.core.names import COMPILED_REGION
 from memprof.core.records import RawProfile
-from memprof.outputs.gate import GateConfig, evaluate
 from memprof.pipeline import load_report
 
 MiB = 1024 * 1024

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from memprof.analysis.gate import Budgets, GateConfig, evaluate, grew_beyond, parse_budget
 from memprof.core.errors import InputError, UsageError, spelled_as
-from memprof.outputs.gate import Budgets, GateConfig, evaluate, grew_beyond, parse_budget
+from memprof.outputs.gate import explanation_lines, gate_lines
 from memprof.pipeline import build_report, load_report
 
 DATA = Path(__file__).parent / "data" / "gate"
@@ -108,7 +109,7 @@ def test_growth_within_tolerance_passes_and_exactly_at_tolerance_passes() -> Non
     result = evaluate(load("grown.json"), GateConfig(baseline=load("base.json"), tolerance=0.05))
     assert result.passed
     assert result.checks == 2
-    assert result.lines() == ["memprof gate: passed (2 checks)"]
+    assert gate_lines(result) == ["memprof gate: passed (2 checks)"]
 
 
 def test_per_op_growth_is_checked_with_normalised_names() -> None:
@@ -130,7 +131,7 @@ def test_improvements_beyond_tolerance_are_reported() -> None:
         "eager op aten::sum peak 245.1 MiB is 50.0% below baseline 490.2 MiB; "
         "save a new baseline to keep the gain",
     ]
-    assert result.lines()[-1] == "memprof gate: passed (7 checks)"
+    assert gate_lines(result)[-1] == "memprof gate: passed (7 checks)"
 
 
 def test_baseline_from_another_device_and_torch_warns() -> None:
@@ -234,7 +235,7 @@ def test_growth_that_rounds_onto_the_tolerance_gets_two_decimals() -> None:
 
 def test_same_inputs_same_verdict() -> None:
     config = GateConfig(baseline=load("base.json"), tolerance=0.02, per_op=True)
-    lines = {tuple(evaluate(load("grown.json"), config).lines()) for _ in range(10)}
+    lines = {tuple(gate_lines(evaluate(load("grown.json"), config))) for _ in range(10)}
     assert len(lines) == 1
 
 
@@ -260,7 +261,7 @@ def test_growth_over_a_baseline_lists_what_grew_at_the_peak() -> None:
         (2 * MiB, "temporary", "GPT", "backward", cross_entropy, "aten::nll_loss_backward"),
         (2 * MiB, "temporary", "lm_head", "forward", logits, "aten::mm"),
     ]
-    lines = result.lines()
+    lines = gate_lines(result)
     assert lines[0] == "eager peak 17.2 MiB exceeds baseline 6.8 MiB by 151.7% (tolerance 5%)"
     assert lines[1] == f"  {explanation.heading}"
     assert lines[5] == (
@@ -273,7 +274,7 @@ def test_growth_over_a_baseline_lists_what_grew_at_the_peak() -> None:
 
 def test_a_baseline_without_at_peak_entries_is_gated_on_the_numbers_and_says_so() -> None:
     result = evaluate(load("grown.json"), GateConfig(baseline=load("base.json"), tolerance=0.02))
-    assert [v.explanation.lines() for v in result.violations if v.explanation] == [
+    assert [explanation_lines(v.explanation) for v in result.violations if v.explanation] == [
         [
             f"  the baseline's run '{label}' has no at-peak entries (profiled without explaining, or saved "
             "by an older memprof): gated on the numbers only; save a new baseline to see what grew"
@@ -293,7 +294,7 @@ CROSS_ENTROPY = "memprof/examples/gpt.py:109 loss = F.cross_entropy(logits.view(
 
 def test_a_budget_lists_the_largest_entries_at_the_peak() -> None:
     result = evaluate(load("gpt-batch4.json"), GateConfig(budgets=parse_budget("16MB")))
-    assert result.lines() == [
+    assert gate_lines(result) == [
         "eager peak 17.2 MiB exceeds budget 16.0 MiB by 7.6%",
         "  largest at the peak (footprint 31.4 MiB):",
         "  4.0 MiB  optimizer_state  tok_emb",
@@ -316,9 +317,9 @@ def test_explanation_lines_stay_one_line_whatever_the_names_hold() -> None:
     )
     hostile = replace(report, runs={"eager": replace(run, at_peak=replace(run.at_peak, entries=entries))})
     result = evaluate(hostile, GateConfig(budgets=parse_budget("1MB"), baseline=load("gpt-batch2.json")))
-    for line in result.lines():
+    for line in gate_lines(result):
         assert "\n" not in line and "\r" not in line
-    assert not any(line.startswith("memprof gate: passed") for line in result.lines())
+    assert not any(line.startswith("memprof gate: passed") for line in gate_lines(result))
 
 
 def test_the_markdown_summary_shows_the_gate_first_with_what_grew() -> None:

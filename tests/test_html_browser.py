@@ -27,6 +27,7 @@ import pytest
 
 from memprof.model import Report
 from memprof.outputs.html import render_html
+from memprof.outputs.notebook import notebook_html
 from memprof.pipeline import load_report
 
 DATA = Path(__file__).parent / "data"
@@ -597,7 +598,7 @@ def test_the_notebook_fragment_is_readable_on_a_dark_page(
     page.write_text(
         '<!DOCTYPE html><html><head><meta charset="utf-8"></head>'
         '<body style="background:#111418;color:#e6e6e6"><div class="jp-OutputArea-output">'
-        f"{compare_report._repr_html_()}</div></body></html>",
+        f"{notebook_html(compare_report)}</div></body></html>",
         encoding="utf-8",
     )
     browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])

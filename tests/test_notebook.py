@@ -4,6 +4,7 @@ VS Code, Colab)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from memprof.model import Report
 from memprof.outputs.html import THEME_CSS
-from memprof.outputs.notebook import notebook_css
+from memprof.outputs.notebook import notebook_css, notebook_html
 from memprof.pipeline import load_report
 
 MiB = 1024 * 1024
@@ -56,7 +57,7 @@ def test_notebook_themes_lend_the_report_their_own_surface_and_text() -> None:
 
 
 def test_the_notebook_fragment_brings_the_themes_after_the_reports_own_style(single_report: Report) -> None:
-    fragment = single_report._repr_html_()
+    fragment = notebook_html(single_report)
     assert fragment.startswith("<style>\n.memprof-report{")
     assert fragment.endswith(f"<style>{notebook_css()}</style>")
     assert fragment.count("<style>") == 2
@@ -75,6 +76,43 @@ def shell() -> Iterator[Any]:
     assert ip.run_cell("import torch").success
     yield ip
     InteractiveShell.clear_instance()
+
+
+def test_a_report_displays_as_its_html_report_in_ipython(shell: Any, single_report: Report) -> None:
+    # IPython's own formatter, as a notebook asks it: the front end registered the report's
+    # HTML (the model has no _repr_html_ of its own).
+    data, _ = shell.display_formatter.format(single_report)
+    assert data["text/html"] == notebook_html(single_report)
+    assert not hasattr(single_report, "_repr_html_")
+
+
+_IMPORTED_IN_IPYTHON = """
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+from memprof.pipeline import load_report  # imports memprof: no %load_ext
+data, _ = shell.display_formatter.format(load_report(REPORT))
+from memprof.outputs.notebook import notebook_html
+print(data.get("text/html") == notebook_html(load_report(REPORT)))
+"""
+
+
+def test_importing_memprof_in_ipython_shows_reports_as_html(tmp_path: Path, single_report: Report) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("IPython", reason="IPython is not installed (pip install 'torch-memprof[notebook]')")
+    path = tmp_path / "r.json"
+    path.write_text(single_report.to_json())
+    root = str(Path(__file__).resolve().parents[1])
+    code = _IMPORTED_IN_IPYTHON.replace("REPORT", repr(str(path)))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    assert done.stdout == "True\n", done.stderr
 
 
 def run(shell: Any, cell: str) -> tuple[Any, Any]:

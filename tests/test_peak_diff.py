@@ -428,7 +428,7 @@ def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cros
 
     import memprof
     import memprof.examples.gpt as gpt
-    from memprof.outputs.gate import GateConfig, evaluate
+    from memprof.analysis.gate import GateConfig, evaluate
 
     small = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=2), time_budget=0)
     large = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=4), time_budget=0)

@@ -209,9 +209,9 @@ def test_plugin_import_does_not_import_torch() -> None:
 def test_plugin_warnings_do_not_point_to_options_it_lacks() -> None:
     # A baseline from another setup: the command line adds "(--strict-env makes this an error)";
     # the plugin has no such option, so its warning ends at "comparing anyway".
+    from memprof.analysis.gate import GateConfig, evaluate
     from memprof.core.errors import spelled_as
     from memprof.frontends.pytest_plugin import _spelling
-    from memprof.outputs.gate import GateConfig, evaluate
     from memprof.pipeline import load_report
 
     data = Path(__file__).parent / "data" / "gate"

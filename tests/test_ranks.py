@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import MIB, SCRIPT_LABEL, op_stats
 
+from memprof.analysis.gate import GateConfig, evaluate, parse_budget
 from memprof.analysis.ranks import group_of, summarize
 from memprof.core.errors import UsageError
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
-from memprof.outputs.gate import GateConfig, evaluate, parse_budget
-from memprof.outputs.html import RANKS_SECTION_ID, SECTION_IDS, render_html
+from memprof.outputs.html import render_html
 from memprof.outputs.markdown import render_markdown
 from memprof.outputs.ranks import rank_view
 from memprof.outputs.terminal import render_terminal
@@ -319,8 +319,8 @@ def test_html_adds_the_ranks_section_with_a_bar_per_rank_and_a_timeline_per_rank
     page = render_html(trace_report())
     ids = re.findall(r'<section id="([^"]+)">', page)
     # No fused kernels, notes or torch tables in these runs: those sections are left out.
-    assert ids == [SECTION_IDS[0], RANKS_SECTION_ID, "verdict", "runs", "timeline", "ops"]
-    ranks = section(page, RANKS_SECTION_ID)
+    assert ids == ["summary", "ranks", "verdict", "runs", "timeline", "ops"]
+    ranks = section(page, "ranks")
     assert "imbalance (cuda): rank 1&#x27;s peak 90.0 MiB is 3.00x rank 0&#x27;s 30.0 MiB" in ranks
     assert 'id="rank-peaks-chart"' in ranks
     chart = ranks[ranks.index("<svg") :]
@@ -346,7 +346,7 @@ def test_html_escapes_rank_labels() -> None:
     report = build_report(target="m:f", runs={SCRIPT_LABEL: run, "rank1": ranked_run("rank1", 1, MIB)})
     page = render_html(report)
     assert "<script>alert(1)</script>" not in page.replace("<script>(function", "")
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(page, RANKS_SECTION_ID)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section(page, "ranks")
 
 
 def test_the_view_details_the_highest_ranks_runs() -> None:

@@ -13,11 +13,14 @@ from conftest import MIB, PIPE_NAME, SCRIPT_LABEL
 from memprof.model import Report
 from memprof.model.timeline import MAX_POINTS, Timeline
 from memprof.outputs.chart import CHART_POINTS
-from memprof.outputs.html import SECTION_IDS, render_html
+from memprof.outputs.html import render_html
+from memprof.outputs.notebook import notebook_html
 from memprof.pipeline import load_report
 
 DATA = Path(__file__).parent / "data"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
+SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
+"""The sections of a page of live runs, in order (each only when it has something to show)."""
 
 
 def section(page: str, section_id: str) -> str:
@@ -158,7 +161,7 @@ def test_a_run_without_allocations_has_no_chart(single_report: Report) -> None:
 
 
 def test_jupyter_fragment_brings_its_own_colours(compare_report: Report) -> None:
-    fragment = compare_report._repr_html_()
+    fragment = notebook_html(compare_report)
     assert "<html" not in fragment and "<!DOCTYPE" not in fragment
     assert fragment.startswith("<style>\n.memprof-report{--mp-bg:#ffffff;--mp-fg:#1b1b1b;")
     # The root paints its own background and text, whatever the notebook's theme.

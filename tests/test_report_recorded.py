@@ -21,7 +21,7 @@ from memprof.core.errors import InputError
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
 from memprof.outputs.csv import render_csv
-from memprof.outputs.html import CHART_POINTS, RECORDED_SECTION_IDS, render_html
+from memprof.outputs.html import CHART_POINTS, render_html
 from memprof.outputs.markdown import render_markdown
 from memprof.outputs.recorded import device_line, short_site, site_prefix
 from memprof.outputs.terminal import render_terminal
@@ -30,6 +30,9 @@ from memprof.pipeline import build_report, load_report
 MiB, GiB = 1 << 20, 1 << 30
 H100 = "tracelens_h100_bert_small.json.gz"
 MAGMA = "magma27_cs336.snapshot.pickle"
+RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
+"""The sections of a page of recordings (snapshot and sites when a snapshot is among them, ops
+when a trace is, notes when there are any)."""
 
 
 @pytest.fixture(scope="module")

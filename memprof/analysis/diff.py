@@ -19,7 +19,7 @@ from memprof.model.recipe import recipe_changes
 from memprof.model.timing import iqr
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult
+    from memprof.model.run import RunResult
 
 
 def op_note(

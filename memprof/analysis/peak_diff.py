@@ -42,8 +42,8 @@ from memprof.model.peak_diff import (
 )
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult
     from memprof.model.explanation import AtPeak
+    from memprof.model.run import RunResult
 
 CONCENTRATED = 0.5
 """A module row holding more than this share of the change is split into its submodules."""

@@ -26,6 +26,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from memprof.core.errors import NO_VALUE, MemprofError, spelled_as
+from memprof.frontends.display import register as register_display
 from memprof.library.blocks import Tracking, namespace_roots
 
 REPORT_NAME = "_memprof_report"
@@ -137,5 +138,6 @@ class MemprofMagics(Magics):  # type: ignore[misc]
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics (``%load_ext memprof``)."""
+    """Register the magics (``%load_ext memprof``), and show reports as HTML."""
     ipython.register_magics(MemprofMagics)
+    register_display(ipython)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 _PROFILED = pytest.StashKey[int]()
 _BASELINE_OWNERS = pytest.StashKey[dict[str, tuple[str, int]]]()
@@ -221,11 +221,11 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
     budget, default_mode = _marker_options(item)
 
     def profile(fn: Callable[..., Any], *args: Any, mode: str | None = None, **kwargs: Any) -> Report:
+        from memprof.analysis.gate import Budgets, GateConfig, evaluate
         from memprof.core.errors import UserCodeError, spelled_as, users_own
         from memprof.core.text import visible
         from memprof.core.units import parse_percent
         from memprof.library.api import profile
-        from memprof.outputs.gate import Budgets, GateConfig, evaluate
 
         __tracebackhide__ = True  # a failure shows the test's line and the user's code, not this
         index = item.stash.get(_PROFILED, 0)
@@ -256,7 +256,9 @@ def memprof_profile(request: pytest.FixtureRequest) -> Callable[..., Report]:
         for warning in result.warnings:
             warnings.warn(MemprofWarning(visible(warning)), stacklevel=2)
         if not result.passed:
-            lines = [*result.violation_lines(), *_top_ops(report), result.summary()]
+            from memprof.outputs.gate import violation_lines
+
+            lines = [*violation_lines(result), *_top_ops(report), result.summary()]
             pytest.fail(visible("\n".join(lines)), pytrace=False)
         return report
 

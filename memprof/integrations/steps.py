@@ -17,13 +17,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memprof.analysis.gate import parse_budget
 from memprof.core.errors import GateFailed, UsageError, param
 from memprof.core.units import format_bytes
 from memprof.library.blocks import block_report, check_formats, write_report
-from memprof.outputs.gate import parse_budget
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model.report import Report
     from memprof.sources.block import Block
 
 SUFFIXES = {"json": ".json", "html": ".html", "markdown": ".md"}

@@ -27,8 +27,10 @@ from memprof.library.estimating import (
     _estimate_device,
     _needed,
 )
-from memprof.model import Report, RunResult, Source
 from memprof.model.advice import Advice, AdviceBaseline, AdvicePlan, AdvisedTechnique
+from memprof.model.recorded import Source
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 from memprof.pipeline import build_report
 from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.targets.target import Inputs, InputsFactory, Target

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.errors import UsageError, UserCodeError, param
 from memprof.library.blocks import track as track  # the API's front door for blocks of code
 from memprof.library.estimating import estimate as estimate  # ... and for estimates
-from memprof.model import Recipe, Report, RunResult, Source
+from memprof.model.recipe import Recipe
+from memprof.model.recorded import Source
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 from memprof.pipeline import build_report, failed_run
 from memprof.sources.options import RunOptions, StatusFn
 from memprof.sources.targets.target import Inputs, InputsFactory, Target

@@ -25,7 +25,8 @@ from memprof.core.text import visible
 from memprof.pipeline import build_report
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
     from memprof.sources.block import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -227,7 +228,7 @@ class Tracking:
 
 def block_report(target: str, run: RunResult, device: str) -> Report:
     """The report of a profiled block: its one run, with the environment it ran in."""
-    from memprof.model import Source
+    from memprof.model.recorded import Source
     from memprof.sources.live.run import environment
 
     return build_report(

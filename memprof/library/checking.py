@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from memprof.core.errors import UsageError, param
 
 if TYPE_CHECKING:
-    from memprof.outputs.gate import GateConfig, GateResult
+    from memprof.analysis.gate import GateConfig, GateResult
 
 
 def check_report(path: str | os.PathLike[str], gate: GateConfig) -> GateResult:
     """The verdict of ``gate`` (budgets, a baseline with a tolerance, compiled against eager)
     on the report saved at ``path``: the same as the gate of the run that wrote it. A gate
     that checks nothing is a usage error, raised before the report is read."""
-    from memprof.outputs.gate import evaluate
+    from memprof.analysis.gate import evaluate
     from memprof.pipeline import load_report
 
     if not gate.active:

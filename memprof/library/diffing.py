@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from memprof.core.errors import InputError, UsageError, brief, param
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
-    from memprof.outputs.gate import GateConfig
+    from memprof.analysis.gate import GateConfig
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ def diffed(
     """:func:`diff`, with what a front end says and gates: which runs were chosen, the
     warning, and with ``tolerance`` (``"5%"``) the gate that fails when the second run's peak
     exceeds the first's by more than it. Bad arguments raise before any report is read."""
+    from memprof.analysis.gate import GateConfig
     from memprof.core.units import parse_percent
-    from memprof.outputs.gate import GateConfig
     from memprof.pipeline import load_report
 
     try:

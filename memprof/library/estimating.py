@@ -11,10 +11,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from memprof.core.errors import MemprofError, UsageError, param
+from memprof.model.recipe import Recipe
+from memprof.model.recorded import Source
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 
 if TYPE_CHECKING:
-    from memprof.outputs.gate import GateConfig, GateResult
-from memprof.model import Recipe, Report, RunResult, Source
+    from memprof.analysis.gate import GateConfig, GateResult
 from memprof.pipeline import build_report
 from memprof.sources.options import StatusFn
 from memprof.sources.targets.target import Inputs, InputsFactory, Target
@@ -157,8 +160,8 @@ def checked_estimate(fn: Callable[..., Any] | str, *, gate: GateConfig, **settin
         labels = [f"rank{r}" for r in (ranks or range(world_size))] if world_size else [ESTIMATE_LABEL]
         gate.budgets.check_labels(labels)
     report = estimate(fn, **settings)
+    from memprof.analysis.gate import evaluate
     from memprof.outputs.estimate import failed, unreliable_fit
-    from memprof.outputs.gate import evaluate
 
     result, problem = None, None
     if gate.active:
@@ -343,7 +346,7 @@ def reliable(run: RunResult) -> bool:
 def _fits(
     runs: dict[str, RunResult], needed: str, capacity: int | None, reserve: int, gpu: str | None
 ) -> Any:
-    from memprof.model import Fits
+    from memprof.model.estimate import Fits
 
     if capacity is None:
         return None

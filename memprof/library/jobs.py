@@ -22,9 +22,9 @@ from memprof.core.errors import EXIT_USER_CODE, MemprofError, UsageError, UserCo
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 
 if TYPE_CHECKING:
+    from memprof.analysis.gate import GateConfig
     from memprof.library.api import Variant
-    from memprof.model import Report
-    from memprof.outputs.gate import GateConfig
+    from memprof.model.report import Report
     from memprof.sources.distributed import Exchange, RankEnv
 
 

@@ -27,18 +27,18 @@ from memprof.core.fields import copied
 from memprof.core.fileio import special_file_kind
 from memprof.core.records import SNAPSHOT_ACTIONS, SnapshotRecords
 from memprof.core.units import format_bytes
-from memprof.model import (
+from memprof.model.recorded import (
     AllocatorModel,
     Fragmentation,
     OomEvent,
-    Report,
-    RunResult,
     SnapshotSection,
     SnapshotSite,
     Source,
     SourceFile,
     WhatIf,
 )
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 from memprof.model.timeline import Timeline
 from memprof.pipeline import build_report, build_run
 from memprof.sources.files.snapshot import read_snapshot, snapshot_files

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memprof.core.errors import UsageError, param
-from memprof.model import RunResult
+from memprof.model.run import RunResult
 from memprof.sources.distributed import rank_label
 from memprof.sources.options import StatusFn
 

@@ -63,6 +63,9 @@ class Report:
     advice: Advice | None = fields.optional(Advice)
     diffs: tuple[RunDiff, ...] = fields.python_only(default=())
     ranks: RankSummary | None = fields.python_only()
+    # With two or more ranks: each rank's own comparisons (the rank a document details shows
+    # them), made with the rest by memprof.pipeline.compared.
+    rank_diffs: dict[int, tuple[RunDiff, ...]] | None = fields.python_only()
 
     @property
     def kind(self) -> ReportKind:
@@ -142,11 +145,6 @@ class Report:
         if not frames:
             return pd.DataFrame(columns=["run", *AT_PEAK_COLUMNS])
         return pd.concat(frames, ignore_index=True)[["run", *AT_PEAK_COLUMNS]]
-
-    def _repr_html_(self) -> str:
-        from memprof.outputs.notebook import notebook_html
-
-        return notebook_html(self)
 
     @staticmethod
     def from_dict(data: Any, where: str = "report") -> Report:

@@ -1,17 +1,22 @@
-"""What every format says of advice (``memprof advise``), decided once: the techniques tried,
-ranked by what they save (a bar each), those refused with why, the plan for the budget with
-its verification, and the answer line the terminal ends with."""
+"""The advice kind of report (``memprof advise``), declared once (:data:`KIND`, its sections in
+order) and drawn by every format: the techniques tried, ranked by what they save (a bar each),
+those refused with why, the plan for the budget with its verification, and its answer (the line
+the terminal ends with)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from memprof.core.units import format_bytes
+from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
+from memprof.outputs.answer import conclusions
+from memprof.outputs.kinds import Builder, Kind
 
 if TYPE_CHECKING:
-    from memprof.model import Report
     from memprof.model.advice import Advice, AdvisedTechnique
+    from memprof.model.report import Report
+    from memprof.outputs.context import Context
 
 BAR_CHARS = 20
 """The widest Markdown bar, in characters (the largest saving)."""
@@ -153,3 +158,41 @@ def failed(report: Report) -> str | None:
     if advice is not None and advice.plan is not None and not advice.plan.fits:
         return f"memprof advise: {advice.plan.answer}"
     return None
+
+
+def verdict_section(context: Context) -> doc.Section:
+    """Advice concludes with its plan (or its largest saving), not with a run's answer."""
+    advised = answer(context.detail)
+    groups = (
+        (doc.Conclusion((advised,)),)
+        if advised is not None
+        else conclusions(context.detail, short=context.limits.short)
+    )
+    return doc.Section("verdict", "", (doc.Answer(groups),))
+
+
+SECTIONS: dict[str, Builder] = {
+    "advice-verdict": verdict_section,
+    "advice": lambda context: section(context.detail),
+}
+"""Advice's own sections, by id."""
+
+KIND = Kind(
+    ReportKind.ADVICE.value,
+    (
+        "summary",
+        "gate",
+        "advice-verdict",
+        "runs",
+        "estimate",
+        "advice",
+        "at-peak",
+        "ops",
+        "fused",
+        "notes",
+        "legend",
+    ),
+    page="memprof advise: ",
+)
+"""The advice kind: its sections in order (a run's and an estimate's, with its own verdict and
+section)."""

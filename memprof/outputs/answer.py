@@ -21,9 +21,10 @@ from memprof.outputs.document import Conclusion
 from memprof.outputs.rows import indexed_class, module_text
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
     from memprof.model.diff import RunDiff
     from memprof.model.explanation import AtPeakEntry
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 TOP_CATEGORIES = 3
 """A bottom line names this many categories, most bytes first."""

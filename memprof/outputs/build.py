@@ -1,13 +1,14 @@
 """The document of a report (:class:`memprof.outputs.document.Document`), built once for every
-format: its sections in one order (:data:`ORDER`), each there only when it has something to
-show, decided by what the report is (:attr:`memprof.model.Report.kind`).
+format: the sections its kind declares (:mod:`memprof.outputs.kinds`), in that order, each there
+only when it has something to show.
 
 A report of several ranks (``RANKS``) shows every rank side by side, then one rank in detail
 (the highest peak's, or the one asked for) as a report of its own kind; its timelines and notes
 cover every rank. How much of each list a format shows is the format's :class:`Limits`.
 
-A new section is one builder (:data:`BUILDERS`: the context in, a section or None out) and its
-id in :data:`ORDER`; every format then shows it.
+A new section is one builder (the context in, a section or None out), registered by its id
+(:func:`memprof.outputs.kinds.register_section`; the built-in ones: :data:`BUILDERS`), and its
+id in the sections of the kinds that show it; every format then shows it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from memprof.core.units import format_bytes, format_ms, format_seconds
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
-from memprof.outputs import advice, estimate, recorded
+from memprof.outputs import advice, estimate, kinds, recorded
 from memprof.outputs import document as doc
 from memprof.outputs.answer import conclusions, made_differently
 from memprof.outputs.compiled import compile_section
@@ -33,36 +34,14 @@ from memprof.outputs.peak_change import peak_change_section
 from memprof.outputs.ranks import RankView, rank_view, size_columns
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
-    from memprof.outputs.gate import GateResult
-
-ORDER = (
-    "summary",
-    "gate",
-    "ranks",
-    "verdict",
-    "runs",
-    "compile",
-    "timeline",
-    "estimate",
-    "advice",
-    "snapshot",
-    "sites",
-    "peak-diff",
-    "at-peak",
-    "ops",
-    "fused",
-    "notes",
-    "torch-table",
-    "legend",
-)
-"""Every section there can be, in the order every format shows them (the terminal shows what
-changed at the peak, then the verdict, the answer, last: the lines left on the screen are the
-answer and the biggest cause). ``peak-diff`` is what changed at the peak between two runs."""
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 ANSWER = "verdict"
 LAST = (PEAK_DIFF, ANSWER)
-"""The sections the terminal shows last, in this order: the answer is the last thing printed."""
+"""The sections the terminal shows last, in this order (what changed at the peak, then the
+verdict: the lines left on the screen are the answer and the biggest cause)."""
 
 
 def build(
@@ -74,19 +53,19 @@ def build(
     view = rank_view(report, rank)
     detail = view.report if view is not None else report
     context = Context(report, detail, view, limits or Limits(), gate)
+    kind = kinds.kind_of(detail)
     sections = tuple(
-        section for section_id in ORDER if (section := BUILDERS[section_id](context)) is not None
+        section
+        for section_id in kinds.sections_of(report, detail if view is not None else None)
+        if (section := kinds.SECTIONS[section_id](context)) is not None
     )
     return doc.Document(
-        kind=report.kind,
-        name=_name(context),
+        kind=kind.name,
+        name=_name(context, kind),
         title=_title(context),
         uid=_uid(report),
         sections=sections,
     )
-
-
-_NAMES = {ReportKind.ADVICE: "memprof advise: "}
 
 
 def _uid(report: Report) -> str:
@@ -99,15 +78,13 @@ def _uid(report: Report) -> str:
 # ---- the summary ---------------------------------------------------------------------------------
 
 
-def _name(context: Context) -> str:
+def _name(context: Context, kind: kinds.Kind) -> str:
     """The report's name (a page's title): ``memprof: pkg.mod:f``, ``memprof diff: a.json vs
     b.json``, ``memprof estimate: pkg.mod:f``."""
     report = context.report
     if report.diff_of:
         return "memprof diff: " + " vs ".join(report.diff_of)
-    if context.kind in _NAMES:
-        return _NAMES[context.kind] + report.target
-    return ("memprof estimate: " if context.kind.estimated else "memprof: ") + report.target
+    return kind.page + report.target
 
 
 def _title(context: Context) -> tuple:
@@ -187,7 +164,7 @@ def _ranks(context: Context) -> doc.Section | None:
         doc.Paragraph(
             doc.words("The sections below detail this rank; the timelines and notes cover every rank."),
             "help",
-            only=frozenset({doc.HTML}),
+            purpose=doc.EXPLAINS,
         )
     )
     return doc.Section(
@@ -216,10 +193,6 @@ def _rank_bars(view: RankView) -> doc.Bars | None:
 
 
 def _verdict(context: Context) -> doc.Section:
-    # Advice concludes with its plan (or its largest saving), not with a run's answer.
-    advised = advice.answer(context.detail)
-    if advised is not None:
-        return doc.Section(ANSWER, "", (doc.Answer((doc.Conclusion((advised,)),)),))
     return doc.Section(ANSWER, "", (doc.Answer(conclusions(context.detail, short=context.limits.short)),))
 
 
@@ -256,7 +229,7 @@ def _runs(context: Context) -> doc.Section:
     blocks.append(table)
     if kind is ReportKind.RUN and (legend := _wall_legend(report)):
         blocks.append(doc.Paragraph(doc.words(legend), "help", only=frozenset({doc.TERMINAL})))
-    blocks.append(doc.Paragraph(doc.words(help_text), "help", only=frozenset({doc.HTML})))
+    blocks.append(doc.Paragraph(doc.words(help_text), "help", purpose=doc.EXPLAINS))
     lines = (
         [] if kind.estimated else [line for run in report.ok_runs() if (line := recorded.device_line(run))]
     )
@@ -272,15 +245,15 @@ def _live_runs(report: Report) -> doc.Table:
         doc.Column("run", doc.LABEL, width=12),
         doc.Column("peak", doc.SIZE, strong=True),
         *(doc.Column(header, doc.SIZE, drop=_LIVE_DROP[attr]) for header, attr in extra),
-        doc.Column("peak at", doc.NUMBER, only=frozenset({doc.HTML})),
+        doc.Column("peak at", doc.NUMBER, detail=True),
         doc.Column("allocated", doc.SIZE, drop=_LIVE_DROP["allocated_bytes"]),
         doc.Column("net", doc.SIZE, signed=True, delta=True, drop=5),
         # Not "inputs": it holds the model and the optimizer state too, where the input category
         # at the peak is the input tensors alone.
-        doc.Column("args", doc.SIZE, drop=6, only=frozenset({doc.TERMINAL, doc.HTML})),
+        doc.Column("args", doc.SIZE, drop=6, secondary=True),
         doc.Column("wall/call", doc.NUMBER),
         *([doc.Column("compile", doc.NUMBER, drop=_LIVE_DROP["compile"])] if compiled else []),
-        doc.Column("peak during", doc.NAME, width=30, only=doc.SUMMARIES),
+        doc.Column("peak during", doc.NAME, width=30, brief=True),
         _DURING[1],
     )
     rows = []
@@ -331,8 +304,8 @@ def _recorded_runs(report: Report) -> doc.Table:
 
 
 _DURING = (
-    doc.Column("peak during", doc.NAME, width=24, only=doc.SUMMARIES),
-    doc.Column("peak during", doc.NAME, only=frozenset({doc.HTML})),
+    doc.Column("peak during", doc.NAME, width=24, brief=True),
+    doc.Column("peak during", doc.NAME, detail=True),
 )
 """The op at the peak: the summaries name it, HTML gives the stack of ops running there."""
 
@@ -410,10 +383,8 @@ _CAPTION = (
 
 def _timeline(context: Context) -> doc.Section | None:
     """Bytes over time of every run (every rank's): live runs above their first call's start,
-    recorded runs absolute with what the allocator reserved. None for estimates (the fake
-    run's clock is not the call's)."""
-    if context.kind.estimated:
-        return None
+    recorded runs absolute with what the allocator reserved. (Estimates have none: the fake
+    run's clock is not the call's.)"""
     if context.kind is ReportKind.RECORDED:
         return _recorded_timeline(context.report)
     runs = [r for r in context.report.ok_runs() if r.timeline.t_ns]
@@ -421,7 +392,7 @@ def _timeline(context: Context) -> doc.Section | None:
     if not runs:
         empty = "No allocations were recorded, so there is no timeline to draw."
         return doc.Section(
-            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})),)
+            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", purpose=doc.WHY_EMPTY),)
         )
     series = tuple(doc.Series(r.label, r.timeline, r.peak_bytes, r.peak_op) for r in runs)
     calls = "; ".join(f"{r.label}: {_calls(r)}" for r in runs)
@@ -446,7 +417,7 @@ def _recorded_timeline(report: Report) -> doc.Section:
     if not runs:
         empty = "No run has a timeline (a snapshot without history or times)."
         return doc.Section(
-            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})),)
+            "timeline", title, (doc.Paragraph(doc.words(empty), "empty", purpose=doc.WHY_EMPTY),)
         )
     caption = (
         "Allocated bytes over time, absolute (what was live at the start included, dashed), and what "
@@ -535,8 +506,7 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "runs": _runs,
     "compile": compile_section,
     "timeline": _timeline,
-    "estimate": lambda context: estimate.section(context.detail) if context.kind.estimated else None,
-    "advice": lambda context: advice.section(context.detail),
+    "estimate": lambda context: estimate.section(context.detail),
     "snapshot": lambda context: recorded.snapshot_section(context.detail),
     "sites": lambda context: recorded.sites_section(context.detail, context.limits.sites),
     "peak-diff": peak_change_section,
@@ -548,3 +518,14 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
     "legend": _legend,
 }
 """Each section's builder, by id: a section with nothing to show is None."""
+
+KIND_MODULES = (advice,)
+"""The modules that declare a kind of their own: their ``SECTIONS`` (builders by id) and their
+``KIND``."""
+
+for _id, _builder in BUILDERS.items():
+    kinds.register_section(_id, _builder)
+for _module in KIND_MODULES:
+    for _id, _builder in _module.SECTIONS.items():
+        kinds.register_section(_id, _builder)
+    kinds.register_kind(_module.KIND)

@@ -3,7 +3,8 @@ reason and its lines (the library's and the user's), each recompile with its fai
 
 from __future__ import annotations
 
-from memprof.model import GraphBreak, Recompile, RunResult
+from memprof.model.compiled import GraphBreak, Recompile
+from memprof.model.run import RunResult
 from memprof.outputs import document as doc
 from memprof.outputs.context import Context
 

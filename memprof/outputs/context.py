@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from memprof.model.kind import ReportKind
 
 if TYPE_CHECKING:
-    from memprof.model import Report
-    from memprof.outputs.gate import GateResult
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
     from memprof.outputs.ranks import RankView
 
 TOP_SITES = 10

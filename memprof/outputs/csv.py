@@ -14,7 +14,7 @@ from memprof.core.text import spreadsheet_safe
 if TYPE_CHECKING:
     import pandas as pd
 
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 
 def _cell(value: Any, exact: bool) -> Any:

@@ -11,26 +11,44 @@ Text is :data:`Inline`: spans of words and of names (op names, modules, source l
 Markdown and HTML show as code; a :data:`BREAK` starts a new line. A :class:`Listing` is a list
 a format may cut short (the terminal) or collapse (HTML).
 
-Some blocks and columns are for some formats only (``only``): a chart is drawn in HTML alone,
-and the summaries leave out what only the full report needs.
+What a part is for decides where it is drawn, and each format decides it from the part: a
+paragraph's :attr:`Paragraph.purpose` (what the figures beside it mean, why a section is empty,
+what a summary left out) and a column's marks (:attr:`Column.detail`, :attr:`Column.brief`,
+:attr:`Column.secondary`). Charts, facts and code are drawn in HTML alone; a few parts say the
+formats they are for (``only``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memprof.model.kind import ReportKind
-
 if TYPE_CHECKING:
-    from memprof.model import RunResult, Sweep
+    from memprof.model.peak_diff import AtPeakDiff
+    from memprof.model.run import RunResult
+    from memprof.model.sweep import Sweep
     from memprof.model.timeline import Timeline
 
 TERMINAL, MARKDOWN, HTML = "terminal", "markdown", "html"
 EVERY = frozenset({TERMINAL, MARKDOWN, HTML})
 SUMMARIES = frozenset({TERMINAL, MARKDOWN})
 """The formats that summarise (the terminal and Markdown) rather than show everything (HTML)."""
+
+EXPLAINS = "explains"
+"""A paragraph's purpose: what the figures beside it mean (a page says it where they are; the
+summaries' readers have a legend)."""
+WHY_EMPTY = "why-empty"
+"""A paragraph's purpose: why a section has nothing to show (a page keeps the section; the
+summaries leave it out)."""
+LEFT_OUT = "left-out"
+"""A paragraph's purpose: what a summary left out (a page shows everything)."""
+SUBHEADING = "subheading"
+"""A heading's purpose: it names a part of a section, for a page's reader to find it (the
+summaries' tables run on without it)."""
+DETAIL = "detail"
+"""A table's purpose: a detail only a page that shows everything has room for (the summaries
+show another table of the same, shorter)."""
 
 
 # ---- text ---------------------------------------------------------------------------------------
@@ -157,6 +175,12 @@ class Column:
     """For a narrow terminal: a name is shortened down to this many characters."""
     full: str = ""
     """The header where there is room for it (HTML)."""
+    detail: bool = False
+    """A figure only a page that shows everything has room for (the summaries leave it out)."""
+    brief: bool = False
+    """A short form of what a :attr:`detail` column shows in full (the page leaves it out)."""
+    secondary: bool = False
+    """A figure the narrowest summary (Markdown) leaves out; a terminal drops it by width."""
 
     @property
     def numeric(self) -> bool:
@@ -189,6 +213,8 @@ class Table:
     filter: bool = False
     data: tuple[tuple[str, str], ...] = ()
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """:data:`DETAIL` when a format may leave it out for that."""
 
 
 # ---- other blocks -------------------------------------------------------------------------------
@@ -203,6 +229,8 @@ class Heading:
     level: int = 3
     lead: Inline = ()
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """:data:`SUBHEADING` when a format may leave it out for that."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +241,9 @@ class Paragraph:
     text: Inline
     role: str = "text"
     only: frozenset[str] = EVERY
+    purpose: str = ""
+    """What it is for (:data:`EXPLAINS`, :data:`WHY_EMPTY`, :data:`LEFT_OUT`), if a format may
+    leave it out for it."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +407,17 @@ class SweepChart:
     only: frozenset[str] = frozenset({HTML})
 
 
+@dataclass(frozen=True)
+class PeakChange:
+    """What changed at the peak between two explained runs (``base``, ``other``: their labels),
+    which each format lays out its own way (:func:`laid_out`)."""
+
+    change: AtPeakDiff
+    base: str
+    other: str
+    only: frozenset[str] = EVERY
+
+
 Block = (
     Heading
     | Paragraph
@@ -391,7 +433,22 @@ Block = (
     | Icicle
     | Bars
     | SweepChart
+    | PeakChange
 )
+
+
+Layouts = Mapping[type, Callable[[Any], "list[Block]"]]
+"""A format's own layouts of the parts it lays out its own way, by the part's type."""
+
+
+def laid_out(blocks: Sequence[Block], layouts: Layouts) -> list[Block]:
+    """``blocks``, each part of a type of ``layouts`` replaced by the blocks of a format's own
+    layout of it (where formats truly differ, the format decides from the part's type)."""
+    out: list[Block] = []
+    for block in blocks:
+        layout = layouts.get(type(block))
+        out += layout(block) if layout is not None else [block]
+    return out
 
 
 # ---- the document -------------------------------------------------------------------------------
@@ -407,18 +464,23 @@ class Section:
     blocks: tuple[Block, ...]
     titled: frozenset[str] = frozenset({HTML})
 
-    def shown(self, fmt: str) -> tuple[Block, ...]:
-        """The blocks ``fmt`` shows."""
-        return tuple(block for block in self.blocks if fmt in block.only)
+    def shown(self, fmt: str, leaves_out: frozenset[str] = frozenset()) -> tuple[Block, ...]:
+        """The blocks ``fmt`` shows: those for it, but those whose purpose it ``leaves_out``."""
+        return tuple(
+            block
+            for block in self.blocks
+            if fmt in block.only and getattr(block, "purpose", "") not in leaves_out
+        )
 
 
 @dataclass(frozen=True)
 class Document:
     """A report as every format shows it: ``name`` (the page's title), ``title`` (its first
     line), ``uid`` (unique to the report, the same at every rendering), and its sections in
-    order (:data:`memprof.outputs.build.ORDER`)."""
+    order (its kind's: :mod:`memprof.outputs.kinds`)."""
 
-    kind: ReportKind
+    kind: str
+    """The report's kind (:attr:`memprof.outputs.kinds.Kind.name`)."""
     name: str
     title: Inline
     uid: str

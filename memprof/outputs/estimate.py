@@ -13,7 +13,9 @@ from memprof.model.run import amount
 from memprof.outputs import document as doc
 
 if TYPE_CHECKING:
-    from memprof.model import Fits, Report, RunResult
+    from memprof.model.estimate import Fits
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
     from memprof.model.sweep import Sweep, SweepPoint
 
 

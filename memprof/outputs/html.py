@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import html_text as _e
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
+from memprof.outputs import peak_change
 from memprof.outputs.build import RECORDED_POINTS, Limits, build
 from memprof.outputs.chart import bar_chart, sweep_chart, timeline_chart
 from memprof.outputs.layout import shorten
@@ -36,16 +37,8 @@ from memprof.outputs.peak_chart import COLOURS, category_chart, icicle_html
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from memprof.model import Report
+    from memprof.model.report import Report
 
-SECTION_IDS = ("summary", "verdict", "runs", "timeline", "at-peak", "ops", "fused", "notes", "torch-table")
-"""The sections of a report of live runs, in order (each only when it has something to show);
-two explained runs have one more, ``peak-diff`` (what changed at the peak), before ``at-peak``."""
-RANKS_SECTION_ID = "ranks"
-"""A report of several ranks has one more section, after the summary."""
-RECORDED_SECTION_IDS = ("summary", "verdict", "runs", "timeline", "snapshot", "sites", "ops", "notes")
-"""The sections of a report read from recordings (snapshot and sites when a snapshot is among
-them, ops when a trace is, notes when there are any)."""
 CHART_POINTS = RECORDED_POINTS
 """A recorded run's chart draws at most this many points per line (each bucket's highest)."""
 
@@ -85,11 +78,10 @@ def render_html(
 ) -> str:
     """The report as HTML: a whole page (``standalone``), or a fragment for Jupyter.
 
-    Its sections (ids) are those of :data:`memprof.outputs.build.ORDER` that have something to
-    show: for live runs :data:`SECTION_IDS`, for recordings :data:`RECORDED_SECTION_IDS`,
-    ``estimate`` for an estimate, and ``ranks`` after the summary for a report of several ranks
-    (the sections below it detail one rank, the highest peak's or ``rank``; the timelines and
-    notes cover every rank). Ops: every op unless ``top`` is given.
+    Its sections (ids) are those its kind declares (:mod:`memprof.outputs.kinds`) that have
+    something to show in HTML; a report of several ranks has ``ranks`` after the summary (the
+    sections below it detail one rank, the highest peak's or ``rank``; the timelines and notes
+    cover every rank). Ops: every op unless ``top`` is given.
     """
     document = build(report, limits(top), rank=rank)
     sections = "".join(_section(document, section) for section in document.sections)
@@ -112,8 +104,21 @@ _FACTS_SAID = ("device", "torch", "date", "source", "gpu")
 """The facts a report's folded header names in its summary line."""
 
 
+LEAVES_OUT = frozenset({doc.LEFT_OUT})
+"""A page shows everything: what a summary left out is not said."""
+
+
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.html_blocks}
+"""The parts HTML lays out its own way."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether HTML draws ``column``: every figure, each in full (not its brief form)."""
+    return doc.HTML in column.only and not column.brief
+
+
 def _section(document: doc.Document, section: doc.Section) -> str:
-    blocks = section.shown(doc.HTML)
+    blocks = doc.laid_out(section.shown(doc.HTML, LEAVES_OUT), LAYOUTS)
     if not blocks:
         return ""
     title = f"<h2>{_e(section.title)}</h2>" if section.title and doc.HTML in section.titled else ""
@@ -236,8 +241,8 @@ def table_html(table: doc.Table) -> str:
     """A table of the columns HTML shows, in a box that scrolls when it is wider than the
     screen; a sortable table's cells carry what they sort by (exact bytes); a filterable one
     comes with a filter box and a toggle for the rows the summaries leave out."""
-    columns = [column for column in table.columns if doc.HTML in column.only]
-    shown = [n for n, column in enumerate(table.columns) if doc.HTML in column.only]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
+    columns = [table.columns[n] for n in shown]
     head = "".join(_th(column, table.sortable) for column in columns)
     rows = "".join(_row(table, row, columns, shown) for row in table.rows)
     data = "".join(f' data-{key}="{_e(value)}"' for key, value in table.data)

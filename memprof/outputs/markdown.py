@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import visible
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
+from memprof.outputs import peak_change
 from memprof.outputs.build import Limits, build
 from memprof.outputs.layout import NUMBER_UNIT
 from memprof.outputs.peak import categories_text
 from memprof.outputs.rows import SUMMARY_KERNELS
 
 if TYPE_CHECKING:
-    from memprof.model import Report
-    from memprof.outputs.gate import GateResult
+    from memprof.analysis.gate import GateResult
+    from memprof.model.report import Report
 
 TOP_OPS = 10
 ENTRIES, MODULES, KERNELS, GROUPS = 5, 5, 3, 10
@@ -115,11 +116,23 @@ def _block(block: doc.Block) -> list[str]:
     return []  # charts, facts, code: HTML's
 
 
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY, doc.SUBHEADING, doc.DETAIL})
+"""A summary: what the figures mean is the legend's, a section with nothing to show is left out,
+its tables run on without subheadings, and it has no room for the page's detail tables."""
+
+
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.markdown_blocks}
+"""The parts Markdown lays out its own way."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether Markdown draws ``column``: the narrowest summary's figures, and no bars."""
+    return doc.MARKDOWN in column.only and not (column.detail or column.secondary) and column.kind != doc.BAR
+
+
 def table_lines(table: doc.Table) -> list[str]:
     """A GFM table of the columns Markdown shows; a failed run's message in the last column."""
-    shown = [
-        n for n, column in enumerate(table.columns) if doc.MARKDOWN in column.only and column.kind != doc.BAR
-    ]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
     columns = [table.columns[n] for n in shown]
     lines = [
         "| " + " | ".join(escape_text(column.header) for column in columns) + " |",
@@ -175,7 +188,7 @@ def render_markdown(
     document = build(report, limits(top), rank=rank, gate=gate)
     lines = [f"## {inline(document.title)}", ""]
     for section in document.sections:
-        blocks = section.shown(doc.MARKDOWN)
+        blocks = doc.laid_out(section.shown(doc.MARKDOWN, LEAVES_OUT), LAYOUTS)
         if not blocks:
             continue
         if doc.MARKDOWN in section.titled:

@@ -1,12 +1,10 @@
-"""Jupyter: a :class:`memprof.Report` shows itself as the HTML report (``Report._repr_html_``).
+"""Jupyter: a :class:`memprof.Report` shows itself as the HTML report (registered with IPython's
+display formatter by :mod:`memprof.frontends.display`).
 
 The fragment brings the report's style and colours (light, or dark when the system asks for
 it), then the notebook's own (``assets/notebook.css``, a file of this package): inside JupyterLab,
 Notebook 7, VS Code and Colab the notebook's theme decides between light and dark, with the
-theme's own background, text and border colours where it defines them.
-
-A module of its own so that the model imports it lazily, without the model and the renderers
-importing each other."""
+theme's own background, text and border colours where it defines them."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 
 @functools.cache

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
     from memprof.model.diff import OpDiff, RunDiff
     from memprof.outputs.context import Context
 
-_HTML = frozenset({doc.HTML})
 _TERMINAL = frozenset({doc.TERMINAL})
-_TERMINAL_HTML = frozenset({doc.TERMINAL, doc.HTML})
 _PAGES = frozenset({doc.MARKDOWN, doc.HTML})
 
 OPS_HELP = (
@@ -62,12 +60,12 @@ def ops_section(context: Context) -> doc.Section | None:
         if len(table.left_out):
             # The short terminal report counts what it leaves out, without naming it.
             groups = 0 if limits.short else 3
-            blocks.append(doc.Paragraph(table.left_out.inline(groups), "help", only=doc.SUMMARIES))
+            blocks.append(doc.Paragraph(table.left_out.inline(groups), "help", purpose=doc.LEFT_OUT))
     if not blocks:
         return None
     delta = " Deltas are the later run minus the first, an absent op counting 0." if report.diffs else ""
     help_text = RECORDED_OPS_HELP if kind is ReportKind.RECORDED else OPS_HELP + delta
-    blocks.append(doc.Paragraph(doc.words(help_text), "help", only=_HTML))
+    blocks.append(doc.Paragraph(doc.words(help_text), "help", purpose=doc.EXPLAINS))
     return doc.Section("ops", "Ops", tuple(blocks))
 
 
@@ -86,10 +84,10 @@ def run_ops_table(table: RunTable) -> doc.Table:
         doc.Column("calls", doc.COUNT, drop=3),
         doc.Column("peak", doc.SIZE, strong=True),
         doc.Column("self", doc.SIZE, signed=True),
-        doc.Column("total", doc.SIZE, signed=True, drop=4, only=_TERMINAL_HTML),
+        doc.Column("total", doc.SIZE, signed=True, drop=4, secondary=True),
         doc.Column("allocated", doc.SIZE, drop=1),
-        doc.Column("cpu self", doc.NUMBER, only=_HTML),
-        doc.Column("cpu time", doc.NUMBER, drop=2, full="cpu total", only=_TERMINAL_HTML),
+        doc.Column("cpu self", doc.NUMBER, detail=True),
+        doc.Column("cpu time", doc.NUMBER, drop=2, full="cpu total", secondary=True),
     )
     rows = tuple(
         doc.Row(
@@ -118,10 +116,10 @@ def diff_table(table: DiffTable) -> doc.Table:
         doc.Column(f"peak {a}", doc.SIZE, label=True),
         doc.Column(f"peak {b}", doc.SIZE, label=True),
         doc.Column("delta", doc.SIZE, signed=True, delta=True, full="peak delta"),
-        doc.Column(f"self {a}", doc.SIZE, signed=True, label=True, drop=1, only=_TERMINAL_HTML),
-        doc.Column(f"self {b}", doc.SIZE, signed=True, label=True, drop=1, only=_TERMINAL_HTML),
-        doc.Column(f"allocated {a}", doc.SIZE, label=True, only=_HTML),
-        doc.Column(f"allocated {b}", doc.SIZE, label=True, only=_HTML),
+        doc.Column(f"self {a}", doc.SIZE, signed=True, label=True, drop=1, secondary=True),
+        doc.Column(f"self {b}", doc.SIZE, signed=True, label=True, drop=1, secondary=True),
+        doc.Column(f"allocated {a}", doc.SIZE, label=True, detail=True),
+        doc.Column(f"allocated {b}", doc.SIZE, label=True, detail=True),
         doc.Column("note", doc.NOTE),
     )
     rows = tuple(
@@ -217,9 +215,11 @@ def fused_section(context: Context) -> doc.Section | None:
     more = fused_count(report) - len(rows)
     if more > 0:
         text = f"and {more} more fused kernels (the HTML and JSON reports list them all)"
-        blocks.append(doc.Paragraph(doc.words(text), "help", only=doc.SUMMARIES))
+        blocks.append(doc.Paragraph(doc.words(text), "help", purpose=doc.LEFT_OUT))
     if not blocks and report.diffs and any(run.mode == "compile" for run in report.ok_runs()):
-        blocks.append(doc.Paragraph(doc.words("No fused kernels in these runs."), "empty", only=_HTML))
+        blocks.append(
+            doc.Paragraph(doc.words("No fused kernels in these runs."), "empty", purpose=doc.WHY_EMPTY)
+        )
     return doc.Section("fused", "Fused kernels", tuple(blocks), titled=_PAGES) if blocks else None
 
 

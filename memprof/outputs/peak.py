@@ -20,14 +20,12 @@ from memprof.outputs.estimate import chosen_run
 from memprof.outputs.rows import AtPeakView, at_peak_views, indexed_class, module_text
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult
     from memprof.model.explanation import AtPeakEntry, ModuleGroup
+    from memprof.model.run import RunResult
     from memprof.outputs.context import Context
 
-_HTML = frozenset({doc.HTML})
 _TERMINAL = frozenset({doc.TERMINAL})
 _MARKDOWN = frozenset({doc.MARKDOWN})
-_TERMINAL_HTML = frozenset({doc.TERMINAL, doc.HTML})
 
 CATEGORIES_HELP = (
     "Categories: parameter, gradient (.grad of parameters), optimizer_state, input (other tensors "
@@ -55,7 +53,7 @@ def at_peak_section(context: Context) -> doc.Section | None:
     if not views:
         return None
     blocks = [block for index, view in enumerate(views) for block in _run_blocks(view, index, context.kind)]
-    blocks.append(doc.Paragraph(doc.words(CATEGORIES_HELP), "help", only=_HTML))
+    blocks.append(doc.Paragraph(doc.words(CATEGORIES_HELP), "help", purpose=doc.EXPLAINS))
     return doc.Section("at-peak", "At the peak", tuple(blocks))
 
 
@@ -71,10 +69,10 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
         blocks.append(doc.Paragraph(doc.words(calls)))
     blocks += [
         doc.CategoryChart(run, index, category_caption(run, kind)),
-        doc.Heading(doc.words("By module and line"), level=4, only=_HTML),
+        doc.Heading(doc.words("By module and line"), level=4, purpose=doc.SUBHEADING),
         doc.Icicle(run),
-        doc.Paragraph(doc.words(ICICLE_HELP), "help", only=_HTML),
-        doc.Heading(doc.words("What is live at the peak"), level=4, only=_HTML),
+        doc.Paragraph(doc.words(ICICLE_HELP), "help", purpose=doc.EXPLAINS),
+        doc.Heading(doc.words("What is live at the peak"), level=4, purpose=doc.SUBHEADING),
         entries_table(view),
     ]
     if view.hidden_entries:
@@ -82,10 +80,10 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
             f"... {view.hidden_entries} more entries, {format_bytes(view.hidden_bytes)} in all (the JSON, "
             "HTML and at-peak CSV reports list every one)"
         )
-        blocks.append(doc.Paragraph(doc.words(hidden), "help", only=doc.SUMMARIES))
+        blocks.append(doc.Paragraph(doc.words(hidden), "help", purpose=doc.LEFT_OUT))
     if view.groups:
         blocks += [
-            doc.Heading(doc.words(f"Modules {grouping_text(view.groups)}"), level=4, only=_HTML),
+            doc.Heading(doc.words(f"Modules {grouping_text(view.groups)}"), level=4, purpose=doc.SUBHEADING),
             groups_table(view),
         ]
         if view.hidden_groups:
@@ -98,11 +96,11 @@ def _run_blocks(view: AtPeakView, index: int, kind: ReportKind) -> list:
             ]
     if view.modules:
         # Grouped, the summaries show the groups alone; HTML shows both.
-        only = _HTML if view.groups else doc.EVERY
-        blocks += [doc.Heading(doc.words("Modules"), level=4, only=_HTML), modules_table(view, only)]
+        table = modules_table(view, purpose=doc.DETAIL if view.groups else "")
+        blocks += [doc.Heading(doc.words("Modules"), level=4, purpose=doc.SUBHEADING), table]
     if view.kernels:
         blocks += [
-            doc.Heading(doc.words("Kernels of compiled code"), level=4, only=_HTML),
+            doc.Heading(doc.words("Kernels of compiled code"), level=4, purpose=doc.SUBHEADING),
             kernels_table(view),
         ]
     return blocks
@@ -137,7 +135,7 @@ def entries_table(view: AtPeakView) -> doc.Table:
     """Every entry shown, largest first, then what could not be attributed (with the reason)."""
     columns = (
         doc.Column("bytes", doc.SIZE, strong=True),
-        doc.Column("count", doc.COUNT, only=_HTML),
+        doc.Column("count", doc.COUNT, detail=True),
         doc.Column("category", doc.CATEGORY),
         doc.Column("module", doc.NAME, width=16),
         doc.Column("line", doc.NOTE, verbatim=True),
@@ -173,14 +171,14 @@ def entries_table(view: AtPeakView) -> doc.Table:
     return doc.Table(columns, tuple(rows), name="at-peak-entries", sortable=True)
 
 
-def modules_table(view: AtPeakView, only: frozenset[str] = doc.EVERY) -> doc.Table:
+def modules_table(view: AtPeakView, purpose: str = "") -> doc.Table:
     """The modules holding most at the peak, submodules included: the summaries name each with
     its class and phase, HTML gives them columns of their own."""
     columns = (
-        doc.Column("module (submodules included)", doc.NAME, width=16, only=doc.SUMMARIES),
-        doc.Column("module", doc.TEXT, only=_HTML),
-        doc.Column("class", doc.TEXT, only=_HTML),
-        doc.Column("phase", doc.TEXT, only=_HTML),
+        doc.Column("module (submodules included)", doc.NAME, width=16, brief=True),
+        doc.Column("module", doc.TEXT, detail=True),
+        doc.Column("class", doc.TEXT, detail=True),
+        doc.Column("phase", doc.TEXT, detail=True),
         doc.Column("calls", doc.COUNT, drop=2),
         doc.Column("live at peak", doc.SIZE, strong=True),
         doc.Column("peak inside", doc.SIZE),
@@ -200,7 +198,7 @@ def modules_table(view: AtPeakView, only: frozenset[str] = doc.EVERY) -> doc.Tab
         )
         for m in view.modules
     )
-    return doc.Table(columns, rows, name="at-peak-modules", sortable=True, only=only)
+    return doc.Table(columns, rows, name="at-peak-modules", sortable=True, purpose=purpose)
 
 
 def groups_table(view: AtPeakView) -> doc.Table:
@@ -208,14 +206,14 @@ def groups_table(view: AtPeakView) -> doc.Table:
     modules, their calls, what they hold at the peak, their peak and what they allocated."""
     grouping = grouping_text(view.groups)
     columns = (
-        doc.Column(f"modules {grouping}", doc.NAME, width=16, only=doc.SUMMARIES),
-        doc.Column("class" if grouping == "by class" else "path pattern", doc.TEXT, only=_HTML),
-        doc.Column("phase", doc.TEXT, only=_HTML),
-        doc.Column("modules", doc.COUNT, only=_HTML),
+        doc.Column(f"modules {grouping}", doc.NAME, width=16, brief=True),
+        doc.Column("class" if grouping == "by class" else "path pattern", doc.TEXT, detail=True),
+        doc.Column("phase", doc.TEXT, detail=True),
+        doc.Column("modules", doc.COUNT, detail=True),
         doc.Column("calls", doc.COUNT, drop=2),
         doc.Column("live at peak", doc.SIZE, strong=True),
         doc.Column("peak inside", doc.SIZE),
-        doc.Column("allocated", doc.SIZE, drop=1, only=_TERMINAL_HTML),
+        doc.Column("allocated", doc.SIZE, drop=1, secondary=True),
     )
     figures = attrgetter("modules", "calls", "at_peak_bytes", "peak_bytes", "allocated_bytes")
     rows = tuple(

@@ -1,9 +1,9 @@
-"""What changed at the peak between two explained runs, as every format shows it (the report's
-``peak-diff`` section): the first comparison's at-peak diff (:mod:`memprof.analysis.peak_diff`)
-as its summary, then its largest module and line rows with both runs' bytes and the change (the
-terminal, Markdown), or every row by module and phase, line, op and category (HTML); the module
-groups only one run holds at its peak; and where the explanation comes from. Nothing unless
-both runs were explained.
+"""What changed at the peak between two explained runs (the report's ``peak-diff`` section): one
+part, :class:`memprof.outputs.document.PeakChange`, the first comparison's at-peak diff, which each
+format lays out its own way (:data:`LAYOUTS`): its summary, then its largest module and line rows
+with both runs' bytes and the change (the terminal, Markdown), or every row by module and phase,
+line, op and category (HTML); the module groups only one run holds at its peak; and where the
+explanation comes from. Nothing unless both runs were explained.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memprof.core.units import format_bytes
-from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
 from memprof.outputs.peak import module_name
 from memprof.outputs.rows import module_text
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
 
 SECTION_ID = "peak-diff"
 
-_TERMINAL = frozenset({doc.TERMINAL})
-_MARKDOWN = frozenset({doc.MARKDOWN})
-_HTML = frozenset({doc.HTML})
-
 ROWS = {doc.TERMINAL: (6, 5), doc.MARKDOWN: (8, 8)}
 """The summaries' rows: this many modules and lines, largest change first (HTML: every one)."""
 HELD_BY_ONE = 4
@@ -37,8 +32,6 @@ HELD_BY_ONE = 4
 def peak_change_section(context: Context) -> doc.Section | None:
     """The section for the first comparison of the detailed live runs; None unless both runs
     were explained (an estimate's comparisons are its sweep's, told by the sweep's table)."""
-    if context.kind is not ReportKind.RUN:
-        return None
     diffs = context.detail.diffs
     diff: RunDiff | None = diffs[0] if diffs else None
     change = diff.at_peak if diff is not None else None
@@ -48,20 +41,43 @@ def peak_change_section(context: Context) -> doc.Section | None:
         return (
             None  # the short report of runs: the verdict's biggest cause says it (a diff's is its question)
         )
-    a, b = diff.base, diff.other
-    title = f"What changed at the peak, {b} vs {a}"
-    blocks: list[doc.Block] = [
-        doc.Heading(doc.words(title), only=_TERMINAL),
-        doc.Paragraph(doc.words(change.summary), only=doc.SUMMARIES),
-        doc.Paragraph(doc.words(change.summary), "strong", only=_HTML),
+    part = doc.PeakChange(change, diff.base, diff.other)
+    return doc.Section(SECTION_ID, _title(part), (part,), titled=frozenset({doc.MARKDOWN, doc.HTML}))
+
+
+def _title(part: doc.PeakChange) -> str:
+    return f"What changed at the peak, {part.other} vs {part.base}"
+
+
+def terminal_blocks(part: doc.PeakChange) -> list[doc.Block]:
+    """The terminal's: a heading, the summary, the largest rows, held by one run, the notes."""
+    summary: list[doc.Block] = [
+        doc.Heading(doc.words(_title(part))),
+        doc.Paragraph(doc.words(part.change.summary)),
     ]
+    return summary + _terminal(part.change, part.base, part.other)
+
+
+def markdown_blocks(part: doc.PeakChange) -> list[doc.Block]:
+    """Markdown's: the summary, the change by category, the largest rows, the notes."""
+    change = part.change
+    blocks: list[doc.Block] = [doc.Paragraph(doc.words(change.summary))]
     categories = ", ".join(
         f"{name} {format_bytes(delta, signed=True)}" for name, delta in change.by_category.items() if delta
     )
     if categories:
-        blocks.append(doc.Paragraph(doc.words(f"by category: {categories}"), only=_MARKDOWN))
-    blocks += _terminal(change, a, b) + _markdown(change, a, b) + _html(change, a, b)
-    return doc.Section(SECTION_ID, title, tuple(blocks), titled=frozenset({doc.MARKDOWN, doc.HTML}))
+        blocks.append(doc.Paragraph(doc.words(f"by category: {categories}")))
+    return blocks + _markdown(change, part.base, part.other)
+
+
+def html_blocks(part: doc.PeakChange) -> list[doc.Block]:
+    """HTML's: the summary, then every row, sortable."""
+    strong = doc.Paragraph(doc.words(part.change.summary), "strong")
+    return [strong, *_html(part.change, part.base, part.other)]
+
+
+LAYOUTS = {doc.TERMINAL: terminal_blocks, doc.MARKDOWN: markdown_blocks, doc.HTML: html_blocks}
+"""Each format's layout of a :class:`~memprof.outputs.document.PeakChange`."""
 
 
 # ---- the summaries -------------------------------------------------------------------------------
@@ -87,13 +103,11 @@ def _terminal(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     modules = [row for row in change.by_module if row.delta_bytes][:module_rows]
     if any(row.module for row in modules):  # a run without modules has one row, "-"
         rows = tuple(doc.Row((module_cell(row, change.by_module), *_sizes(row))) for row in modules)
-        blocks.append(doc.Table(_columns("module", a, b), rows, name="peak-diff-modules", only=_TERMINAL))
+        blocks.append(doc.Table(_columns("module", a, b), rows, name="peak-diff-modules"))
     sources = [row for row in change.by_source if row.delta_bytes][:source_rows]
     if any(row.source for row in sources):
         rows = tuple(doc.Row((source_cell(row), *_sizes(row))) for row in sources)
-        blocks.append(
-            doc.Table(_columns("line", a, b, doc.SOURCE), rows, name="peak-diff-lines", only=_TERMINAL)
-        )
+        blocks.append(doc.Table(_columns("line", a, b, doc.SOURCE), rows, name="peak-diff-lines"))
     for held, whose, other in ((change.only_in_other, b, a), (change.only_in_base, a, b)):
         if held:
             listed = ", ".join(
@@ -102,8 +116,8 @@ def _terminal(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
             )
             more = f" and {len(held) - HELD_BY_ONE} more" if len(held) > HELD_BY_ONE else ""
             text = f"held at {whose}'s peak, none of it at {other}'s: {listed}{more}"
-            blocks.append(doc.Paragraph(doc.words(text), only=_TERMINAL))
-    blocks += [doc.Paragraph(doc.words(f"note: {note}"), "help", only=_TERMINAL) for note in change.notes]
+            blocks.append(doc.Paragraph(doc.words(text)))
+    blocks += [doc.Paragraph(doc.words(f"note: {note}"), "help") for note in change.notes]
     return blocks
 
 
@@ -114,13 +128,13 @@ def _markdown(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     modules = [row for row in change.by_module if row.delta_bytes][:module_rows]
     if any(row.module for row in change.by_module):  # a run without modules has one row, "-"
         rows = tuple(doc.Row((module_name(row.module, row.phase), *_sizes(row))) for row in modules)
-        blocks.append(doc.Table(_columns("module", a, b), rows, name="peak-diff-modules", only=_MARKDOWN))
+        blocks.append(doc.Table(_columns("module", a, b), rows, name="peak-diff-modules"))
     sources = [row for row in change.by_source if row.delta_bytes][:source_rows]
     if sources:
         rows = tuple(doc.Row((_line(row), *_sizes(row))) for row in sources)
-        blocks.append(doc.Table(_columns("line", a, b), rows, name="peak-diff-lines", only=_MARKDOWN))
+        blocks.append(doc.Table(_columns("line", a, b), rows, name="peak-diff-lines"))
     if change.notes:
-        blocks.append(doc.Items(tuple(doc.words(note) for note in change.notes), only=_MARKDOWN))
+        blocks.append(doc.Items(tuple(doc.words(note) for note in change.notes)))
     return blocks
 
 
@@ -167,7 +181,7 @@ def _html(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     ]
     blocks: list[doc.Block] = []
     if held or change.notes:
-        blocks.append(doc.Items((*held, *(doc.words(note) for note in change.notes)), only=_HTML))
+        blocks.append(doc.Items((*held, *(doc.words(note) for note in change.notes))))
     sides = _columns("", a, b)[1:]
     # Every row named: what has no module, line or op says so.
     modules = tuple(
@@ -204,12 +218,12 @@ def _html(change: AtPeakDiff, a: str, b: str) -> list[doc.Block]:
     )
     for heading, columns, rows in tables:
         blocks += [
-            doc.Heading(doc.words(heading), only=_HTML),
-            doc.Table(columns, rows, name="peak-diff", sortable=True, only=_HTML),
+            doc.Heading(doc.words(heading)),
+            doc.Table(columns, rows, name="peak-diff", sortable=True),
         ]
     total = format_bytes(change.footprint_delta_bytes, signed=True)
     help_text = (
         "Bytes live at each peak (the footprint), by what made them; each table adds up to the change of "
         f"the footprint, {total}."
     )
-    return [*blocks, doc.Paragraph(doc.words(help_text), "help", only=_HTML)]
+    return [*blocks, doc.Paragraph(doc.words(help_text), "help")]

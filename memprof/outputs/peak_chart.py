@@ -21,7 +21,7 @@ from memprof.outputs.chart import BOTTOM, LEFT, RIGHT, TOP, WIDTH, Y_UNITS, Fram
 from memprof.outputs.peak import IcicleNode, icicle
 
 if TYPE_CHECKING:
-    from memprof.model import RunResult
+    from memprof.model.run import RunResult
     from memprof.model.timeline import CategoryTimeline
 
 COLOURS = {category.value: category.colour for category in Category}

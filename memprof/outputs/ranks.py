@@ -8,11 +8,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from memprof.core.errors import UsageError, param
-from memprof.pipeline import compared
 
 if TYPE_CHECKING:
-    from memprof.model import Report
     from memprof.model.ranks import RankSummary
+    from memprof.model.report import Report
 
 
 # The sizes a rank's row shows where some run knows them: (RankRow field, column heading).
@@ -60,5 +59,7 @@ def rank_view(report: Report, rank: int | None = None) -> RankView | None:
         raise UsageError(f"{param('rank', rank)}: the report's ranks are {listed}")
     shown = summary.highest_rank if rank is None else rank
     runs = {label: run for label, run in report.runs.items() if run.rank == shown}
-    view = compared(replace(report, runs=runs))
+    # Made by the pipeline with the report (Report.rank_diffs): the document computes nothing.
+    diffs = (report.rank_diffs or {}).get(shown, ())
+    view = replace(report, runs=runs, diffs=diffs, ranks=None, rank_diffs=None)
     return RankView(summary=summary, rank=shown, chosen=rank is not None, report=view)

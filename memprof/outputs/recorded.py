@@ -21,7 +21,9 @@ from memprof.outputs import document as doc
 from memprof.outputs.context import TOP_SITES
 
 if TYPE_CHECKING:
-    from memprof.model import OomEvent, Report, RunResult, SnapshotSite, WhatIf
+    from memprof.model.recorded import OomEvent, SnapshotSite, WhatIf
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 
 MEMORY_COLUMNS = (
@@ -364,7 +366,7 @@ def sites_section(report: Report, top: int = TOP_SITES) -> doc.Section | None:
             doc.Column("bytes", doc.SIZE),
             doc.Column("of peak", doc.NUMBER),
             doc.Column("blocks", doc.COUNT, drop=1),
-            doc.Column("", doc.BAR, only=frozenset({doc.HTML})),
+            doc.Column("", doc.BAR),
         )
         cells = (
             (
@@ -383,5 +385,5 @@ def sites_section(report: Report, top: int = TOP_SITES) -> doc.Section | None:
             "No allocation was live at a peak above the start (a snapshot without history: "
             "torch.cuda.memory._record_memory_history records it)."
         )
-        blocks.append(doc.Paragraph(doc.words(empty), "empty", only=frozenset({doc.HTML})))
+        blocks.append(doc.Paragraph(doc.words(empty), "empty", purpose=doc.WHY_EMPTY))
     return doc.Section("sites", "Allocation sites at the peak", tuple(blocks))

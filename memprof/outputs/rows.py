@@ -44,9 +44,10 @@ from memprof.outputs.document import Inline, join, names, words
 from memprof.outputs.document import name as code
 
 if TYPE_CHECKING:
-    from memprof.model import Report, RunResult
     from memprof.model.diff import OpDiff, RunDiff
     from memprof.model.explanation import AtPeakEntry, KernelStats, ModuleGroup, ModuleStats, Unattributed
+    from memprof.model.report import Report
+    from memprof.model.run import RunResult
 
 SUMMARY_KERNELS = 5
 """The summaries (terminal, Markdown) list at most this many fused kernels (the most memory

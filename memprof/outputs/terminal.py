@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from memprof.core.text import visible
 from memprof.core.units import format_bytes
 from memprof.outputs import document as doc
-from memprof.outputs import layout
+from memprof.outputs import layout, peak_change
 from memprof.outputs.build import LAST, Limits, build
 from memprof.outputs.layout import DEFAULT_WIDTH, Line, Note, paragraph, terminal_width, to_text
 from memprof.outputs.peak import categories_text
 from memprof.outputs.rows import SUMMARY_KERNELS
 
 if TYPE_CHECKING:
-    from memprof.model import Report
+    from memprof.model.report import Report
 
 ENTRIES, MODULES, KERNELS, GROUPS = 10, 6, 5, 10
 """What is live at each explained peak in the full report: this many entries, modules, kernels
@@ -76,6 +76,20 @@ def _limits(report: Report, sort: str, top: int | None, chains: bool, full: bool
     return limits(sort, top, chains=chains, full=full, explained=explained)
 
 
+LEAVES_OUT = frozenset({doc.EXPLAINS, doc.WHY_EMPTY, doc.SUBHEADING, doc.DETAIL})
+"""A summary: what the figures mean is the legend's, a section with nothing to show is left out,
+its tables run on without subheadings, and it has no room for the page's detail tables."""
+
+
+LAYOUTS: doc.Layouts = {doc.PeakChange: peak_change.terminal_blocks}
+"""The parts the terminal lays out its own way."""
+
+
+def drawn(column: doc.Column) -> bool:
+    """Whether the terminal draws ``column``: the summary's figures, and no bars (HTML draws them)."""
+    return doc.TERMINAL in column.only and not column.detail and column.kind != doc.BAR
+
+
 def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, ...] = ()) -> list[Line]:
     """The document as styled lines, at most ``width`` characters each: its title, every
     section's blocks (but those of ``leave_out``), the answer and what changed at the peak last."""
@@ -85,7 +99,7 @@ def document_lines(document: doc.Document, width: int, *, leave_out: tuple[str, 
     sections += [s for last in LAST for s in kept if s.id == last]
     for section in sections:
         previous: doc.Block | None = None
-        for block in section.shown(doc.TERMINAL):
+        for block in doc.laid_out(section.shown(doc.TERMINAL, LEAVES_OUT), LAYOUTS):
             body = _block(block, width)
             if body and not _attached(block, previous):
                 lines.append([])
@@ -157,7 +171,7 @@ def _text(text: doc.Inline | doc.Listing | str) -> str:
 def table_lines(table: doc.Table, width: int) -> list[Line]:
     """A document table laid out in ``width``: its columns for the terminal, the failed runs'
     messages after it."""
-    shown = [n for n, column in enumerate(table.columns) if doc.TERMINAL in column.only]
+    shown = [n for n, column in enumerate(table.columns) if drawn(column)]
     columns = [table.columns[n] for n in shown]
     laid = layout.Table([_column(column) for column in columns])
     failures: list[Line] = []

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memprof.core.units import format_bytes
-from memprof.model import FAILED, Report, RunResult
+from memprof.model.report import Report
+from memprof.model.run import FAILED, RunResult
 from memprof.model.timeline import CategoryTimeline, Timeline
 
 if TYPE_CHECKING:
@@ -54,12 +55,21 @@ def compared(report: Report) -> Report:
     from memprof.analysis.diff import diff_runs
     from memprof.analysis.ranks import summarize
 
+    def diffs(runs: list[RunResult]) -> tuple[Any, ...]:
+        # Only runs of one device and one rank are comparable (a per-rank view of a job is).
+        if len({(run.device, run.rank) for run in runs}) > 1:
+            return ()
+        return tuple(diff_runs(runs[0], other) for other in runs[1:])
+
     runs = report.ok_runs()
-    diffs: tuple[Any, ...] = ()
-    # Only runs of one device and one rank are comparable (a per-rank view of a job is).
-    if len({(run.device, run.rank) for run in runs}) <= 1:
-        diffs = tuple(diff_runs(runs[0], other) for other in runs[1:])
-    return replace(report, diffs=diffs, ranks=summarize(report.runs.values()))
+    ranks = summarize(report.runs.values())
+    # Each rank's own comparisons, for the rank a report of several ranks details.
+    by_rank = (
+        {rank: diffs([run for run in runs if run.rank == rank]) for rank in ranks.ranks}
+        if ranks is not None and len(ranks.ranks) > 1
+        else None
+    )
+    return replace(report, diffs=diffs(runs), ranks=ranks, rank_diffs=by_rank)
 
 
 def build_report(**fields: Any) -> Report:

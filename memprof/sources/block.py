@@ -44,7 +44,7 @@ from memprof.analysis.lifetimes import without_rewrapped
 from memprof.analysis.nesting import _parents
 from memprof.core.errors import UsageError
 from memprof.core.records import CALL_MARKER, RawProfile, TrackedFacts
-from memprof.model import RunResult
+from memprof.model.run import RunResult
 from memprof.sources.failures import first_line
 from memprof.sources.live.allocator_history import History, recorded
 from memprof.sources.live.explaining import completion
@@ -64,7 +64,7 @@ from memprof.sources.live.settle import settle_other_threads
 from memprof.sources.live.tree import ProfileRead
 from memprof.sources.options import RunOptions
 from memprof.sources.targets.target import Inputs
-from memprof.sources.tracking import Tracker
+from memprof.sources.tracking.tracker import Tracker
 
 DISPATCH_RANGE = "PythonDispatchMode"
 """The profiler's range around a ``TorchDispatchMode``'s handling of an op."""

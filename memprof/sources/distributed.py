@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from memprof.core.errors import InputError, UsageError, param
-from memprof.model import Report, RunResult
+from memprof.model.report import Report
+from memprof.model.run import RunResult
 from memprof.pipeline import compared, failed_run, report_from_dict
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 

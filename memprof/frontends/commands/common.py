@@ -13,10 +13,10 @@ import typer
 from memprof.core.errors import GateFailed, MemprofError, UserCodeError
 
 if TYPE_CHECKING:
+    from memprof.analysis.gate import GateConfig, GateResult
     from memprof.frontends.commands.options import OutputOptions, ProfileOptions
     from memprof.library.api import Variant
-    from memprof.model import Report
-    from memprof.outputs.gate import GateConfig, GateResult
+    from memprof.model.report import Report
 
 
 MESSAGE_LIMIT = 2000
@@ -198,7 +198,7 @@ def write_and_gate(
     A gate that cannot be applied (exit 2) is raised after the files are written."""
     result, problem = None, None
     if config.active:
-        from memprof.outputs.gate import evaluate
+        from memprof.analysis.gate import evaluate
 
         try:
             result = evaluate(gated or report, config)
@@ -215,7 +215,9 @@ def report_gate(result: GateResult) -> None:
     """Print the gate's lines on stdout (they belong in CI logs, next to the report): one line
     each in a log, wrapped to the width on a terminal or with ``COLUMNS``; raise
     :class:`GateFailed` (exit 1) when a check failed."""
-    print_gate_lines(result.lines())
+    from memprof.outputs.gate import gate_lines
+
+    print_gate_lines(gate_lines(result))
     if not result.passed:
         raise GateFailed(result.summary())
 

@@ -21,10 +21,10 @@ from memprof.core.errors import EXIT_INTERRUPTED, EXIT_USER_CODE, MemprofError, 
 from memprof.frontends.commands.common import err, err_lines, report_gate, status_printer, write_outputs
 
 if TYPE_CHECKING:
+    from memprof.analysis.gate import GateConfig
     from memprof.frontends.commands.options import DistributedOptions, OutputOptions, ProfileOptions
     from memprof.library.api import Variant
-    from memprof.model import Report
-    from memprof.outputs.gate import GateConfig
+    from memprof.model.report import Report
     from memprof.sources.distributed import RankEnv
 
 # Set by launch() for the ranks it starts: there --nproc-per-node is the launcher's, not theirs.
@@ -180,7 +180,7 @@ def run_rank(
             failed_message(report), user_traceback=failure.user_traceback if failure is not None else ""
         )
     if gate.active:
-        from memprof.outputs.gate import evaluate
+        from memprof.analysis.gate import evaluate
 
         report_gate(evaluate(report, gate))
 

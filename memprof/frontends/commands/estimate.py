@@ -186,7 +186,9 @@ def _exit(checked: CheckedEstimate) -> None:
     if checked.problem is not None:
         raise checked.problem
     if checked.gate is not None:
-        print_gate_lines(checked.gate.lines())
+        from memprof.outputs.gate import gate_lines
+
+        print_gate_lines(gate_lines(checked.gate))
         if not checked.gate.passed:
             raise GateFailed(checked.gate.summary())
     if checked.unfit is not None:

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 
+from memprof.analysis.gate import DEFAULT_TOLERANCE
 from memprof.core.errors import UsageError
 from memprof.frontends.commands.groups import OptionGroup
-from memprof.outputs.gate import DEFAULT_TOLERANCE
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT
 
 if TYPE_CHECKING:
-    from memprof.outputs.gate import GateConfig
+    from memprof.analysis.gate import GateConfig
 
 
 class Sort(str, Enum):
@@ -614,8 +614,8 @@ class GateOptions(OptionGroup):
     def config(self) -> GateConfig:
         """The gate parsed and the baseline loaded; any problem is exit 2 right here (before
         any profiling)."""
+        from memprof.analysis.gate import GateConfig, parse_budget
         from memprof.core.units import parse_percent
-        from memprof.outputs.gate import GateConfig, parse_budget
 
         if self.per_op and self.baseline is None:
             raise UsageError("--per-op compares each op with a baseline; give --baseline BASE.json too")

@@ -36,7 +36,7 @@ from typing import Any
 import torch  # noqa: TID253 - fake execution
 
 from memprof.core.errors import UserCodeError
-from memprof.model import Guess
+from memprof.model.estimate import Guess
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind, resolve_sites
 
 GUESSED_LOOP_LIMIT = 10_000

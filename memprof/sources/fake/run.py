@@ -57,7 +57,8 @@ from memprof.core.errors import UserCodeError, format_user_traceback, user_code
 from memprof.core.fields import copied
 from memprof.core.records import Allocations, RawProfile, TrackedFacts
 from memprof.core.units import format_bytes
-from memprof.model import AllocatorReplay, EstimateSection, RunResult
+from memprof.model.estimate import AllocatorReplay, EstimateSection
+from memprof.model.run import RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.sources.fake.guesses import GuessedLoop, Guesses
 from memprof.sources.fake.host import HostMemory, active
@@ -65,7 +66,7 @@ from memprof.sources.fake.workspaces import Workspaces
 from memprof.sources.options import EstimateOptions, StatusFn
 from memprof.sources.patching import replace_attribute
 from memprof.sources.targets.target import Inputs
-from memprof.sources.tracking import FakeClock, Tracker, storage_key
+from memprof.sources.tracking.tracker import FakeClock, Tracker, storage_key
 from memprof.sources.tracking.wrappers import has_wrappers, plain_tensors
 
 # What ``.item()`` (and ``float(t)``, ``int(t)``, ``bool(t)``) of a fake tensor whose value is

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from memprof.model import CompileSection, GraphBreak, Recompile
+from memprof.model.compiled import CompileSection, GraphBreak, Recompile
 from memprof.sources.tracking.lines import LIBRARY, USER, frame_kind, resolve_sites
 
 _MAX_TEXT = 300

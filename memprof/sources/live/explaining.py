@@ -37,7 +37,8 @@ from memprof.sources.live.settle import settle_other_threads
 from memprof.sources.live.tree import ProfileRead
 from memprof.sources.options import RunOptions
 from memprof.sources.targets.target import Inputs
-from memprof.sources.tracking import CompileTracking, Tracker
+from memprof.sources.tracking.compiled import CompileTracking
+from memprof.sources.tracking.tracker import Tracker
 
 
 class Explaining:

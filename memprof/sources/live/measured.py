@@ -44,7 +44,7 @@ from memprof.sources.live.kineto import (
 from memprof.sources.live.tree import MemoryRecords, ProfileRead, allocations_of, walk_with_context
 
 if TYPE_CHECKING:
-    from memprof.sources.tracking import Tracker
+    from memprof.sources.tracking.tracker import Tracker
 
 # The kinds of op range that start and end on one thread, in one piece: torch's ops (FUNCTION),
 # autograd's nodes (BACKWARD_FUNCTION) and ``record_function`` ranges (USER_SCOPE; RPC's are

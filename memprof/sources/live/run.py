@@ -35,7 +35,7 @@ from memprof.core.errors import MemprofError, UsageError, UserCodeError, param, 
 from memprof.core.gcpause import hold_to_end, imports_frozen, release_held, survivors_frozen
 from memprof.core.names import aten_names
 from memprof.core.records import CALL_MARKER, RawProfile
-from memprof.model import RunResult
+from memprof.model.run import RunResult
 from memprof.pipeline import Recording, run_of
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
 from memprof.sources.live.dynamo_watch import DynamoWatch, frames_compiled
