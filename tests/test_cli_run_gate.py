@@ -108,9 +108,9 @@ def test_bad_gate_options_exit_2_before_profiling(tmp_path: Path) -> None:
 
 
 def test_the_compile_gate_asks_each_caller_for_both_runs_in_its_own_words() -> None:
+    from memprof.analysis.gate import GateConfig
     from memprof.core.errors import UsageError
     from memprof.library.jobs import check_gate
-    from memprof.analysis.gate import GateConfig
 
     with pytest.raises(UsageError) as caught:
         check_gate(GateConfig(require_compile_saves=True), ["eager"])

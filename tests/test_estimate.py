@@ -546,8 +546,8 @@ def test_cli_bad_options_are_exit_2(runner: CliRunner, args: list[str], fragment
 
 
 def test_the_library_reads_a_sweep_and_refuses_a_compile_gate_naming_its_parameters() -> None:
-    from memprof.library.estimating import checked_estimate, parse_sweep
     from memprof.analysis.gate import GateConfig
+    from memprof.library.estimating import checked_estimate, parse_sweep
 
     assert parse_sweep("batch=8,16, 32") == ("batch", [8, 16, 32])
     assert parse_sweep("dtype=bfloat16,'8'") == ("dtype", ["bfloat16", "8"])

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
+import pickle
 import sys
 from collections import Counter
 from pathlib import Path
@@ -195,6 +197,16 @@ def test_gpt_parameters_and_adamw_state_are_exact(gpt_step: Attribution) -> None
     assert by_category["input"] == ids
     # The causal masks (module buffers, one bool per context x context) are "other".
     assert by_category["other"] == config.n_layer * config.context**2
+    # The attention's scale, a Python float, becomes a float64 tensor before aten::mul starts,
+    # which autograd keeps for the product's backward: an activation of that op, on its line.
+    q = torch.ones(2, 2, requires_grad=True)
+    kept = (q * (1.0 / math.sqrt(config.n_embd // config.n_head))).grad_fn._saved_other  # type: ignore[union-attr]
+    assert kept.numel() * kept.element_size() == 8
+    scale = [e for e in gpt_step.at_peak.entries if e.op == "aten::mul" and e.bytes == 8]
+    assert [(e.category, e.module, e.source_text[:6]) for e in scale] == [
+        ("activation", f"blocks.{n}.attn", "att = ") for n in range(config.n_layer)
+    ]
+    assert by_category["workspace"] == 0
     state = [e for e in gpt_step.at_peak.entries if e.category == "optimizer_state"]
     assert all(e.before_call for e in state)  # made by the warm-up step
     assert {e.module for e in state} >= {"tok_emb", "blocks.1.mlp.fc", "ln_f"}
@@ -218,6 +230,27 @@ def test_gradients_parameters_and_optimizer_state_of_an_accumulating_step() -> N
     gradients = [e for e in explained.at_peak.entries if e.category == "gradient"]
     assert {e.module for e in gradients} == {"0", "2"}
     assert all(e.before_call for e in gradients)
+
+
+def test_what_python_makes_outside_any_op_is_other_on_its_own_line() -> None:
+    # torch.get_rng_state() and the storage of a tensor unpickled allocate without an op:
+    # "other", on their own statements, with no op (not a workspace of the op that follows).
+    data = pickle.dumps(torch.ones(4096))
+
+    def step() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        state = torch.get_rng_state()
+        copy = pickle.loads(data)
+        follows = torch.ones(1024)
+        return state, copy, follows
+
+    explained = explain(step)
+    state = torch.get_rng_state()
+    other = {e.source_text: (e.category, e.op, e.bytes) for e in made_during(explained) if not e.op}
+    assert other == {
+        "state = torch.get_rng_state()": ("other", "", state.numel() * state.element_size()),
+        "copy = pickle.loads(data)": ("other", "", 4096 * FLOAT),
+    }
+    assert explained.at_peak.by_category["workspace"] == 0
 
 
 class Tied(nn.Module):
@@ -488,7 +521,23 @@ def test_built_in_examples_reconcile_and_reproduce_their_peak(module_name: str, 
     ), explained.notes
     if explained.peak_bytes:
         top = made_during(explained)[0]
-        assert top.source.startswith("memprof/examples/") and top.op, top
+        assert top.source.startswith("memprof/examples/") and (top.op or top.category == "other"), top
+    if func_name == "checkpointed_step":
+        # torch.utils.checkpoint saves the CPU RNG state (torch.get_rng_state(), outside any
+        # op) for each checkpointed block: "other", on the user's checkpoint line, no op.
+        state = torch.get_rng_state()
+        other = [e for e in made_during(explained) if e.category == "other"]
+        assert other and {(e.source_text, e.op) for e in other} == {
+            ("h = checkpoint(block, h, use_reentrant=False) if checkpointed else block(h)", "")
+        }
+        nbytes = state.numel() * state.element_size()
+        assert all(e.bytes == e.count * nbytes == e.count * 5_056 for e in other)
+    if func_name == "full_load":
+        # torch.load makes the checkpoint's storages in Python, outside any op: "other", on the
+        # line that called it (not a workspace of the aten::empty that follows).
+        expected = ("other", module.CHECKPOINT_BYTES, module.TENSORS, "")
+        assert (top.category, top.bytes, top.count, top.op) == expected
+        assert top.source_text == 'state = torch.load(path, map_location="cpu", weights_only=True)'
 
 
 # Slow tier (~7 s): the quick tier has both steps' exact peaks (test_estimate's agreement).

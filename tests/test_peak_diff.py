@@ -171,6 +171,29 @@ def test_without_modules_the_summary_names_lines_then_ops() -> None:
     assert same.summary == "nothing changed at the peak (1.0 MiB in both)"
 
 
+def test_the_summary_names_the_op_that_changed_most_when_modules_and_lines_cancel_out() -> None:
+    # Autocast's shape: each layer's activations halve while its bf16 weight copies, kept for
+    # backward, add as much; by module and by line the change nearly cancels.
+    base, other = [], []
+    for layer in range(2):
+        module, line = f"layers.{layer}.mlp", f"model.py:{10 + layer}"
+        base.append(entry(4 * MiB, "activation", module, source=line, op="aten::mm"))
+        other.append(entry(2 * MiB, "activation", module, source=line, op="aten::mm"))
+        other.append(entry(2 * MiB + 64, "activation", module, source=line, op="aten::_to_copy"))
+    diff = change(base, other)
+    assert_adds_up(diff)
+    casts = sum(e.bytes for e in other if e.op == "aten::_to_copy")
+    assert diff.summary.endswith(
+        f"; by op, casts kept for backward (aten::_to_copy) +{casts / MiB:.1f} MiB of activations, "
+        "none of it at base's peak"
+    )
+    assert diff.summary.startswith("+128 B at the peak (8.0 MiB -> 8.0 MiB): the forward of layers.0–1")
+    # An op that changed less than what the summary names already is not added.
+    less = entry(MiB, "activation", "layers.0.mlp", source="model.py:10", op="aten::mm")
+    smaller = change(base[:1], [less])
+    assert "by op" not in smaller.summary
+
+
 def test_what_has_no_module_line_or_op_keeps_a_row() -> None:
     lost = (Unattributed(3 * MiB, 1, "freed outside any op"),)
     diff = diff_at_peak(

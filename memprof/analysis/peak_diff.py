@@ -19,7 +19,10 @@ of it, at most three groups), largest first: consecutive indices of one containe
 phase, that change the same way (all new, all gone, or all held by both) are one group
 (``blocks.0–2``); each with its change, the category that makes most of it, and "none of it at
 X's peak" when one run holds none of it; then the line that changed most, when it holds 40% of
-the change. Without modules (a recording), lines, then ops, then categories take their place.
+the change; then the op that changed most, when its change is larger than any named before
+(changes of modules and lines can cancel out: autocast's bf16 copies of the weights, kept for
+backward, against the activations it halves). Without modules (a recording), lines, then ops,
+then categories take their place.
 """
 
 from __future__ import annotations
@@ -519,11 +522,36 @@ def summarize(
     parts = by_modules or _line_parts(items)
     if not parts:
         return head if total else f"nothing changed at the peak ({format_bytes(footprints[0])} in both)"
-    said = [part.text(labels) for part in _picked(parts, total)]
+    picked = _picked(parts, total)
+    said = [part.text(labels) for part in picked]
+    named = [abs(part.delta_bytes) for part in picked]
     lines = _line_parts(items, _NAMINGS[:1]) if by_modules else []
     if lines and total and abs(lines[0].delta_bytes) >= LINE_SHARE * abs(total):
         said.append(f"by line, {lines[0].subject} {format_bytes(lines[0].delta_bytes, signed=True)}")
+        named.append(abs(lines[0].delta_bytes))
+    if by_modules or _line_parts(items, _NAMINGS[:1]):  # named by module or by line, not by op
+        said += _largest_op(items, max(named, default=0), labels)
     return f"{head}: {'; '.join(said)}"
+
+
+# Ops that copy a tensor into another dtype (autocast's casts, .to(dtype)).
+_CASTS = frozenset({"aten::_to_copy", "aten::to", "aten::_autocast_to_reduced_precision"})
+
+
+def _largest_op(items: Sequence[_Item], named: int, labels: tuple[str, str]) -> list[str]:
+    """The op that changed most, when its change is larger than any part the summary named
+    (``by op, casts kept for backward (aten::_to_copy) +1.7 MiB of activations``)."""
+    by_op = [(op, members) for op, members in _grouped(items, lambda i: i.op).items() if op]
+    if not by_op:
+        return []
+    op, members = max(by_op, key=lambda kv: (abs(_delta(kv[1])), kv[0]))
+    if abs(_delta(members)) <= named:
+        return []
+    part = _Part(op, members)
+    kept = _category_clause(members, part.delta_bytes) == " of activations"
+    if op in _CASTS and kept:
+        part = _Part(f"casts kept for backward ({op})", members)
+    return [f"by op, {part.text(labels)}"]
 
 
 def _module_parts(modules: dict[RowKey, tuple[ModuleDelta, list[_Item]]]) -> list[_Part]:

@@ -4,8 +4,10 @@ Pure. The tracker's observations are (address, time) pairs; the lifetime holding
 at that time is the one observed. Categories by precedence: parameter > gradient >
 optimizer_state > input > other state > activation (saved for backward) > temporary (returned
 by an op) > workspace (allocated inside an op, never returned) > other (allocated outside any
-op). The lifetimes live at the peak are grouped, largest first; every byte in exactly one
-category; what cannot be attributed is listed with its reason.
+op: put on the statement that made it). A Python number given for a Tensor argument becomes a
+tensor before its op starts: it is that op's, an activation when autograd keeps it. The
+lifetimes live at the peak are grouped, largest first; every byte in exactly one category;
+what cannot be attributed is listed with its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
-from memprof.core.records import PHASES, RECOMPUTE, TrackedFacts
+from memprof.core.records import FORWARD, PHASES, RECOMPUTE, TrackedFacts
 from memprof.model.explanation import CATEGORIES, AtPeak, AtPeakEntry, Unattributed
 
 # Kind bits of a lifetime, from the tracker's observations.
@@ -37,6 +39,7 @@ _PRECEDENCE = (
     (_SAVED, "activation"),
 )
 OUTSIDE_OPS = "allocated after the last op the tracker saw"
+NO_STATEMENT = "made outside any op, by a statement the tracker did not see"
 NOT_TRACKED = "made during the call; its ops were not tracked (eager and Inductor code are)"
 UNKNOWN_BEFORE = (
     "made before the call and not reachable from its arguments, model or optimizer; freed during it"
@@ -49,12 +52,16 @@ UNKNOWN_BEFORE = (
 @dataclass
 class What:
     """Per lifetime: its category code, the op that made it (or inside which it was allocated),
-    the output that made it, and the TrackedStorage row that describes it best."""
+    the output that made it, the TrackedStorage row that describes it best, and for what was
+    allocated outside any op (``outside``) the statement that made it (index into
+    ``facts.statements``, -1 when not seen)."""
 
     category: np.ndarray
     origin_op: np.ndarray
     maker: np.ndarray
     fact: np.ndarray
+    outside: np.ndarray
+    statement: np.ndarray
 
 
 def classify(facts: TrackedFacts, lt: Lifetimes, backward: Backward) -> What:
@@ -117,9 +124,54 @@ def classify(facts: TrackedFacts, lt: Lifetimes, backward: Backward) -> What:
         op = np.maximum(origin, 0)
         outlives = (origin >= 0) & backward.from_profile[op] & (lt.end > ops.t1[op])
         category[no_bits & (maker < 0) & outlives] = CATEGORIES.index("temporary")
+    statement = np.full(count, -1, dtype=np.int64)
+    outside, argument = _outside_ops(facts, lt, slot, no_bits & (maker < 0), backward)
+    if argument.any():
+        # Kept after its op returned, a number's tensor is what autograd saved for backward.
+        kept = lt.end[argument] > ops.t1[slot[argument]]
+        category[np.flatnonzero(argument)[kept]] = CATEGORIES.index("activation")
+    if outside.any():
+        category[outside] = CATEGORIES.index("other")
+        origin = np.where(outside, -1, origin)
+        statement[outside] = _statement_of(facts, lt.start[outside], slot[outside])
     for bit, name in reversed(_PRECEDENCE):
         category[(bits & bit) != 0] = CATEGORIES.index(name)
-    return What(category=category, origin_op=origin, maker=maker, fact=best_fact)
+    return What(
+        category=category, origin_op=origin, maker=maker, fact=best_fact, outside=outside, statement=statement
+    )
+
+
+def _outside_ops(
+    facts: TrackedFacts, lt: Lifetimes, slot: np.ndarray, unknown: np.ndarray, backward: Backward
+) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the lifetimes allocated before their slot's forward op started and not made by
+    it (``unknown``: neither state, saved nor an op's output): those made outside any op, and
+    the Python numbers turned into tensors for the op's Tensor arguments (of the sizes the
+    tracker noted for that op)."""
+    ops = facts.ops
+    none = np.zeros(len(lt.ptr), dtype=bool)
+    if facts.compiled or not facts.ops_tracked or not len(ops.t0):
+        return none, none
+    op = np.maximum(slot, 0)
+    before = unknown & (slot >= 0) & (lt.start < ops.t0[op]) & ~backward.from_profile[op]
+    argument = none.copy()
+    if len(facts.rewrap_op) and before.any():
+        numbers = set(zip(facts.rewrap_op.tolist(), facts.rewrap_bytes.tolist(), strict=True))
+        for index in np.flatnonzero(before).tolist():
+            argument[index] = (int(slot[index]), int(lt.nbytes[index])) in numbers
+    return before & ~argument, argument
+
+
+def _statement_of(facts: TrackedFacts, starts: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """The last statement that called into C before each allocation, after the op before it
+    ended (-1: none seen, e.g. facts tracked without them)."""
+    times = facts.statements.time
+    if not len(times):
+        return np.full(len(starts), -1, dtype=np.int64)
+    found = np.searchsorted(times, starts, side="right") - 1
+    previous_end = np.where(slots > 0, facts.ops.t1[np.maximum(slots - 1, 0)], np.iinfo(np.int64).min)
+    ok = (found >= 0) & (times[np.maximum(found, 0)] > previous_end)
+    return np.where(ok, found, -1)
 
 
 def _kept_from_recompute(facts: TrackedFacts, lt: Lifetimes, maker: np.ndarray) -> np.ndarray:
@@ -186,17 +238,23 @@ def live_at_peak(
         nbytes = int(lt.nbytes[index])
         category = CATEGORIES[what.category[index]]
         origin = int(what.origin_op[index])
-        if category == "other" and origin < 0 and what.fact[index] < 0:
+        statement = int(what.statement[index])
+        if category == "other" and origin < 0 and what.fact[index] < 0 and statement < 0:
             reason = (
                 UNKNOWN_BEFORE
                 if not lt.recorded[index]
+                else NO_STATEMENT
+                if what.outside[index]
                 else OUTSIDE_OPS
                 if facts.ops_tracked
                 else NOT_TRACKED
             )
             _add(loose, (reason, before), nbytes)
             continue
-        described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
+        if statement >= 0:
+            described = describe.statement(statement)
+        else:
+            described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
         key = (category, *described, before)
         _add(groups, key, nbytes)
     entries = sorted(
@@ -269,6 +327,7 @@ class _Describer:
         self.call_paths = [calls.paths[p] for p in calls.path]
         self.user_site = facts.ops.user_sites()
         self._by_op: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+        self._forward_of: dict[str, int] | None = None
 
     def __call__(self, origin: int, maker: int, fact: int, nbytes: int) -> tuple[str, ...]:
         facts, ops = self.facts, self.facts.ops
@@ -301,12 +360,48 @@ class _Describer:
                 # shape of whatever tensor of that size the op touched.
                 module = storage.module or module
                 shape, dtype = storage.shape or shape, storage.dtype or dtype
+                if storage.kind == "gradient" and facts.compiled and origin >= 0:
+                    phase, lines = "backward", self._parameter_lines(storage.module)
+                    if lines is not None:
+                        source, text, user_source, user_text = lines
             else:
                 module = module or storage.module
                 shape, dtype = shape or storage.shape, dtype or storage.dtype
         if user_source == source:
             user_source = user_text = ""
         return module, phase, source, text, op, shape, dtype, user_source, user_text, role
+
+    def _parameter_lines(self, module: str) -> tuple[str, str, str, str] | None:
+        """(source, text, user source, user text) of the first forward kernel of ``module`` in
+        a compiled run: the line that uses a parameter, for its gradient. The backward kernel
+        that writes a gradient may also compute other work (another layer's forward done again
+        under checkpointing), whose line and phase are not the gradient's."""
+        facts, ops = self.facts, self.facts.ops
+        if self._forward_of is None:
+            self._forward_of = {}
+            forward = (ops.phase == FORWARD) & (ops.module_call >= 0) & (ops.site >= 0)
+            for op in np.flatnonzero(forward).tolist():
+                self._forward_of.setdefault(self.call_paths[int(ops.module_call[op])], op)
+        op = self._forward_of.get(module)
+        if op is None:
+            return None
+        site, user = int(ops.site[op]), int(self.user_site[op])
+        user_source, user_text = (facts.sites[user].source, facts.sites[user].text) if user >= 0 else ("", "")
+        return facts.sites[site].source, facts.sites[site].text, user_source, user_text
+
+    def statement(self, index: int) -> tuple[str, ...]:
+        """The description of what a statement made outside any op: its module, phase and
+        lines; no op, shape or dtype (the tracker saw no tensor of it)."""
+        statements, sites = self.facts.statements, self.facts.sites
+        call = int(statements.module_call[index])
+        site, user = int(statements.site[index]), int(statements.user_site[index])
+        source, text = (sites[site].source, sites[site].text) if site >= 0 else ("", "")
+        user_source, user_text = (sites[user].source, sites[user].text) if user >= 0 else ("", "")
+        if user_source == source:
+            user_source = user_text = ""
+        module = self.call_paths[call] if call >= 0 else ""
+        phase = PHASES[int(statements.phase[index])]
+        return module, phase, source, text, "", "", "", user_source, user_text, ""
 
     def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
         """(shape, dtype, site or -1) of the first argument or result of ``forward`` with

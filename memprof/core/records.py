@@ -293,6 +293,26 @@ class TrackedOps:
 
 
 @dataclass(frozen=True)
+class Statements:
+    """The statements of the profiled code that called into C between ops (Python's ``c_call``
+    events, e.g. ``torch.get_rng_state()`` in ``torch.utils.checkpoint``), each from when it
+    first called: its ``time``, statement (index into ``sites``), the user's line that called it
+    (``user_site``, -1 when unknown or the same), module call and phase. What is allocated
+    outside any op was made by the last statement before it."""
+
+    time: np.ndarray
+    site: np.ndarray
+    user_site: np.ndarray
+    module_call: np.ndarray
+    phase: np.ndarray
+
+    @staticmethod
+    def empty() -> Statements:
+        none = np.zeros(0, dtype=np.int64)
+        return Statements(time=none, site=none, user_site=none, module_call=none, phase=none)
+
+
+@dataclass(frozen=True)
 class ModuleCalls:
     """Forward calls of ``nn.Module``s, in the order they started: the module's dotted path
     (index into ``paths``), the enclosing call (-1 for none) and the forward's window (a
@@ -378,3 +398,6 @@ class TrackedFacts:
     recompute: tuple[tuple[int, int], ...] = ()
     """(start, end) of each forward run again in backward (activation checkpointing): its ops
     are forward work, recorded by the tracker, not backward ops read from the profile."""
+    statements: Statements = field(default_factory=Statements.empty)
+    """The statements that called into C between forward ops: the lines of what is allocated
+    outside any op (the RNG state activation checkpointing saves, a storage made in Python)."""

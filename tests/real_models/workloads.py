@@ -105,6 +105,46 @@ def llama_step_inputs(batch: int = 2, seq: int = 32, device: str = "cpu") -> tup
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3), _tokens(batch, seq, device)
 
 
+def llama_checkpointed_step(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Forward and backward of a checkpointed Llama, its gradients made anew (no optimizer:
+    a smaller compile)."""
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    return out.loss.detach()
+
+
+def llama_checkpointed_step_inputs(batch: int = 2, seq: int = 32, device: str = "cpu") -> tuple[Any, ...]:
+    """Llama whose decoder layers are checkpointed the way transformers does it
+    (``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``)."""
+    _seeded()
+    model = llama_model().to(device)
+    settings = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5.x
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=settings)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=settings)
+    model.train()
+    return model, _ids(batch, seq, device)
+
+
+def llama_bf16_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict[str, Any]
+) -> torch.Tensor:
+    """:func:`train_step` with the forward under CPU autocast to bfloat16 (the fp32 weights are
+    cast for each layer, and those copies are kept for backward)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(**batch)
+    out.loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return out.loss.detach()
+
+
+def llama_bf16_step_inputs(batch: int = 2, seq: int = 32, device: str = "cpu") -> tuple[Any, ...]:
+    return llama_step_inputs(batch, seq, device)
+
+
 NEW_TOKENS = 40
 
 

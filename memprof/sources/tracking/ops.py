@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 import torch  # noqa: TID253 - the torch side of tracking
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
-from memprof.core.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, TrackedOps
+from memprof.core.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, Statements, TrackedOps
 from memprof.sources.live.tree import int_array
 from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
 from memprof.sources.tracking.modules import PASS_THROUGH as _MODULES_PASS_THROUGH
@@ -138,11 +139,20 @@ class Ops:
         self._kinds: dict[int, str] = {}
         self._codes: list[Any] = []
         self._ops_unprofiled = False
+        # Statements that called into C between ops (:meth:`_statement`), as parallel lists.
+        self.statement_time: list[int] = []
+        self.statement_site: list[int] = []
+        self.statement_user_site: list[int] = []
+        self.statement_call: list[int] = []
+        self.statement_phase: list[int] = []
+        self._last_statement: tuple[int, int, int] | None = None
+        self._thread = threading.get_ident()
 
     # ---- the hot path -------------------------------------------------------------------------
 
     def record(self, func: Any, t0: int, t1: int, out: Any, args: Any, kwargs: Any) -> None:
         index = len(self.t0)
+        self._last_statement = None  # the statement that ran the op starts a new record
         name = self.names.get(id(func))  # by id: an op's hash is a Python call
         if name is None:
             name = self.names[id(func)] = len(self.name_list)
@@ -225,9 +235,13 @@ class Ops:
         The walk stops at the innermost module call's frame (:attr:`Calls.frames`) when it
         meets it: what lies above that frame is the same for every op of the call (its callers
         wait on it, each at its line), walked once per call."""
+        return self._sites_from(sys._getframe(3))
+
+    def _sites_from(self, frame: FrameType) -> tuple[int, int]:
+        """:meth:`_sites` of the stack from ``frame`` up."""
         frames = self.calls.frames
         call = frames[-1] if frames else None
-        site, user, stopped = self._walk(sys._getframe(3), call[1] if call else None)
+        site, user, stopped = self._walk(frame, call[1] if call else None)
         if stopped and call is not None:
             if call[2] is None:
                 call[2] = self._walk(call[1], None, inside=True)[:2]
@@ -288,6 +302,50 @@ class Ops:
         site, user_site = self._sites()
         return site, user_site, -1
 
+    def _statement(self) -> int:
+        """Called at each of Python's call and return events (as the timer of a ``cProfile``
+        profiler, whose hook is C: a Python hook set with ``sys.setprofile`` makes Python copy
+        every frame's locals into a dict at each event, which keeps tensors alive past their
+        ``del``): the statement running now is noted once, from its first event, so that what
+        is allocated outside any op (``torch.get_rng_state()`` in ``torch.utils.checkpoint``,
+        ``torch.load``'s storages) is put on it. memprof's own frames are left out."""
+        if threading.get_ident() != self._thread:  # Python 3.12+ profiles every thread
+            return 0
+        frame = sys._getframe(1)
+        code = frame.f_code
+        if (self._kinds.get(id(code)) or self._new_kind(code)) == MEMPROF:
+            return 0
+        key = (id(frame), id(code), frame.f_lineno)
+        if key == self._last_statement:
+            return 0
+        self._last_statement = key
+        site, user_site = self._sites_from(frame)
+        if site < 0:  # torch's own code called by memprof (the op tracker's call of an op)
+            return 0
+        calls = self.calls
+        if calls.recomputing:
+            phase = RECOMPUTE
+        elif torch._C._current_autograd_node() is not None:
+            phase = BACKWARD
+        else:
+            phase = OPTIMIZER if calls.optimizer_depth else FORWARD
+        self.statement_time.append(self.clock())
+        self.statement_site.append(site)
+        self.statement_user_site.append(user_site)
+        self.statement_call.append(calls.stack[-1] if calls.stack and phase != BACKWARD else -1)
+        self.statement_phase.append(phase)
+        return 0
+
+    def statements(self) -> Statements:
+        """The statements noted by :meth:`_statement`, as arrays."""
+        return Statements(
+            time=int_array(self.statement_time),
+            site=int_array(self.statement_site),
+            user_site=int_array(self.statement_user_site),
+            module_call=int_array(self.statement_call),
+            phase=int_array(self.statement_phase),
+        )
+
     def pack(self, tensor: torch.Tensor) -> torch.Tensor:
         """A saved-tensors pack hook that notes what autograd saves, and returns it unchanged."""
         with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):
@@ -308,6 +366,24 @@ class Ops:
         stack.enter_context(self.mode)
         if not self._fake:
             self._run_backward_without(stack)
+            self._note_statements(stack)
+
+    def _note_statements(self, stack: contextlib.ExitStack) -> None:
+        """Note the statements that run (:meth:`_statement`) until ``stack`` closes; not under
+        another profiler (cProfile, a hook set with ``sys.setprofile``): then they are not known."""
+        if sys.getprofile() is not None:
+            self.notes.append("what is allocated outside any op has no line (another profiler was on)")
+            return
+        import cProfile
+
+        self._thread = threading.get_ident()
+        profiler = cProfile.Profile(self._statement)
+        try:
+            profiler.enable(subcalls=False, builtins=True)
+        except ValueError as error:  # Python 3.12+: another tool holds the profiler's slot
+            self.notes.append(f"what is allocated outside any op has no line ({error})")
+            return
+        stack.callback(profiler.disable)
 
     def _run_backward_without(self, stack: contextlib.ExitStack) -> None:
         """Take the dispatch mode off while autograd runs backward. Under a mode every tensor

@@ -219,6 +219,7 @@ class Tracker:
             backward_sequence=backward_sequence,
             rewrap_op=int_array(ops.rewrap_op),
             rewrap_bytes=int_array(ops.rewrap_bytes),
+            statements=ops.statements(),
             inputs_op=int_array(ops.in_op),
             inputs_shape=int_array(ops.in_shape),
             inputs_dtype=int_array(ops.in_dtype),
