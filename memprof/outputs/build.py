@@ -21,8 +21,8 @@ from memprof.core.units import format_bytes, format_ms, format_seconds
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
-from memprof.outputs import advice, estimate, kinds, recorded
 from memprof.outputs import document as doc
+from memprof.outputs import estimate, kinds, recorded
 from memprof.outputs.answer import conclusions, made_differently
 from memprof.outputs.compiled import compile_section
 from memprof.outputs.context import Context, Limits
@@ -519,13 +519,5 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
 }
 """Each section's builder, by id: a section with nothing to show is None."""
 
-KIND_MODULES = (advice,)
-"""The modules that declare a kind of their own: their ``SECTIONS`` (builders by id) and their
-``KIND``."""
-
 for _id, _builder in BUILDERS.items():
     kinds.register_section(_id, _builder)
-for _module in KIND_MODULES:
-    for _id, _builder in _module.SECTIONS.items():
-        kinds.register_section(_id, _builder)
-    kinds.register_kind(_module.KIND)
