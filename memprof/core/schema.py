@@ -146,7 +146,7 @@ def _one_of(
     (none: the field keeps its default); two of them is an error."""
     present = [(key, cls) for key, cls in choices.items() if key in data]
     if len(present) > 1:
-        keys = " and ".join(repr(key) for key, _ in present)
+        keys = " and ".join(sorted(repr(key) for key, _ in present))
         raise place.fail(f"holds {keys}, but one of them at most belongs in it; keep one")
     for key, cls in present:
         value = data[key]
