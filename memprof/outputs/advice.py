@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from memprof.core.units import format_bytes
 from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
+from memprof.outputs import estimate
 from memprof.outputs.answer import conclusions
 from memprof.outputs.kinds import Builder, Kind
 
@@ -193,6 +194,7 @@ KIND = Kind(
         "legend",
     ),
     page="memprof advise: ",
+    title=lambda report: f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}",
 )
 """The advice kind: its sections in order (a run's and an estimate's, with its own verdict and
 section)."""

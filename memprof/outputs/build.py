@@ -62,7 +62,7 @@ def build(
     return doc.Document(
         kind=kind.name,
         name=_name(context, kind),
-        title=_title(context),
+        title=_title(context, kind),
         uid=_uid(report),
         sections=sections,
     )
@@ -87,15 +87,15 @@ def _name(context: Context, kind: kinds.Kind) -> str:
     return kind.page + report.target
 
 
-def _title(context: Context) -> tuple:
+def _title(context: Context, kind: kinds.Kind) -> tuple:
     report = context.report
     if report.diff_of:
         made = f"{report.target} on {report.device}"
         return doc.join(f"memprof diff: {' vs '.join(report.diff_of)} (", doc.name(made), ")")
+    if kind.title is not None:
+        return doc.words(kind.title(report))
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
-    if context.kind is ReportKind.ADVICE:
-        return doc.words(f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}")
     if context.kind.estimated:
         return doc.words(f"memprof: {estimate.title(report)}")
     torch_version = report.environment.get("torch", "?")

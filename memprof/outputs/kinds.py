@@ -42,12 +42,15 @@ class Kind:
     """A kind of report: its ``name`` (a :class:`ReportKind` value, or a new kind's own), its
     ``sections`` in the order every format shows them, and, for a kind that
     :class:`ReportKind` does not know, ``detects``: whether a report is one (its payload is
-    there). ``page``: what the page's name says before the target (``memprof advise: ``)."""
+    there). ``page``: what the page's name says before the target (``memprof advise: ``).
+    ``title``: the document's first line, for a kind whose words differ from its
+    :class:`ReportKind`'s (advice's: ``memprof: advice for ...``)."""
 
     name: str
     sections: tuple[str, ...]
     detects: Callable[[Report], bool] | None = None
     page: str = "memprof: "
+    title: Callable[[Report], str] | None = None
 
 
 _FIRST = ("summary", "gate", "verdict", "runs")
