@@ -120,8 +120,22 @@ def _section(cls: type, where: str, found: list[type]) -> list[str]:
         spec = fields.spec_of(field)
         if spec is None or not spec.write:
             continue  # Python only
-        lines.append(f"| `{spec.key or field.name}` | {_value(spec, found)} | {_written(spec)} |")
+        for key, one in _keys(spec, field.name):
+            lines.append(f"| `{key}` | {_value(one, found)} | {_written(one)} |")
     return [*lines, ""]
+
+
+def _keys(spec: Any, name: str) -> list[tuple[str, Any]]:
+    """The keys a field is written under, each with what it holds: one of a ``one_of`` field's
+    types' keys (sorted: the order types register in depends on what was imported first)."""
+    from memprof.core import fields
+
+    if spec.kind != fields.ONE_OF:
+        return [(spec.key or name, spec)]
+    return [
+        (key, dataclasses.replace(spec, kind=fields.OBJECT, item=cls))
+        for key, cls in sorted(spec.item.items(), key=lambda pair: pair[0])
+    ]
 
 
 def _top_level(found: list[type]) -> list[str]:
@@ -183,8 +197,9 @@ def _where(parent: type, child: type, parent_where: str) -> str:
     keys = []
     for field in dataclasses.fields(parent):
         spec = fields.spec_of(field)
-        if spec is not None and spec.write and child in _classes_in(spec):
-            keys.append(f"`{spec.key or field.name}`")
+        if spec is None or not spec.write:
+            continue
+        keys += [f"`{key}`" for key, one in _keys(spec, field.name) if child in _classes_in(one)]
     return f"{' and '.join(keys)} of [{parent.__name__}](#{_anchor(parent)})"
 
 

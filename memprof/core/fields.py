@@ -36,6 +36,7 @@ LIST = "list"  # a JSON array of `item`: a tuple in Python
 MAP = "map"  # a JSON object of name -> `item`: a dict in Python
 OBJECT = "object"  # one nested dataclass (`item`), or null when `nullable`
 FLAG = "flag"  # true or false
+ONE_OF = "one_of"  # one of several dataclasses (`item`: a Choices), under its own type's key, or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,51 @@ class Spec:
     key_field: str | None = None
     omit_none: bool = False
     same_length_as: str | None = None
+
+
+class Choices:
+    """An open table of dataclasses, each written under a JSON key of its own: what a
+    :func:`one_of` field may hold. A type joins by :meth:`register` (a class decorator, run when
+    its module is imported); ``discover``, when given, imports the modules that register, once,
+    before the table is first read (so that reading a document finds every type)."""
+
+    def __init__(self, name: str, discover: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self._keys: dict[type, str] = {}
+        self._discover = discover
+
+    def register(self, key: str) -> Callable[[type[_T]], type[_T]]:
+        """A class decorator: the class is written under ``key``."""
+
+        def joined(cls: type[_T]) -> type[_T]:
+            taken = {k: c for c, k in self._keys.items()}.get(key)
+            if taken is not None and taken.__qualname__ != cls.__qualname__:
+                raise ValueError(f"{self.name} key {key!r} is {taken.__qualname__}'s already")
+            if taken is not None:  # the same class again (its module reloaded)
+                del self._keys[taken]
+            self._keys[cls] = key
+            return cls
+
+        return joined
+
+    def unregister(self, key: str) -> None:
+        """Forget the type written under ``key`` (a test's own)."""
+        self._keys = {c: k for c, k in self._keys.items() if k != key}
+
+    def items(self) -> list[tuple[str, type]]:
+        """Each key and its type, in the order they registered."""
+        if self._discover is not None:
+            discover, self._discover = self._discover, None
+            discover()
+        return [(key, cls) for cls, key in self._keys.items()]
+
+    def key_of(self, value: object) -> str:
+        """The key ``value`` is written under (its type's, or a base class's)."""
+        self.items()
+        for cls in type(value).__mro__:
+            if cls in self._keys:
+                return self._keys[cls]
+        raise TypeError(f"{type(value).__qualname__} is no registered {self.name}")
 
 
 def spec_of(field: dataclasses.Field[Any]) -> Spec | None:
@@ -167,6 +213,12 @@ def optional_text(**spec: Any) -> Any:
 def optional(item: type, **spec: Any) -> Any:
     """One nested dataclass that only some runs have: None (left out of the JSON) elsewhere."""
     return _field(OBJECT, None, item=item, nullable=True, omit_none=True, **spec)
+
+
+def one_of(choices: Choices, **spec: Any) -> Any:
+    """One value of any type of ``choices`` (or None): written under the key of its type, read
+    from whichever of their keys the document holds; left out of the JSON while None."""
+    return _field(ONE_OF, None, item=choices, nullable=True, omit_none=True, **spec)
 
 
 def python_only(default: Any = None) -> Any:

@@ -34,6 +34,9 @@ def encode(obj: Any) -> dict[str, Any]:
         value = getattr(obj, field.name)
         if spec.omit_none and value is None:
             continue
+        if spec.kind == f.ONE_OF:  # under the key of the value's own type
+            out[spec.item.key_of(value)] = encode(value)
+            continue
         out[spec.key or field.name] = _encode(spec, value)
     return out
 
@@ -117,7 +120,9 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
         if name in values:
             continue
         key = spec.key or name
-        if key in data:
+        if spec.kind == f.ONE_OF:
+            _one_of(spec.item, data, place, values, name)
+        elif key in data:
             values[name] = _decode(spec, data[key], place / key)
         elif spec.default_from is not None and spec.default_from in values:
             values[name] = values[spec.default_from]
@@ -132,6 +137,20 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
                 f"has {count} values but {other_key} has {other_count}; they go in pairs"
             )
     return cls(**values)
+
+
+def _one_of(
+    choices: f.Choices, data: dict[str, Any], place: _Place, values: dict[str, Any], name: str
+) -> None:
+    """The value of a ``one_of`` field: read from whichever of its types' keys ``data`` holds
+    (none: the field keeps its default); two of them is an error."""
+    present = [(key, cls) for key, cls in choices.items() if key in data]
+    if len(present) > 1:
+        keys = " and ".join(sorted(repr(key) for key, _ in present))
+        raise place.fail(f"holds {keys}, but one of them at most belongs in it; keep one")
+    for key, cls in present:
+        value = data[key]
+        values[name] = None if value is None else decode(cls, value, place.where, place=place / key)
 
 
 def _check_object(data: Any, place: _Place, required: list[str]) -> None:

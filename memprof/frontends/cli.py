@@ -27,6 +27,7 @@ from memprof.core.errors import (
     spelled_as,
 )
 from memprof.core.version import __version__
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.common import err, err_lines, hidden_line, stderr_width
 from memprof.frontends.commands.groups import cli_spelling, with_option_groups
 
@@ -127,19 +128,27 @@ def reflowed(func: F) -> F:
 
 
 def _register() -> None:
-    # Each command is a plain function in memprof/frontends/commands/; registering spreads its option
-    # groups into options, wraps it in the one error handler and reflows its docstring for --help.
-    from memprof.frontends.commands.advise import advise
-    from memprof.frontends.commands.analyze import analyze
-    from memprof.frontends.commands.check import check
-    from memprof.frontends.commands.compare import compare
-    from memprof.frontends.commands.diff import diff
-    from memprof.frontends.commands.estimate import estimate
-    from memprof.frontends.commands.parse import parse
-    from memprof.frontends.commands.run import run
+    # Each command is a plain function in memprof/frontends/commands/, found by its module's
+    # COMMAND; registering spreads its option groups into options, wraps it in the one error
+    # handler and reflows its docstring for --help.
+    for command in commands():
+        app.command()(handle_errors(reflowed(with_option_groups(command.function))))
 
-    for command in (run, compare, estimate, advise, analyze, check, diff, parse):
-        app.command()(handle_errors(reflowed(with_option_groups(command))))
+
+def commands() -> list[Command]:
+    """Every command of memprof/frontends/commands/ (each module's ``COMMAND``), in the order
+    ``memprof --help`` lists them."""
+    import importlib
+    import pkgutil
+
+    import memprof.frontends.commands as package
+
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        command = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "COMMAND", None)
+        if isinstance(command, Command):
+            found.append(command)
+    return sorted(found, key=lambda command: (command.place, command.function.__name__))
 
 
 # What --help shows as an option's value: nothing for a flag (typer shows ``<bool>``), a word for

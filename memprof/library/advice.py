@@ -160,7 +160,7 @@ def _advised(
         runs=runs,
         environment=estimate_environment(modelled, card_name),
         source=Source(kind="estimate"),
-        advice=advice,
+        detail=advice,
     )
 
 

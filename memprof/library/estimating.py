@@ -102,7 +102,7 @@ def estimate(
         environment=environment,
         source=Source(kind="estimate"),
         fits=fits,
-        sweep=sweep_result,
+        detail=sweep_result,
     )
 
 

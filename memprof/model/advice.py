@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core import fields
+from memprof.model.detail import detail
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +71,7 @@ class AdvicePlan:
     answer: str = fields.text(default="")
 
 
+@detail("advice")
 @dataclass(frozen=True, kw_only=True)
 class Advice:
     """What to change so that the step fits: ``needed`` names what a step needs of the device

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.core import fields, schema
 from memprof.core.errors import InputError, brief
 from memprof.core.text import visible
 from memprof.core.version import __version__
 from memprof.model.advice import Advice
+from memprof.model.detail import DETAILS
 from memprof.model.diff import RunDiff
 from memprof.model.estimate import Fits
 from memprof.model.kind import ReportKind
@@ -35,6 +36,8 @@ SCHEMA_VERSION = 2
 
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
+_D = TypeVar("_D")
+
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -48,7 +51,10 @@ class Report:
     ``diffs`` holds each comparison, ``ranks`` the runs of several ranks side by side (made by
     whoever builds the report; a Report made by hand has none until
     :func:`memprof.pipeline.compared` makes them). ``diff_of``: the two saved reports a report of
-    ``memprof diff`` compares (their file names), else empty. Treat a Report as a value.
+    ``memprof diff`` compares (their file names), else empty. ``detail``: the payload of the
+    report's kind, at most one (a :class:`~memprof.model.sweep.Sweep`, an
+    :class:`~memprof.model.advice.Advice`, ...: :mod:`memprof.model.detail`), written under its
+    own key (``sweep``, ``advice``). Treat a Report as a value.
     """
 
     target: str = fields.text(required=True)
@@ -58,9 +64,8 @@ class Report:
     source: Source | None = fields.optional(Source)
     runs: dict[str, RunResult] = fields.mapping(RunResult, required=True, nonempty=True, key_field="label")
     fits: Fits | None = fields.optional(Fits)
-    sweep: Sweep | None = fields.optional(Sweep)
+    detail: object | None = fields.one_of(DETAILS)
     diff_of: tuple[str, ...] = fields.items(fields.TEXT, omit=lambda report: not report.diff_of)
-    advice: Advice | None = fields.optional(Advice)
     diffs: tuple[RunDiff, ...] = fields.python_only(default=())
     ranks: RankSummary | None = fields.python_only()
     # With two or more ranks: each rank's own comparisons (the rank a document details shows
@@ -77,6 +82,21 @@ class Report:
         if self.advice is not None:
             return ReportKind.ADVICE
         return ReportKind.of_source(self.source, swept=self.sweep is not None)
+
+    def detail_of(self, kind: type[_D]) -> _D | None:
+        """The report's detail when it is a ``kind`` (e.g. :class:`memprof.model.sweep.Sweep`),
+        else None."""
+        return self.detail if isinstance(self.detail, kind) else None
+
+    @property
+    def sweep(self) -> Sweep | None:
+        """The sweep an estimate of several values holds (its detail), else None."""
+        return self.detail_of(Sweep)
+
+    @property
+    def advice(self) -> Advice | None:
+        """The advice of ``memprof advise`` (its detail), else None."""
+        return self.detail_of(Advice)
 
     @property
     def base(self) -> RunResult:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core import fields
+from memprof.model.detail import detail
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +26,7 @@ class SweepPoint:
     searched: bool = fields.flag()
 
 
+@detail("sweep")
 @dataclass(frozen=True, kw_only=True)
 class Sweep:
     """The sweep of ``parameter``: each point (in order of value when the values are numbers,

@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memprof.core.units import format_bytes
+from memprof.model.advice import Advice
 from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
+from memprof.outputs import estimate
 from memprof.outputs.answer import conclusions
 from memprof.outputs.kinds import Builder, Kind
 
 if TYPE_CHECKING:
-    from memprof.model.advice import Advice, AdvisedTechnique
+    from memprof.model.advice import AdvisedTechnique
     from memprof.model.report import Report
     from memprof.outputs.context import Context
 
@@ -118,7 +120,7 @@ def _plan_blocks(advice: Advice) -> list:
 def section(report: Report) -> doc.Section | None:
     """Advice's own section: the techniques ranked (a table, a bar each), those refused, the
     plan."""
-    advice = report.advice
+    advice = report.detail_of(Advice)
     if advice is None:
         return None
     base = advice.baseline
@@ -137,7 +139,7 @@ def section(report: Report) -> doc.Section | None:
 def answer(report: Report) -> str | None:
     """The line the terminal ends with: the plan (``to fit 24.0 GiB: ...``), or without a
     budget the technique that saves most."""
-    advice = report.advice
+    advice = report.detail_of(Advice)
     if advice is None:
         return None
     if advice.plan is not None:
@@ -154,7 +156,7 @@ def answer(report: Report) -> str | None:
 
 def failed(report: Report) -> str | None:
     """The gate line when a budget was given and nothing fits it (exit 1); else None."""
-    advice = report.advice
+    advice = report.detail_of(Advice)
     if advice is not None and advice.plan is not None and not advice.plan.fits:
         return f"memprof advise: {advice.plan.answer}"
     return None
@@ -193,6 +195,7 @@ KIND = Kind(
         "legend",
     ),
     page="memprof advise: ",
+    title=lambda report: f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}",
 )
 """The advice kind: its sections in order (a run's and an estimate's, with its own verdict and
 section)."""

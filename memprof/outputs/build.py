@@ -21,8 +21,8 @@ from memprof.core.units import format_bytes, format_ms, format_seconds
 from memprof.model.kind import ReportKind
 from memprof.model.run import peak_during, peak_line
 from memprof.model.timing import format_spread, format_wall
-from memprof.outputs import advice, estimate, kinds, recorded
 from memprof.outputs import document as doc
+from memprof.outputs import estimate, kinds, recorded
 from memprof.outputs.answer import conclusions, made_differently
 from memprof.outputs.compiled import compile_section
 from memprof.outputs.context import Context, Limits
@@ -62,7 +62,7 @@ def build(
     return doc.Document(
         kind=kind.name,
         name=_name(context, kind),
-        title=_title(context),
+        title=_title(context, kind),
         uid=_uid(report),
         sections=sections,
     )
@@ -87,15 +87,15 @@ def _name(context: Context, kind: kinds.Kind) -> str:
     return kind.page + report.target
 
 
-def _title(context: Context) -> tuple:
+def _title(context: Context, kind: kinds.Kind) -> tuple:
     report = context.report
     if report.diff_of:
         made = f"{report.target} on {report.device}"
         return doc.join(f"memprof diff: {' vs '.join(report.diff_of)} (", doc.name(made), ")")
+    if kind.title is not None:
+        return doc.words(kind.title(report))
     if context.kind is ReportKind.RECORDED:
         return doc.words(f"memprof: {recorded.source_line(report)}")
-    if context.kind is ReportKind.ADVICE:
-        return doc.words(f"memprof: {estimate.title(report).replace('estimate of', 'advice for', 1)}")
     if context.kind.estimated:
         return doc.words(f"memprof: {estimate.title(report)}")
     torch_version = report.environment.get("torch", "?")
@@ -519,13 +519,5 @@ BUILDERS: dict[str, Callable[[Context], doc.Section | None]] = {
 }
 """Each section's builder, by id: a section with nothing to show is None."""
 
-KIND_MODULES = (advice,)
-"""The modules that declare a kind of their own: their ``SECTIONS`` (builders by id) and their
-``KIND``."""
-
 for _id, _builder in BUILDERS.items():
     kinds.register_section(_id, _builder)
-for _module in KIND_MODULES:
-    for _id, _builder in _module.SECTIONS.items():
-        kinds.register_section(_id, _builder)
-    kinds.register_kind(_module.KIND)

@@ -3,14 +3,18 @@ in order (ids of :data:`SECTIONS`). :func:`memprof.outputs.build.build` lays out
 its kind; every renderer draws that document, so a kind's sections are written once, for every
 format.
 
-A new kind of report is its model (its payload on :class:`memprof.model.report.Report`), its
-sections (a module of builders: a :class:`~memprof.outputs.context.Context` in, a
-:class:`~memprof.outputs.document.Section` or None out) and one :func:`register_kind`::
+A new kind of report is its model (its payload, a report's ``detail``:
+:mod:`memprof.model.detail`) and one module of this folder that declares its ``SECTIONS``
+(builders by id: a :class:`~memprof.outputs.context.Context` in, a
+:class:`~memprof.outputs.document.Section` or None out) and its ``KIND``::
 
-    register_section("toy", toy_section)
-    register_kind(Kind("toy", ("summary", "toy", "notes"), detects=lambda report: report.toy is not None))
+    SECTIONS = {"toy": toy_section}
+    KIND = Kind("toy", ("summary", "toy", "notes"), detects=lambda report: isinstance(report.detail, Toy))
 
-A section with nothing to show returns None; a kind lists every section it can have.
+Every module of this folder is imported before the kinds are first read (:func:`discover`):
+such a module needs no other line anywhere. A kind declared elsewhere registers itself
+(:func:`register_section`, :func:`register_kind`). A section with nothing to show returns None;
+a kind lists every section it can have.
 """
 
 from __future__ import annotations
@@ -38,12 +42,15 @@ class Kind:
     """A kind of report: its ``name`` (a :class:`ReportKind` value, or a new kind's own), its
     ``sections`` in the order every format shows them, and, for a kind that
     :class:`ReportKind` does not know, ``detects``: whether a report is one (its payload is
-    there). ``page``: what the page's name says before the target (``memprof advise: ``)."""
+    there). ``page``: what the page's name says before the target (``memprof advise: ``).
+    ``title``: the document's first line, for a kind whose words differ from its
+    :class:`ReportKind`'s (advice's: ``memprof: advice for ...``)."""
 
     name: str
     sections: tuple[str, ...]
     detects: Callable[[Report], bool] | None = None
     page: str = "memprof: "
+    title: Callable[[Report], str] | None = None
 
 
 _FIRST = ("summary", "gate", "verdict", "runs")
@@ -74,8 +81,9 @@ KINDS: dict[str, Kind] = {
     )
 }
 """Every kind, by name: :class:`ReportKind`'s (a report of several ranks shows every rank, then
-the detailed rank's kind's sections: :func:`sections_of`), then those :func:`register_kind` adds
-(advice's: :data:`memprof.outputs.advice.KIND`)."""
+the detailed rank's kind's sections: :func:`sections_of`), then those of this folder's modules
+(advice's: :data:`memprof.outputs.advice.KIND`, found by :func:`discover`) and those
+:func:`register_kind` adds."""
 
 
 def register_section(section_id: str, builder: Builder) -> None:
@@ -97,9 +105,35 @@ def unregister_kind(name: str) -> None:
     KINDS.pop(name, None)
 
 
+_discovered: list[bool] = []
+
+
+def discover() -> dict[str, Kind]:
+    """:data:`KINDS`, once every module of this folder is imported and the kinds they declare
+    (a module's ``SECTIONS`` and ``KIND``) are registered: the first call does it."""
+    if _discovered:
+        return KINDS
+    _discovered.append(True)
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    package = __name__.rpartition(".")[0]
+    importlib.import_module(f"{package}.build")  # the sections every kind shares, first
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        module = importlib.import_module(f"{package}.{info.name}")
+        kind = getattr(module, "KIND", None)
+        if isinstance(kind, Kind) and kind.name not in KINDS:
+            for section_id, builder in getattr(module, "SECTIONS", {}).items():
+                register_section(section_id, builder)
+            register_kind(kind)
+    return KINDS
+
+
 def kind_of(report: Report) -> Kind:
     """The kind of ``report``: a registered kind that detects it, else its :class:`ReportKind`'s
     (of the runs a report of several ranks details, see :func:`sections_of`)."""
+    discover()
     for kind in KINDS.values():
         if kind.detects is not None and kind.detects(report):
             return kind

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from memprof.core.errors import GateFailed, UsageError
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.options import (
     FactoryOptions,
     FitOptions,
@@ -130,3 +131,6 @@ def _refuse(output: OutputOptions) -> None:
         raise UsageError("--group-modules groups the modules of a measured run; advice measures none")
     if output.rank is not None:
         raise UsageError("--rank picks a rank of a sharded job; advice estimates one device")
+
+
+COMMAND = Command(advise, place=40)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from memprof.core.errors import UsageError
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.options import GateOptions, OutputOptions, SaveBaseline
 
 
@@ -96,3 +97,6 @@ def _recordings(paths: list[Path], baseline: Path | None) -> list[tuple[str, Pat
         except OSError:
             files.append(path)  # unreadable: reading it says why
     return [*(("a recording read", p) for p in files), ("the baseline", baseline)]
+
+
+COMMAND = Command(analyze, place=50)

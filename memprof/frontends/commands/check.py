@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.options import GateOptions
 
 
@@ -33,3 +34,6 @@ def check(
     from memprof.library.checking import check_report
 
     report_gate(check_report(report_path, gate.config()))
+
+
+COMMAND = Command(check, place=60)

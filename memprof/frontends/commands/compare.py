@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from memprof.core.errors import UsageError
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.common import profile_and_report, read_inputs
 from memprof.frontends.commands.options import (
     DistributedOptions,
@@ -130,3 +131,6 @@ def compare(
         Variant(target=spec, inputs=make, mode=mode.value, inputs_kwargs=params) for spec, make in split
     ]
     profile_and_report(variants, names, files, config, profile, output)
+
+
+COMMAND = Command(compare, place=20)

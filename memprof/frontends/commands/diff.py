@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.options import (
     Full,
     HtmlPath,
@@ -124,3 +125,6 @@ def diff(
     )
     show = lambda: print_lines(lines)  # noqa: E731 - the terminal report, after the files
     write_and_gate(report, files, compared.gate, gated=compared.gated, quiet=output.quiet, show=show)
+
+
+COMMAND = Command(diff, place=70)

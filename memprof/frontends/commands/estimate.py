@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memprof.core.errors import GateFailed, InputError, UsageError
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.options import (
     FactoryOptions,
     FitOptions,
@@ -194,3 +195,6 @@ def _exit(checked: CheckedEstimate) -> None:
     if checked.unfit is not None:
         print_gate_lines([checked.unfit])
         raise GateFailed(checked.unfit)
+
+
+COMMAND = Command(estimate, place=30)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from memprof.core.errors import InputError
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.common import err, out
 
 if TYPE_CHECKING:
@@ -170,3 +171,6 @@ def parse(
     atomic_write_texts([(absolute(path), content) for path, content in outputs])
     for path, _ in outputs:
         err(f"memprof: wrote {len(frame)} rows to {path}")
+
+
+COMMAND = Command(parse, place=80)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from memprof.frontends.commands import Command
 from memprof.frontends.commands.common import profile_and_report
 from memprof.frontends.commands.options import RUNS_PANEL as RUNS
 from memprof.frontends.commands.options import (
@@ -73,3 +74,6 @@ def run(
     check_gate(config, modes)
     refuse_rank(output.rank)
     profile_and_report(variants, None, files, config, profile, output)
+
+
+COMMAND = Command(run, place=10)
