@@ -52,7 +52,7 @@ def test_a_trace_gives_one_run_per_device_with_the_reference_figures(tmp_path: P
     data = json.loads(out.read_text())
     assert list(data["runs"]) == ["cpu", "cuda:0"]
     gpu = data["runs"]["cuda:0"]
-    assert (gpu["label"], gpu["mode"], gpu["device"]) == ("cuda:0", "trace", "cuda:0")
+    assert (gpu["label"], gpu["source"], gpu["mode"], gpu["device"]) == ("cuda:0", "trace", None, "cuda:0")
     assert gpu["peak_bytes"] == ref["peak_above_start"] == 9944576
     assert gpu["footprint_bytes"] == ref["max_total_allocated"] == 101305344
     assert gpu["live_at_start_bytes"] == ref["live_at_start"] == 91360768
@@ -132,7 +132,7 @@ def test_a_snapshot_gives_its_figures_sites_and_the_models_check(tmp_path: Path)
     assert result.exit_code == 0, result.output
     ref = SNAPSHOTS[MAGMA]
     run = json.loads(out.read_text())["runs"]["cuda:0"]
-    assert (run["mode"], run["device"]) == ("snapshot", "cuda:0")
+    assert (run["source"], run["mode"], run["device"]) == ("snapshot", None, "cuda:0")
     assert run["peak_bytes"] == ref["peak_above_start"] == 12550078464
     assert run["live_at_start_bytes"] == ref["live_at_trace_start"] == 1373919236
     assert run["footprint_bytes"] == 13927832064  # block sizes, as max_memory_allocated counts them

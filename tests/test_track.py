@@ -50,6 +50,7 @@ def test_a_block_peaks_exactly_above_its_start() -> None:
     assert run.at_peak.by_category["input"] == 10 * MiB
     assert t.report.target.startswith("block at test_track.py:")
     assert list(t.report.runs) == ["block"]
+    assert (run.source, run.mode, t.report.kind) == ("block", "eager", memprof.ReportKind.RUN)
     assert_reconciled(t.report)
     del second, third
 

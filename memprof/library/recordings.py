@@ -39,6 +39,7 @@ from memprof.model import (
     SourceFile,
     WhatIf,
 )
+from memprof.model.kind import SNAPSHOT_SOURCE, TRACE_SOURCE
 from memprof.model.timeline import Timeline
 from memprof.pipeline import build_report, build_run
 from memprof.sources.files.snapshot import read_snapshot, snapshot_files
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-TRACE, SNAPSHOT = "trace", "snapshot"
+TRACE, SNAPSHOT = TRACE_SOURCE, SNAPSHOT_SOURCE
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _STEM_SUFFIXES = (".gz", ".json", ".pickle", ".pkl", ".trace", ".pt", ".snapshot")
 
@@ -273,7 +274,8 @@ def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
     timeline = _timeline(device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, live_at_start)
     return build_run(
         label=device.device,
-        mode=TRACE,
+        mode=None,
+        source=TRACE,
         rank=trace.rank,
         device=device.device,
         device_name=device.device_name,
@@ -346,7 +348,8 @@ def _snapshot_run(
         stack = tuple(f"{f.filename}:{f.line} {f.name}" for f in reversed(python_frames(frames)))
     return build_run(
         label=device.device,
-        mode=SNAPSHOT,
+        mode=None,
+        source=SNAPSHOT,
         rank=rank,
         device=device.device,
         peak_bytes=device.peak_bytes,

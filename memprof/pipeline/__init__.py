@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.units import format_bytes
 from memprof.model import FAILED, Report, RunResult
+from memprof.model.kind import LIVE_SOURCE
 from memprof.model.timeline import CategoryTimeline, Timeline
 
 if TYPE_CHECKING:
@@ -42,9 +43,9 @@ def build_run(analysis: Analysis | None = None, **run: Any) -> RunResult:
     return RunResult(**{**values, **run, "notes": notes})
 
 
-def failed_run(label: str, mode: str, message: str) -> RunResult:
+def failed_run(label: str, mode: str | None, message: str, source: str = LIVE_SOURCE) -> RunResult:
     """A run whose code failed: no numbers, the failure's message in ``error``."""
-    return RunResult(label=label, mode=mode, status=FAILED, peak_bytes=0, error=message)
+    return RunResult(label=label, mode=mode, source=source, status=FAILED, peak_bytes=0, error=message)
 
 
 def compared(report: Report) -> Report:
@@ -100,10 +101,10 @@ class Recording:
     whether what is live at the peak is reported (else only the numbers); ``timed_ops``: false
     when the ops' times are not real (fake execution: left unknown); ``fields``: what else
     the run holds as the source gives it (``estimate``, ``compile_seconds``, ``torch_table``,
-    ...)."""
+    ...); ``source``: the run's source (``RunResult.source``)."""
 
     label: str
-    mode: str
+    mode: str | None
     raw: RawProfile
     device: str
     explained: Attribution | None = None
@@ -119,6 +120,7 @@ class Recording:
     notes: tuple[str, ...] = ()
     mapped_files: tuple[tuple[str, int], ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
+    source: str = LIVE_SOURCE
 
 
 def run_of(recording: Recording) -> RunResult:
@@ -169,6 +171,7 @@ def run_of(recording: Recording) -> RunResult:
         analysis,
         label=recording.label,
         mode=recording.mode,
+        source=recording.source,
         device=recording.device,
         wall_ms=statistics.median(walls) if walls else float("nan"),
         wall_ms_all=walls,

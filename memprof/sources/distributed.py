@@ -144,11 +144,10 @@ def for_rank(report: Report, rank: int) -> Report:
 def failed_rank(rank: int, runs: Mapping[str, RunResult], message: str) -> dict[str, RunResult]:
     """The runs of a rank that did not report, shaped like another rank's ``runs`` (labels
     ``rank0...``), each failed with ``message``."""
-    modes = [run.mode for run in runs.values()]
     labels = rank_labels(rank, [label.partition("/")[2] or label for label in runs])
     return {
-        label: replace(failed_run(label, mode, message), rank=rank)
-        for label, mode in zip(labels, modes, strict=True)
+        label: replace(failed_run(label, run.mode, message, run.source), rank=rank)
+        for label, run in zip(labels, runs.values(), strict=True)
     }
 
 

@@ -56,6 +56,7 @@ from memprof.core.fields import copied
 from memprof.core.records import Allocations, RawProfile, TrackedFacts
 from memprof.core.units import format_bytes
 from memprof.model import AllocatorReplay, EstimateSection, RunResult
+from memprof.model.kind import ESTIMATE_SOURCE
 from memprof.pipeline import Recording, run_of
 from memprof.sources.fake.guesses import GuessedLoop, Guesses
 from memprof.sources.fake.workspaces import Workspaces
@@ -613,6 +614,7 @@ def _run(
         Recording(
             label=label,
             mode="eager",
+            source=ESTIMATE_SOURCE,
             raw=raw,
             device="cuda" if cuda else "cpu",
             # The attribution's words are a profile's; an estimate has none. (The pipeline adds

@@ -36,6 +36,7 @@ from memprof.core.gcpause import hold_to_end, imports_frozen, release_held, surv
 from memprof.core.names import aten_names
 from memprof.core.records import CALL_MARKER, RawProfile
 from memprof.model import RunResult
+from memprof.model.kind import BLOCK_SOURCE, LIVE_SOURCE
 from memprof.pipeline import Recording, run_of
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
 from memprof.sources.live.dynamo_watch import DynamoWatch, frames_compiled
@@ -448,6 +449,7 @@ def _assemble(
     timed: Timed,
     heard: Heard,
     watch: DynamoWatch | None = None,
+    source: str = LIVE_SOURCE,
 ) -> RunResult:
     """The run: what the profiled calls recorded, with what the source measured and noticed,
     handed to the pipeline (:func:`memprof.pipeline.run_of`)."""
@@ -463,6 +465,7 @@ def _assemble(
     recording = Recording(
         label=measured.label,
         mode=options.mode,
+        source=source,
         raw=measured.raw,
         device=options.device,
         explained=measured.explained,
@@ -503,7 +506,7 @@ def block_run(
     """The run of a block profiled in one pass where it runs (:mod:`memprof.sources.block`):
     no warm-up, no timed calls; assembled as :func:`run_target`'s runs are."""
     measured = _Measured(label, raw, walls, counters, notes, threads, None, mapped, explained)
-    return _assemble(measured, _Warm(fn=lambda: None), inputs, options, Timed(()), heard)
+    return _assemble(measured, _Warm(fn=lambda: None), inputs, options, Timed(()), heard, source=BLOCK_SOURCE)
 
 
 def _reworded(note: str, explained: Attribution | None) -> str:
