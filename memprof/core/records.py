@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -378,3 +379,18 @@ class TrackedFacts:
     recompute: tuple[tuple[int, int], ...] = ()
     """(start, end) of each forward run again in backward (activation checkpointing): its ops
     are forward work, recorded by the tracker, not backward ops read from the profile."""
+
+
+def string_codes(values: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct ``str(value)`` of ``values``, sorted, and the index of each value's among
+    them (what ``np.unique(array.astype(str), return_inverse=True)`` gives). Interned through a
+    dict: a numpy string array gives every string the width of the longest, and one op name of
+    50 million characters in a trace asked for 33 GiB."""
+    index: dict[str, int] = {}
+    first = np.fromiter(
+        (index.setdefault(str(v), len(index)) for v in values), dtype=np.int64, count=len(values)
+    )
+    distinct = sorted(index)
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[[index[text] for text in distinct]] = np.arange(len(distinct))
+    return distinct, rank[first]
