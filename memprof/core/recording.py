@@ -1,19 +1,66 @@
-"""What a file reader hands over: one :class:`RecordedFile` per file read, holding one
-:class:`RecordedDevice` per device it recorded memory of. Only what the file says (records,
-the allocator's own counters, what it says about itself): the numbers are worked out by the
-assembler (:mod:`memprof.pipeline.assemble`), the same for every format.
+"""What a source hands over: what it observed, never a number worked out from it. The
+assembler (:mod:`memprof.pipeline.assemble`) does the analysis, the same for every source.
 
-A reader is registered in :data:`memprof.sources.files.readers.READERS`; a new format is one
-reader and one line there.
+- A run profiled or estimated here is one :class:`Recording`: the profiler's records, the
+  program state tracked during the calls, the device's counters, the times, the notes.
+- A file read is one :class:`RecordedFile`, holding one :class:`RecordedDevice` per device it
+  recorded memory of: records, the allocator's own counters, what the file says about itself.
+  A reader is registered in :data:`memprof.sources.files.readers.READERS`; a new format is one
+  reader and one line there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from memprof.core.records import RawProfile, SnapshotRecords
+from memprof.core.records import Allocations, RawProfile, SnapshotRecords, TrackedFacts
+
+
+@dataclass
+class Recording:
+    """What a source observed of one run it profiled or estimated: the profiler's records
+    (``raw``), the program state tracked during the measured calls (``facts``: the assembler
+    explains the peak with it; None when it could not be tracked), and what the source
+    measured and noticed.
+
+    ``source``: the run's source (``live``, ``block``, ``estimate``); ``warm``: calls ran
+    before the measured ones (their growth is not a leak); ``explain``: what is live at the
+    peak is worked out (else only the numbers). ``counters``: the device's own counters (CUDA:
+    ``memory_allocated_start_bytes``, ``max_memory_allocated_bytes``,
+    ``max_memory_reserved_bytes``); ``device_facts``: the device's name and total memory;
+    ``walls_ms``: each timed call (``wall_timing`` says how they were timed); ``inputs_bytes``:
+    what the arguments hold, for a run whose state was not tracked; ``mapped_files``: the files
+    memory-mapped during the calls (name, size); ``vocabulary``: the aten op names fused kernel
+    names are split with; ``profiled``: false when nothing ran under the profiler (fake
+    execution: the ops' times are unknown); ``allocations``: every allocation and free to
+    replay through the CUDA caching-allocator model (an estimate of a CUDA device), within
+    ``capacity_bytes`` too when given; ``fields``: what else the run holds as the source gives
+    it (``estimate``, ``compile_seconds``, ``torch_table``, ...)."""
+
+    label: str
+    mode: str | None
+    raw: RawProfile
+    device: str
+    source: str = "live"
+    facts: TrackedFacts | None = None
+    warm: bool = True
+    explain: bool = True
+    counters: dict[str, int] = field(default_factory=dict)
+    device_facts: dict[str, Any] = field(default_factory=dict)
+    walls_ms: tuple[float, ...] = ()
+    wall_timing: str = "profiled"
+    repeat: int = 1
+    inputs_bytes: int = 0
+    vocabulary: frozenset[str] = frozenset()
+    profiled: bool = True
+    notes: tuple[str, ...] = ()
+    mapped_files: tuple[tuple[str, int], ...] = ()
+    allocations: Allocations | None = None
+    capacity_bytes: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

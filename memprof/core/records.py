@@ -394,3 +394,14 @@ def string_codes(values: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndar
     rank = np.empty(len(distinct), dtype=np.int64)
     rank[[index[text] for text in distinct]] = np.arange(len(distinct))
     return distinct, rank[first]
+
+
+MIN_BLOCK_SIZE = 512
+"""The CUDA caching allocator's smallest block: every request is rounded up to a multiple."""
+
+
+def round_size(size: int) -> int:
+    """The block size torch's allocator gives a request of ``size`` bytes (default settings)."""
+    if size < MIN_BLOCK_SIZE:
+        return MIN_BLOCK_SIZE
+    return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE)

@@ -1,22 +1,31 @@
-"""The assembler of recordings read from files: a :class:`~memprof.core.recording.RecordedFile`
-(whatever reader made it) -> one :class:`~memprof.model.RunResult` per device, the numbers
-worked out here from what the file recorded. Every format goes through :func:`file_runs`."""
+"""The assembler: what a source observed -> a :class:`~memprof.model.RunResult`, the numbers
+worked out here, the same for every source. A run profiled or estimated here is a
+:class:`~memprof.core.recording.Recording` (:func:`run_of`); a file read, whatever reader made
+it, a :class:`~memprof.core.recording.RecordedFile`, one run per device (:func:`file_runs`)."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
-from memprof.analysis.allocator import AllocatorSettings
-from memprof.analysis.peaks import analyze
+import numpy as np
+
+from memprof.analysis.allocator import AllocatorSettings, simulate
+from memprof.analysis.attribution import Attribution, attribute, counters_differ, with_device_counters
+from memprof.analysis.peaks import analyze, responsible_op, stack_at
 from memprof.analysis.recorded import recorded_peak
+from memprof.analysis.running import ops_at
 from memprof.analysis.snapshot import SnapshotDevice, analyze_device, python_frames, site_of
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
 from memprof.core.fields import copied
-from memprof.core.recording import RecordedDevice, RecordedFile
-from memprof.core.records import SNAPSHOT_ACTIONS, SnapshotRecords
+from memprof.core.names import aten_names, fused_kernels
+from memprof.core.recording import RecordedDevice, RecordedFile, Recording
+from memprof.core.records import MAPPED_RANGE, SNAPSHOT_ACTIONS, Allocations, RawProfile, SnapshotRecords
+from memprof.core.units import format_bytes
 from memprof.model import (
     AllocatorModel,
+    AllocatorReplay,
     Fragmentation,
     OomEvent,
     RunResult,
@@ -24,11 +33,194 @@ from memprof.model import (
     SnapshotSite,
     WhatIf,
 )
-from memprof.model.timeline import Timeline
+from memprof.model.timeline import CategoryTimeline, Timeline
 from memprof.pipeline import build_run
 
-if TYPE_CHECKING:
-    import numpy as np
+_PROFILE_WORDS = ", which the profiler does not record"
+
+
+# ---- a run profiled or estimated here ----------------------------------------------------------
+
+
+def run_of(recording: Recording, explained: Attribution | None = None) -> RunResult:
+    """The run of a recording: the analysis of its records, with what the source measured and
+    noticed, and the numbers and explanation of the tracked calls (exact: frees of tensors made
+    before the call included; ``explained``, else worked out from ``recording.facts``),
+    cross-checked with the device's own counters; an estimate of a CUDA device, its allocations
+    replayed through the caching-allocator model."""
+    if explained is None and recording.facts is not None:
+        explained = attribute(None, recording.facts, warm=recording.warm, explain=recording.explain)
+    if explained is not None and not recording.profiled:
+        # The attribution's words are a profile's; a run that was not profiled has none.
+        explained = replace(explained, notes=tuple(n.replace(_PROFILE_WORDS, "") for n in explained.notes))
+    analysis = analyze(recording.raw)
+    if not recording.profiled:
+        unknown = float("nan")
+        untimed = tuple(replace(op, self_us=unknown, total_us=unknown) for op in analysis.ops)
+        analysis = replace(analysis, ops=untimed)
+    notes = list(recording.notes)
+    fields = dict(recording.fields)
+    if recording.allocations is not None:
+        replay = _replay(recording.allocations, recording.capacity_bytes)
+        notes += _replay_notes(replay)
+        fields["reserved_peak_bytes"] = replay.reserved_peak_bytes
+        if fields.get("estimate") is not None:
+            fields["estimate"] = replace(fields["estimate"], allocator=replay)
+    mapped = sum(op.allocated_bytes for op in analysis.ops if op.name == MAPPED_RANGE)
+    if mapped > 0:
+        notes.append(_mapped_note(recording.mapped_files, mapped))
+    counters = recording.counters
+    # CUDA's counters give the footprint and live at start; an explained run's own numbers
+    # (cross-checked with those counters) take their place.
+    numbers: dict[str, Any] = {
+        "footprint_bytes": counters.get("max_memory_allocated_bytes"),
+        "live_at_start_bytes": counters.get("memory_allocated_start_bytes"),
+        "reserved_peak_bytes": counters.get("max_memory_reserved_bytes"),
+        "inputs_bytes": recording.inputs_bytes,
+    }
+    if explained is not None:
+        explained_numbers, explained_notes = _explained_numbers(recording, explained)
+        numbers.update(explained_numbers)
+        notes += [note for note in explained_notes if note not in notes]
+    if "max_memory_allocated_bytes" in counters:
+        # The peak the report gives: the tracked calls' (exact) or the records' own.
+        counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
+        counters["allocator_peak_above_start_bytes"] = counted
+        reported = numbers.get("peak_bytes", analysis.numbers.region_peak_bytes)
+        if counters_differ(counted, reported):
+            notes.append(
+                f"torch.cuda.max_memory_allocated() rose {format_bytes(counted)} above the start, the "
+                f"reported peak {format_bytes(reported)}: memory was allocated where the profiler does "
+                "not record (another thread?)"
+            )
+    op_names = [op.name for op in analysis.ops]
+    walls = recording.walls_ms
+    return build_run(
+        analysis,
+        label=recording.label,
+        mode=recording.mode,
+        source=recording.source,
+        device=recording.device,
+        wall_ms=statistics.median(walls) if walls else float("nan"),
+        wall_ms_all=walls,
+        wall_timing=recording.wall_timing,
+        repeat=recording.repeat,
+        fused_kernels=fused_kernels(op_names, recording.vocabulary | aten_names(op_names)),
+        device_counters=counters,
+        notes=notes,
+        **recording.device_facts,
+        **{**numbers, **fields},
+    )
+
+
+def _mapped_note(files: tuple[tuple[str, int], ...], mapped_bytes: int) -> str:
+    """The run's note when its records hold memory-mapped files."""
+    names = ", ".join(sorted({name for name, _ in files if name})) or "a file"
+    return (
+        f"{format_bytes(mapped_bytes)} of the allocations are memory-mapped files ({names}; the "
+        f"'{MAPPED_RANGE}' row): the profiler counts a mapping as an allocation of the file's size, "
+        "although pages are read from disk only when touched, so far less may be resident"
+    )
+
+
+def _explained_numbers(
+    recording: Recording, explained: Attribution
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The run's numbers from the tracked calls: peak, footprint, live at start, net, inputs,
+    the op at the exact peak, the exact timeline; and, with ``explain``, what is live at the
+    peak, the modules, each call and the kernels. With the explanation's notes."""
+    raw, counters = recording.raw, recording.counters
+    first, last = explained.calls[0], explained.calls[-1]
+    numbers: dict[str, Any] = {
+        # What memprof found live when the first measured call started (before CUDA's counters
+        # add what it did not find): the arguments, model, optimizer state, module globals.
+        "inputs_bytes": first.live_at_start_bytes,
+        "net_bytes": last.live_at_end_bytes - last.live_at_start_bytes,
+    }
+    if "memory_allocated_start_bytes" in counters and "max_memory_allocated_bytes" in counters:
+        explained = with_device_counters(
+            explained, counters["memory_allocated_start_bytes"], counters["max_memory_allocated_bytes"]
+        )
+    stack = stack_at(raw, explained.peak_at_ns) if explained.peak_bytes > 0 else ()
+    numbers.update(
+        peak_bytes=explained.peak_bytes,
+        footprint_bytes=explained.footprint_bytes,
+        live_at_start_bytes=explained.live_at_start_bytes,
+        peak_op=responsible_op(stack) if explained.peak_bytes > 0 else None,
+        peak_op_stack=stack,
+        call_numbers=explained.calls,
+        peak_call=explained.peak_call,
+        timeline=_exact_timeline(explained, raw, recording.explain),
+    )
+    if recording.explain:
+        numbers.update(at_peak=explained.at_peak, module_stats=explained.modules, kernels=explained.kernels)
+    return numbers, explained.notes
+
+
+def _exact_timeline(explained: Attribution, raw: RawProfile, explain: bool) -> Timeline:
+    """The tracked calls' live bytes over time (exact), the op running at each point on the
+    profiler's clock (the timeline starts with the first measured call, as the records' own
+    does), and with ``explain`` the peak call's live bytes by category."""
+    by_category = None
+    if explain:
+        by_category = CategoryTimeline(
+            t_ns=explained.timeline_t_ns,
+            # Categories that hold nothing during the call are left out.
+            bytes={k: tuple(v) for k, v in explained.timeline_by_category.items() if any(v)},
+        )
+    op_names: tuple[str, ...] = ()
+    op_at: tuple[int, ...] = ()
+    if raw.calls:
+        start = min(call[0] for call in raw.calls)
+        op_names, at = ops_at(raw, np.asarray(explained.live_t_ns, dtype=np.int64) + start)
+        op_at = tuple(at.tolist())
+    return Timeline(
+        t_ns=explained.live_t_ns,
+        bytes=explained.live_bytes,
+        op_names=op_names,
+        op_at=op_at,
+        by_category=by_category,
+    )
+
+
+# ---- an estimate of a CUDA device: the caching allocator's replay -----------------------------
+
+
+def _replay(records: Allocations, capacity_bytes: int | None) -> AllocatorReplay:
+    """Every allocation and free through the caching-allocator model: the reserve it would hold
+    on a device with no limit, and with a capacity, whether every request finds room within it."""
+    actions = list(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True))
+    free = simulate(actions)
+    within = None
+    if capacity_bytes is not None:
+        within = simulate(actions, AllocatorSettings(capacity_bytes=capacity_bytes))
+    return copied(
+        AllocatorReplay,
+        free,
+        capacity_bytes=capacity_bytes,
+        capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
+        ooms=len(within.ooms) if within is not None else 0,
+    )
+
+
+def _replay_notes(replay: AllocatorReplay) -> list[str]:
+    """What the replay found within the capacity: out of memory, or the cache emptied."""
+    if replay.ooms:
+        return [
+            f"within {format_bytes(replay.capacity_bytes or 0)} the caching-allocator model ran out of "
+            f"memory {replay.ooms} time(s): a request found no room even after the cache was emptied"
+        ]
+    if replay.capacity_bytes is not None and replay.reserved_peak_bytes > replay.capacity_bytes:
+        return [
+            f"the reserve would reach {format_bytes(replay.reserved_peak_bytes)} on a larger device; "
+            f"within {format_bytes(replay.capacity_bytes)} the allocator frees cached segments "
+            f"instead and every request finds room (reserve at most "
+            f"{format_bytes(replay.capacity_reserved_peak_bytes or 0)})"
+        ]
+    return []
+
+
+# ---- files read ---------------------------------------------------------------------------------
 
 
 def file_runs(recorded: RecordedFile, what_if_settings: AllocatorSettings | None = None) -> list[RunResult]:

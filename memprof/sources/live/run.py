@@ -34,10 +34,11 @@ from memprof.analysis.peaks import analyze
 from memprof.core.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
 from memprof.core.gcpause import hold_to_end, imports_frozen, release_held, survivors_frozen
 from memprof.core.names import aten_names
+from memprof.core.recording import Recording
 from memprof.core.records import CALL_MARKER, RawProfile
 from memprof.model import RunResult
 from memprof.model.kind import BLOCK_SOURCE, LIVE_SOURCE
-from memprof.pipeline import Recording, run_of
+from memprof.pipeline.assemble import run_of
 from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
 from memprof.sources.live.dynamo_watch import DynamoWatch, frames_compiled
 from memprof.sources.live.explaining import Explaining, explaining_call
@@ -468,7 +469,6 @@ def _assemble(
         source=source,
         raw=measured.raw,
         device=options.device,
-        explained=measured.explained,
         counters=measured.device_counters,
         device_facts=cuda_device(options.device) if cuda else {},
         walls_ms=tuple(timed.walls_ms or measured.walls),
@@ -486,7 +486,7 @@ def _assemble(
             "torch_messages": heard.lines(),
         },
     )
-    return run_of(recording)
+    return run_of(recording, measured.explained)
 
 
 def block_run(
