@@ -14,10 +14,10 @@ import torch
 from reconcile import assert_reconciled
 
 import memprof
+from memprof.analysis.untracked import untracked
 from memprof.core.errors import UsageError
-from memprof.core.records import RawProfile
+from memprof.core.records import DISPATCH_RANGE, RawProfile
 from memprof.pipeline import load_report
-from memprof.sources.block import DISPATCH_RANGE, untracked
 
 MiB = 1024 * 1024
 

@@ -28,15 +28,25 @@ class Recording:
 
     ``source``: the run's source (``live``, ``block``, ``estimate``); ``warm``: calls ran
     before the measured ones (their growth is not a leak); ``explain``: what is live at the
-    peak is worked out (else only the numbers). ``counters``: the device's own counters (CUDA:
-    ``memory_allocated_start_bytes``, ``max_memory_allocated_bytes``,
-    ``max_memory_reserved_bytes``); ``device_facts``: the device's name and total memory;
-    ``walls_ms``: each timed call (``wall_timing`` says how they were timed); ``inputs_bytes``:
-    what the arguments hold, for a run whose state was not tracked; ``mapped_files``: the files
-    memory-mapped during the calls (name, size); ``vocabulary``: the aten op names fused kernel
-    names are split with; ``profiled``: false when nothing ran under the profiler (fake
-    execution: the ops' times are unknown); ``allocations``: every allocation and free to
-    replay through the CUDA caching-allocator model (an estimate of a CUDA device), within
+    peak is worked out (else only the numbers).
+
+    ``explaining``: the program state tracked during one more call, made to explain the
+    measured calls' peak, with ``explaining_counters`` (CUDA's counters around it);
+    ``explained_by_call``: the run is explained so (an explained eager run: the measured calls
+    give the numbers, that call what is live at the peak; the measured calls' own state
+    explains it when that call tracked nothing usable, ``explaining`` None). ``op_tracked``:
+    the ops were tracked during the measured pass (a block): what the tracker adds to the
+    records is taken out before the analysis.
+
+    ``counters``: the device's own counters (CUDA: ``memory_allocated_start_bytes``,
+    ``max_memory_allocated_bytes``, ``max_memory_reserved_bytes``); ``device_facts``: the
+    device's name and total memory; ``walls_ms``: each timed call (``wall_timing`` says how
+    they were timed); ``inputs_bytes``: what the arguments hold, for a run whose state was not
+    tracked; ``mapped_files``: the files memory-mapped during the calls (name, size);
+    ``vocabulary``: the aten op names fused kernel names are split with; ``profiled``: false
+    when nothing ran under the profiler (fake execution: the ops' times are unknown, the
+    records are the tracked ones); ``allocations``: every allocation and free to replay
+    through the CUDA caching-allocator model (an estimate of a CUDA device), within
     ``capacity_bytes`` too when given; ``fields``: what else the run holds as the source gives
     it (``estimate``, ``compile_seconds``, ``torch_table``, ...)."""
 
@@ -48,6 +58,10 @@ class Recording:
     facts: TrackedFacts | None = None
     warm: bool = True
     explain: bool = True
+    explaining: TrackedFacts | None = None
+    explaining_counters: dict[str, int] = field(default_factory=dict)
+    explained_by_call: bool = False
+    op_tracked: bool = False
     counters: dict[str, int] = field(default_factory=dict)
     device_facts: dict[str, Any] = field(default_factory=dict)
     walls_ms: tuple[float, ...] = ()

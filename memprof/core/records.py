@@ -16,6 +16,9 @@ MAPPED_RANGE = "[memory-mapped file]"
 """Name of the range memprof puts around a memory-mapped load (``torch.load(mmap=True)``):
 the profiler counts a mapping as an allocation of the file's size."""
 
+DISPATCH_RANGE = "PythonDispatchMode"
+"""The profiler's range around a ``TorchDispatchMode``'s handling of an op (the op tracker's)."""
+
 AUTOGRAD_NODE = "autograd::engine::evaluate_function"
 """Prefix of the range autograd's engine puts around each backward node it runs. The threads
 that run them work for the call: on CUDA, autograd runs backward on a thread of its own per

@@ -12,16 +12,31 @@ from typing import Any
 import numpy as np
 
 from memprof.analysis.allocator import AllocatorSettings, simulate
-from memprof.analysis.attribution import Attribution, attribute, counters_differ, with_device_counters
+from memprof.analysis.attribution import (
+    Attribution,
+    attribute,
+    combine,
+    counters_differ,
+    with_device_counters,
+)
 from memprof.analysis.peaks import analyze, responsible_op, stack_at
 from memprof.analysis.recorded import recorded_peak
 from memprof.analysis.running import ops_at
 from memprof.analysis.snapshot import SnapshotDevice, analyze_device, python_frames, site_of
 from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
+from memprof.analysis.untracked import untracked
+from memprof.core.errors import first_line
 from memprof.core.fields import copied
 from memprof.core.names import aten_names, fused_kernels
 from memprof.core.recording import RecordedDevice, RecordedFile, Recording
-from memprof.core.records import MAPPED_RANGE, SNAPSHOT_ACTIONS, Allocations, RawProfile, SnapshotRecords
+from memprof.core.records import (
+    MAPPED_RANGE,
+    SNAPSHOT_ACTIONS,
+    Allocations,
+    RawProfile,
+    SnapshotRecords,
+    TrackedFacts,
+)
 from memprof.core.units import format_bytes
 from memprof.model import (
     AllocatorModel,
@@ -48,17 +63,18 @@ def run_of(recording: Recording, explained: Attribution | None = None) -> RunRes
     before the call included; ``explained``, else worked out from ``recording.facts``),
     cross-checked with the device's own counters; an estimate of a CUDA device, its allocations
     replayed through the caching-allocator model."""
+    notes = list(recording.notes)
     if explained is None and recording.facts is not None:
-        explained = attribute(None, recording.facts, warm=recording.warm, explain=recording.explain)
+        explained = _explanation(recording, recording.facts, notes)
     if explained is not None and not recording.profiled:
         # The attribution's words are a profile's; a run that was not profiled has none.
         explained = replace(explained, notes=tuple(n.replace(_PROFILE_WORDS, "") for n in explained.notes))
-    analysis = analyze(recording.raw)
+    raw = untracked(recording.raw, recording.facts) if recording.op_tracked else recording.raw
+    analysis = analyze(raw)
     if not recording.profiled:
         unknown = float("nan")
         untimed = tuple(replace(op, self_us=unknown, total_us=unknown) for op in analysis.ops)
         analysis = replace(analysis, ops=untimed)
-    notes = list(recording.notes)
     fields = dict(recording.fields)
     if recording.allocations is not None:
         replay = _replay(recording.allocations, recording.capacity_bytes)
@@ -79,7 +95,7 @@ def run_of(recording: Recording, explained: Attribution | None = None) -> RunRes
         "inputs_bytes": recording.inputs_bytes,
     }
     if explained is not None:
-        explained_numbers, explained_notes = _explained_numbers(recording, explained)
+        explained_numbers, explained_notes = _explained_numbers(recording, explained, raw)
         numbers.update(explained_numbers)
         notes += [note for note in explained_notes if note not in notes]
     if "max_memory_allocated_bytes" in counters:
@@ -113,6 +129,60 @@ def run_of(recording: Recording, explained: Attribution | None = None) -> RunRes
     )
 
 
+def _explanation(recording: Recording, facts: TrackedFacts, notes: list[str]) -> Attribution | None:
+    """The tracked calls' numbers and what is live at their peak, from the program state the
+    source tracked (None, with a note, when that fails: the numbers are the records' then).
+    An explained eager run: the measured calls' numbers, what is live at the peak from the
+    explaining call (:func:`combine`), else from the measured calls' own state."""
+    # The flat records cross-check the tracked ones, when there are flat records of a profile.
+    raw = recording.raw if recording.profiled else None
+    later = recording.explained_by_call
+    try:
+        measured = attribute(raw, facts, warm=recording.warm, explain=recording.explain and not later)
+    except Exception as error:
+        notes.append(
+            f"memprof could not explain the peak ({first_line(error)}); the numbers are the "
+            "allocator records'"
+        )
+        return None
+    if not later:
+        return measured
+
+    def own() -> Attribution:
+        """The measured calls explained by the program state they tracked."""
+        try:
+            return attribute(raw, facts, warm=recording.warm)
+        except Exception as error:
+            notes.append(f"memprof could not explain the peak ({first_line(error)})")
+            return measured
+
+    if recording.explaining is None:
+        return own()
+    try:
+        explained = attribute(None, recording.explaining, warm=True)
+    except Exception as error:
+        notes.append(
+            f"memprof could not explain the peak ({first_line(error)}); the numbers are the "
+            "allocator records'"
+        )
+        return own()
+    counters = recording.explaining_counters
+    if "max_memory_allocated_bytes" in counters:
+        counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
+        if counters_differ(counted, explained.peak_bytes):
+            # The records could not all be read with their addresses (torch's event tree lacks
+            # some, and the allocator's history did not line up with them): what they explain
+            # is not this peak. The measured calls' own explanation is.
+            notes.append(
+                f"the explaining call's records put its peak {explained.peak_bytes:,} B above its "
+                f"start, torch.cuda.max_memory_allocated() {counted:,} B (its records could not all be "
+                "read with their addresses): what is live at the peak is explained from the measured "
+                "calls, by program state only (no ops or source lines for what the call made)"
+            )
+            return own()
+    return combine(measured, explained)
+
+
 def _mapped_note(files: tuple[tuple[str, int], ...], mapped_bytes: int) -> str:
     """The run's note when its records hold memory-mapped files."""
     names = ", ".join(sorted({name for name, _ in files if name})) or "a file"
@@ -124,12 +194,12 @@ def _mapped_note(files: tuple[tuple[str, int], ...], mapped_bytes: int) -> str:
 
 
 def _explained_numbers(
-    recording: Recording, explained: Attribution
+    recording: Recording, explained: Attribution, raw: RawProfile
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The run's numbers from the tracked calls: peak, footprint, live at start, net, inputs,
     the op at the exact peak, the exact timeline; and, with ``explain``, what is live at the
     peak, the modules, each call and the kernels. With the explanation's notes."""
-    raw, counters = recording.raw, recording.counters
+    counters = recording.counters
     first, last = explained.calls[0], explained.calls[-1]
     numbers: dict[str, Any] = {
         # What memprof found live when the first measured call started (before CUDA's counters
