@@ -27,6 +27,7 @@ from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
 from memprof.analysis.untracked import untracked
 from memprof.core.errors import first_line
 from memprof.core.fields import copied
+from memprof.core.gcpause import gc_paused
 from memprof.core.names import aten_names, fused_kernels
 from memprof.core.recording import RecordedDevice, RecordedFile, Recording
 from memprof.core.records import (
@@ -63,6 +64,13 @@ def run_of(recording: Recording, explained: Attribution | None = None) -> RunRes
     before the call included; ``explained``, else worked out from ``recording.facts``),
     cross-checked with the device's own counters; an estimate of a CUDA device, its allocations
     replayed through the caching-allocator model."""
+    # The analysis makes many objects that stay alive, none in cycles: a collection would walk
+    # them, and everything the program holds, again and again.
+    with gc_paused():
+        return _run_of(recording, explained)
+
+
+def _run_of(recording: Recording, explained: Attribution | None) -> RunResult:
     notes = list(recording.notes)
     if explained is None and recording.facts is not None:
         explained = _explanation(recording, recording.facts, notes)

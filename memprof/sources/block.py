@@ -38,10 +38,9 @@ from typing import Any
 
 from torch.profiler import record_function  # noqa: TID253
 
-from memprof.core.errors import UsageError
+from memprof.core.errors import UsageError, first_line
 from memprof.core.recording import Recording
 from memprof.core.records import CALL_MARKER, TrackedFacts
-from memprof.sources.failures import first_line
 from memprof.sources.live.allocator_history import History, recorded
 from memprof.sources.live.explaining import completion
 from memprof.sources.live.mapped import mapped_files

@@ -35,8 +35,6 @@ from memprof.core.errors import (
     param,
     what_it_did,
 )
-
-__all__ = ["first_line"]  # where the sources' modules have always found it
 from memprof.core.units import format_bytes, parse_size
 from memprof.sources.options import RunOptions
 from memprof.sources.targets.target import unrun_result

@@ -29,13 +29,13 @@ from typing import Any
 import torch
 from torch.profiler import record_function
 
-from memprof.core.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
+from memprof.core.errors import MemprofError, UsageError, UserCodeError, first_line, param, what_it_did
 from memprof.core.gcpause import hold_to_end, imports_frozen, release_held, survivors_frozen
 from memprof.core.names import aten_names
 from memprof.core.recording import Recording
 from memprof.core.records import CALL_MARKER, RawProfile, TrackedFacts
 from memprof.model.kind import BLOCK_SOURCE, LIVE_SOURCE
-from memprof.sources.failures import CallsFailed, check_ran, first_line, warm_up_error
+from memprof.sources.failures import CallsFailed, check_ran, warm_up_error
 from memprof.sources.live.dynamo_watch import DynamoWatch, frames_compiled
 from memprof.sources.live.explaining import Explaining, explaining_call
 from memprof.sources.live.mapped import mapped_files
