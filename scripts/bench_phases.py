@@ -71,13 +71,14 @@ def phases(folder: str) -> dict[str, float]:
 
     import memprof
     from memprof.core import gcpause
-    from memprof.sources.live import explaining, measured
+    from memprof.pipeline import assemble
+    from memprof.sources.live import measured
     from memprof.sources.live import run as live
     from memprof.sources.tracking import ops, tracker
 
     times: dict[str, float] = {}
     _timed(live, "explaining_call", "explaining call", times)  # as live.py calls it
-    _timed(explaining, "attribute", "attribution (both passes)", times)
+    _timed(assemble, "attribute", "attribution (both passes)", times)
     _timed(
         measured, "read_measured", "reading the measured calls' profile (one walk of its event tree)", times
     )

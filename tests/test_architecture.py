@@ -149,9 +149,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("memprof.core",)),
     ("model", ("memprof.model",)),
+    ("sources", ("memprof.sources", "memprof.examples")),
     ("analysis", ("memprof.analysis",)),
     ("pipeline", ("memprof.pipeline",)),
-    ("sources", ("memprof.sources", "memprof.examples")),
     ("outputs", ("memprof.outputs",)),
     ("library", ("memprof.library",)),
     ("front ends", ("memprof.frontends", "memprof.integrations", "memprof.__main__")),

@@ -17,10 +17,13 @@ import pytest
 from gpu_data import SNAPSHOTS, TRACES, gpu_file
 from typer.testing import CliRunner
 
+from memprof.core.recording import RecordedDevice, RecordedFile
+from memprof.core.records import RawProfile
 from memprof.frontends.cli import app
 from memprof.library.recordings import stem
 from memprof.outputs import STANDARD_NAMES
 from memprof.pipeline import load_report
+from memprof.sources.files.readers import READERS
 
 MiB = 1 << 20
 H100 = "tracelens_h100_bert_small.json.gz"
@@ -52,7 +55,7 @@ def test_a_trace_gives_one_run_per_device_with_the_reference_figures(tmp_path: P
     data = json.loads(out.read_text())
     assert list(data["runs"]) == ["cpu", "cuda:0"]
     gpu = data["runs"]["cuda:0"]
-    assert (gpu["label"], gpu["mode"], gpu["device"]) == ("cuda:0", "trace", "cuda:0")
+    assert (gpu["label"], gpu["source"], gpu["mode"], gpu["device"]) == ("cuda:0", "trace", None, "cuda:0")
     assert gpu["peak_bytes"] == ref["peak_above_start"] == 9944576
     assert gpu["footprint_bytes"] == ref["max_total_allocated"] == 101305344
     assert gpu["live_at_start_bytes"] == ref["live_at_start"] == 91360768
@@ -132,7 +135,7 @@ def test_a_snapshot_gives_its_figures_sites_and_the_models_check(tmp_path: Path)
     assert result.exit_code == 0, result.output
     ref = SNAPSHOTS[MAGMA]
     run = json.loads(out.read_text())["runs"]["cuda:0"]
-    assert (run["mode"], run["device"]) == ("snapshot", "cuda:0")
+    assert (run["source"], run["mode"], run["device"]) == ("snapshot", None, "cuda:0")
     assert run["peak_bytes"] == ref["peak_above_start"] == 12550078464
     assert run["live_at_start_bytes"] == ref["live_at_trace_start"] == 1373919236
     assert run["footprint_bytes"] == 13927832064  # block sizes, as max_memory_allocated counts them
@@ -614,7 +617,7 @@ def test_without_orjson_traces_are_read_with_the_standard_library() -> None:
         "import sys, json; sys.modules['orjson'] = None\n"
         "import memprof.sources.files.trace as t\n"
         "assert t._loads is json.loads\n"
-        f"print(t.read_trace({str(gpu_file(H100))!r}).devices[1].footprint_bytes)\n"
+        f"print(t.read_trace({str(gpu_file(H100))!r}).devices[1].live.max())\n"
     )
     root = Path(__file__).resolve().parents[1]
     env = {
@@ -672,3 +675,60 @@ def test_the_ranks_of_one_job_agree(tmp_path: Path) -> None:
     assert [run.rank for run in report.runs.values()] == [None] * 4
     assert "world sizes 2, 4" in report.runs["rank0/cpu"].notes[-1]
     assert not_one_job([]) == []
+
+
+# --------------------------------------------------------------------------------------------
+# A new format: one reader, registered in the table
+
+
+class ToyReader:
+    """A made-up format: ``toymem`` on the first line, then one memory record a line: the time
+    (ns), the bytes allocated (negative: freed) and the op that did it (running 1 ns either
+    side)."""
+
+    name = "toy"
+    what = "a toy recording"
+    in_folder = "toy recording"
+    counted = "toy recording(s)"
+    written_by = "a toy"
+
+    def sniff(self, path: Path) -> bool:
+        with path.open("rb") as handle:
+            return handle.read(6) == b"toymem"
+
+    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
+        rows = [line.split() for line in path.read_text().splitlines()[1:]]
+        raw = RawProfile.from_lists(
+            [(op, int(t) - 1, int(t) + 1, 0) for t, _, op in rows], [(int(t), int(b)) for t, b, _ in rows]
+        )
+        device = RecordedDevice("cpu", raw=raw)
+        return RecordedFile(path=str(path), source=self.name, devices=(device,), rank=rank)
+
+
+@pytest.fixture
+def toy_reader():
+    reader = ToyReader()
+    READERS.append(reader)
+    yield reader
+    READERS.remove(reader)
+
+
+def test_a_reader_registered_in_the_table_is_read_by_analyze(tmp_path: Path, toy_reader: ToyReader) -> None:
+    path = tmp_path / "run.toy"
+    path.write_text(f"toymem\n10 {4 * MiB} aten::empty\n20 {6 * MiB} aten::mm\n30 {-4 * MiB} aten::relu\n")
+    out = tmp_path / "r.json"
+    result = invoke(path, "-q", "--json", out)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["source"]["kind"] == "toy"
+    run = data["runs"]["cpu"]
+    # Peak: 4 MiB then 6 MiB more, at the second record, during aten::mm; 4 MiB freed after.
+    assert (run["source"], run["mode"]) == ("toy", None)
+    assert (run["peak_bytes"], run["peak_op"]) == (10 * MiB, "aten::mm")
+    assert (run["allocated_bytes"], run["net_bytes"], run["records"]) == (10 * MiB, 6 * MiB, 3)
+    # Without the reader, the file is no format memprof knows.
+    READERS.remove(toy_reader)
+    refused = invoke(path)
+    READERS.append(toy_reader)
+    assert refused.exit_code == 2
+    assert "is neither a chrome trace (JSON, plain or gzip) nor a CUDA memory snapshot" in refused.output

@@ -9,8 +9,9 @@ from enum import Enum
 
 from memprof.analysis.attribution import counters_differ
 from memprof.analysis.peaks import analyze
+from memprof.core.recording import Recording
 from memprof.core.records import CALL_MARKER, RawProfile
-from memprof.pipeline import Recording, run_of
+from memprof.pipeline.assemble import run_of
 from memprof.sources.live.kineto import raw_from_kineto
 
 MiB = 1024 * 1024
@@ -188,13 +189,12 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
             mode="eager",
             raw=raw,
             device="cuda:0",
-            explained=explained,
             counters=dict(counters),
             device_facts=device,
             walls_ms=(1.0,),
         )
 
-    run = run_of(recording(counters))
+    run = run_of(recording(counters), explained)
     assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (512, 4608, 4096)
     assert (run.reserved_peak_bytes, run.device_total_bytes) == (2 * MiB, 8 * MiB)
     assert run.inputs_bytes == 1024  # what memprof found live at the start
@@ -207,7 +207,7 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     assert not any("max_memory_allocated" in note for note in run.notes)
     # A high-water mark far above the footprint: allocated where the profiler does not record.
     counters["max_memory_allocated_bytes"] = 8 * MiB
-    run = run_of(recording(counters))
+    run = run_of(recording(counters), explained)
     assert run.footprint_bytes == 4608
     assert any(
         "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes

@@ -24,9 +24,9 @@ from conftest import MIB
 from typer.testing import CliRunner
 
 from memprof.frontends.cli import app
+from memprof.library.jobs import for_rank
 from memprof.model import Report, RunResult
 from memprof.pipeline import build_report
-from memprof.sources.distributed import for_rank
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = Path(__file__).parent / "data" / "ranks" / "workload.py"

@@ -123,6 +123,9 @@ def _agreement(spec: str) -> None:
             target.func, *inputs.args, device="cpu", explain=False, time_budget=0, **inputs.kwargs
         ).runs["eager"]
         assert run.peak_bytes == pytest.approx(real.peak_bytes, rel=0.01)
+        # Where each run's numbers come from, and how the code ran.
+        sources = ((run.source, run.mode), (real.source, real.mode))
+        assert sources == (("estimate", "eager"), ("live", "eager"))
 
 
 @pytest.mark.parametrize("spec", QUICK)

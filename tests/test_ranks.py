@@ -18,6 +18,7 @@ from conftest import MIB, SCRIPT_LABEL, op_stats
 from memprof.analysis.gate import GateConfig, evaluate, parse_budget
 from memprof.analysis.ranks import group_of, summarize
 from memprof.core.errors import UsageError
+from memprof.library.jobs import failed_rank, for_rank, merge
 from memprof.model import Report, RunResult
 from memprof.model.timeline import Timeline
 from memprof.outputs.html import render_html
@@ -29,9 +30,6 @@ from memprof.sources.distributed import (
     Exchange,
     RankEnv,
     exchange_folder,
-    failed_rank,
-    for_rank,
-    merge,
     rank_env,
     rank_labels,
 )
@@ -495,7 +493,7 @@ def test_rank_0_also_reads_a_rank_that_could_only_write_a_file(tmp_path: Path) -
 
 
 def test_a_handed_in_report_is_the_reports_json(compare_report: Report) -> None:
-    from memprof.sources.distributed import decode_report
+    from memprof.library.jobs import decode_report
 
     ranked = for_rank(compare_report, 1)
     assert decode_report(ranked.to_json(), 1).to_dict() == json.loads(ranked.to_json())

@@ -213,6 +213,35 @@ def test_reports_written_before_these_fields_still_load() -> None:
     assert (run.device, run.footprint_bytes, run.snapshot, run.allocator_model) == (None, None, None, None)
 
 
+def test_a_report_written_when_mode_named_the_recording_loads_the_same(
+    trace_report: Report, snapshot_report: Report
+) -> None:
+    # Reports written before runs had a ``source`` put "trace" or "snapshot" in ``mode``.
+    for report, name in ((trace_report, "trace"), (snapshot_report, "snapshot")):
+        data = report.to_dict()
+        for run in data["runs"].values():
+            assert (run.pop("source"), run["mode"]) == (name, None)
+            run["mode"] = name
+        loaded = Report.from_dict(data, "old.json")
+        assert {(run.source, run.mode) for run in loaded.runs.values()} == {(name, None)}
+        assert loaded.kind is memprof.ReportKind.RECORDED
+        assert loaded.to_json() == report.to_json()
+        assert render_terminal(loaded) == render_terminal(report)
+
+
+def test_an_estimate_written_before_runs_had_a_source_is_an_estimate() -> None:
+    data = json.loads((Path(__file__).parent / "data" / "estimate-similarity.json").read_text())
+    assert "source" not in data["runs"]["estimate"]
+    run = Report.from_dict(data).runs["estimate"]
+    assert (run.source, run.mode, memprof.ReportKind.of_run(run)) == (
+        "estimate",
+        "eager",
+        memprof.ReportKind.ESTIMATE,
+    )
+    live = Report.from_dict(json.loads((Path(__file__).parent / "data" / "similarity.json").read_text()))
+    assert {(run.source, run.mode) for run in live.runs.values()} == {("live", "eager"), ("live", "compile")}
+
+
 def test_the_new_fields_are_checked_when_read(tmp_path: Path) -> None:
     data = cuda_report().to_dict()
     data["runs"]["eager"]["footprint_bytes"] = -1

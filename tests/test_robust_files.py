@@ -142,8 +142,9 @@ def test_special_files_are_refused_at_once(tmp_path, fifo, unix_socket, kind, co
 
 
 def test_readers_of_traces_snapshots_and_reports_refuse_a_fifo_without_blocking(fifo):
+    from memprof.sources.files.readers import input_kind
     from memprof.sources.files.snapshot import read_snapshot
-    from memprof.sources.files.trace import input_kind, read_trace
+    from memprof.sources.files.trace import read_trace
 
     for what, read in (("trace", read_trace), ("snapshot", read_snapshot), ("report", load_report)):
         with pytest.raises(InputError) as caught:

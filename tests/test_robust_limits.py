@@ -318,10 +318,10 @@ def test_running_out_of_memory_reading_a_recording_names_it(tmp_path, monkeypatc
 
 
 def test_running_out_of_memory_in_the_analysis_names_the_file(tmp_path, monkeypatch):
-    import memprof.library.recordings
+    import memprof.pipeline.assemble
 
     trace = _trace_with_a_long_name(tmp_path / "t.json", 10, ops=3)
-    monkeypatch.setattr(memprof.library.recordings, "analyze", _out_of_memory)
+    monkeypatch.setattr(memprof.pipeline.assemble, "analyze", _out_of_memory)
     result = CliRunner().invoke(app, ["analyze", "-q", str(tmp_path)])
     size = trace.stat().st_size
     assert (result.exit_code, result.stderr) == (

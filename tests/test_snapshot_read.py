@@ -21,8 +21,8 @@ from memprof.analysis.snapshot import BEFORE_TRACE, analyze_snapshot, site_of
 from memprof.analysis.snapshot_replay import what_if
 from memprof.core.errors import InputError
 from memprof.core.records import Frame
+from memprof.sources.files.readers import input_kind
 from memprof.sources.files.snapshot import read_snapshot, snapshot_records
-from memprof.sources.files.trace import input_kind
 
 MiB = 1 << 20
 

@@ -14,10 +14,10 @@ import torch
 from reconcile import assert_reconciled
 
 import memprof
+from memprof.analysis.untracked import untracked
 from memprof.core.errors import UsageError
-from memprof.core.records import RawProfile
+from memprof.core.records import DISPATCH_RANGE, RawProfile
 from memprof.pipeline import load_report
-from memprof.sources.block import DISPATCH_RANGE, untracked
 
 MiB = 1024 * 1024
 
@@ -50,6 +50,7 @@ def test_a_block_peaks_exactly_above_its_start() -> None:
     assert run.at_peak.by_category["input"] == 10 * MiB
     assert t.report.target.startswith("block at test_track.py:")
     assert list(t.report.runs) == ["block"]
+    assert (run.source, run.mode, t.report.kind) == ("block", "eager", memprof.ReportKind.RUN)
     assert_reconciled(t.report)
     del second, third
 

@@ -23,7 +23,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-MIN_BLOCK_SIZE = 512
+from memprof.core.records import MIN_BLOCK_SIZE, round_size
+
+__all__ = ["MIN_BLOCK_SIZE", "round_size"]  # the allocator's rounding, defined with the records
+
 SMALL_SIZE = 1 << 20
 SMALL_BUFFER = 2 << 20
 LARGE_BUFFER = 20 << 20
@@ -53,13 +56,6 @@ class AllocatorSettings:
         if self.max_split_size_bytes is not None:
             parts.append(f"max_split_size_mb:{self.max_split_size_bytes >> 20}")
         return ",".join(parts) or "default"
-
-
-def round_size(size: int) -> int:
-    """The block size torch's allocator gives a request of ``size`` bytes (default settings)."""
-    if size < MIN_BLOCK_SIZE:
-        return MIN_BLOCK_SIZE
-    return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE)
 
 
 def allocation_size(size: int) -> int:

@@ -312,7 +312,7 @@ def _compile_pairs(report: Report) -> list[tuple[RunResult, RunResult]]:
             pairs.append((eager, compiled))
     if not pairs:
         shown = list(report.runs.items())[:10]
-        modes = ", ".join(f"{one_line(name)} ({one_line(each.mode)})" for name, each in shown)
+        modes = ", ".join(f"{one_line(name)} ({one_line(each.mode or each.source)})" for name, each in shown)
         raise UsageError(
             f"{param('require_compile_saves', True)} needs an eager and a compiled run, the report has "
             f"{modes}; profile both, e.g. `{param('mode', 'both')}`"

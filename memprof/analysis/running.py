@@ -8,13 +8,10 @@ intervals and Q moments, with no Python loop over either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 
 from memprof.core.names import normalize_name
-from memprof.core.records import CALL_MARKER, RawProfile
+from memprof.core.records import CALL_MARKER, RawProfile, string_codes
 
 
 def ops_at(raw: RawProfile, times: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
@@ -46,21 +43,6 @@ def ops_at(raw: RawProfile, times: np.ndarray) -> tuple[tuple[str, ...], np.ndar
     remap = np.full(len(names), -1, dtype=np.int64)
     remap[used] = np.arange(len(used))
     return tuple(names[i] for i in used), np.where(out >= 0, remap[np.maximum(out, 0)], -1)
-
-
-def string_codes(values: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:
-    """The distinct ``str(value)`` of ``values``, sorted, and the index of each value's among
-    them (what ``np.unique(array.astype(str), return_inverse=True)`` gives). Interned through a
-    dict: a numpy string array gives every string the width of the longest, and one op name of
-    50 million characters in a trace asked for 33 GiB."""
-    index: dict[str, int] = {}
-    first = np.fromiter(
-        (index.setdefault(str(v), len(index)) for v in values), dtype=np.int64, count=len(values)
-    )
-    distinct = sorted(index)
-    rank = np.empty(len(distinct), dtype=np.int64)
-    rank[[index[text] for text in distinct]] = np.arange(len(distinct))
-    return distinct, rank[first]
 
 
 def _outermost(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, times: np.ndarray) -> np.ndarray:

@@ -129,6 +129,12 @@ class HardExit(SystemExit):
         return f"called os._exit({brief(self.code)})"
 
 
+def first_line(error: BaseException) -> str:
+    """``TypeName: the first line of its message``."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 def brief(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to about ``limit`` characters (and a few levels of nesting), for
     quoting a value from a file or from the user's code in a one-line message."""

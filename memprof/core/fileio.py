@@ -173,6 +173,23 @@ GZIP_MAGIC = b"\x1f\x8b"
 _INFLATE_IN, _INFLATE_OUT = 1 << 16, 1 << 22
 
 
+def recording_head(path: str | os.PathLike[str], size: int = 64) -> bytes | None:
+    """The first ``size`` bytes of a recording file, decompressed when it is gzip (how file
+    readers tell their format by content, not by name); None for a file that cannot be read
+    (a FIFO or a device is never read). Never raises."""
+    import zlib
+
+    try:
+        with open_regular(path, "recording") as handle:
+            head = handle.read(size)
+            if head[:2] == GZIP_MAGIC:
+                handle.seek(0)
+                head = zlib.decompressobj(31).decompress(handle.read(4096), size)
+    except (OSError, zlib.error, InputError):
+        return None
+    return head
+
+
 def decompressed_limit() -> int:
     """:data:`DECOMPRESSED_LIMIT_BYTES`, or the size ``MEMPROF_MAX_DECOMPRESSED`` gives."""
     text = os.environ.get(DECOMPRESSED_LIMIT_VARIABLE, "").strip()

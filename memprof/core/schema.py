@@ -115,6 +115,11 @@ def decode(cls: type, data: Any, where: str, *, place: _Place | None = None, **g
     _check_object(
         data, place, [spec.key or name for name, spec in specs if spec.required and name not in given]
     )
+    # A class may read documents written before one of its fields existed: ``from_older(data)``
+    # gives the document in today's shape.
+    from_older = getattr(cls, "from_older", None)
+    if from_older is not None:
+        data = from_older(data)
     values = dict(given)
     for name, spec in specs:
         if name in values:

@@ -150,8 +150,10 @@ class StepProfiler:
         if block is None or step != self._step:
             return None
         self._block = None
-        run = block.stop()
-        report = block_report(f"{self.framework} step {step} ({self._model_name})", run, block.options.device)
+        recording = block.stop()
+        report = block_report(
+            f"{self.framework} step {step} ({self._model_name})", recording, block.options.device
+        )
         self.reports[step] = report
         self.out.mkdir(parents=True, exist_ok=True)
         paths = {fmt: self.out / f"step-{step}{SUFFIXES[fmt]}" for fmt in self.formats}

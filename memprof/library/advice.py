@@ -368,6 +368,7 @@ class _Advisor:
         return found
 
     def _estimate(self, combo: tuple[Any, ...]) -> _Tried:
+        from memprof.pipeline.assemble import run_of
         from memprof.sources.fake.run import estimate_target
         from memprof.sources.fake.techniques import FlopCount, applied
 
@@ -387,7 +388,7 @@ class _Advisor:
         label = " + ".join(t.key for t in combo) or "baseline"
         world_size = next((t.world_size for t in combo if t.world_size is not None), None)
         with _job(world_size):
-            run = estimate_target(
+            recording = estimate_target(
                 counted,
                 make,
                 self.options,
@@ -396,6 +397,7 @@ class _Advisor:
                 module=self.target.module,
                 status=self.status,
             )
+        run = run_of(recording)
         calls = max([t.calls for t in combo], default=1)
         flops = counted.last * calls if counted.last is not None else None
         return _Tried(run=run, needed=_needed(run, self.needed), flops=flops)

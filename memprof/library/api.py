@@ -25,6 +25,8 @@ from memprof.sources.targets.target import Inputs, InputsFactory, Target
 if TYPE_CHECKING:
     import pandas as pd
 
+    from memprof.core.recording import Recording
+
 MODES = ("eager", "compile", "both")
 
 
@@ -352,7 +354,8 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
         run_options = replace(options, device=device, mode=variant.mode)
         recipe = _recipe(target, inputs, variant, device)
         try:
-            run = run_target(
+            run = _run_of(
+                run_target,
                 target.func,
                 inputs,
                 run_options,
@@ -375,6 +378,20 @@ def _profiled(variants: Sequence[Variant], options: RunOptions, status: StatusFn
         first_error.report = report
         raise first_error
     return report
+
+
+def _run_of(run_target: Callable[..., Recording], *args: Any, **kwargs: Any) -> RunResult:
+    """The run of what ``run_target(*args, **kwargs)`` recorded; a profiled call's failure
+    reported with the peak its records reached before it."""
+    from memprof.analysis.peaks import analyze
+    from memprof.pipeline.assemble import run_of
+    from memprof.sources.failures import CallsFailed
+
+    try:
+        return run_of(run_target(*args, **kwargs))
+    except CallsFailed as failed:
+        numbers = analyze(failed.raw).numbers
+        raise failed.reported(numbers.peak_bytes, numbers.peak_op, numbers.net_bytes) from None
 
 
 def _recipe(target: Target, inputs: Inputs, variant: Variant, device: str) -> Recipe:

@@ -25,6 +25,7 @@ from memprof.core.text import visible
 from memprof.pipeline import build_report
 
 if TYPE_CHECKING:
+    from memprof.core.recording import Recording
     from memprof.model.report import Report
     from memprof.model.run import RunResult
     from memprof.sources.block import Block
@@ -216,8 +217,8 @@ class Tracking:
         if block is None:
             return
         try:
-            run = block.stop(error)
-            self._report = block_report(self._target, run, self.options.device)
+            recording = block.stop(error)
+            self._report = block_report(self._target, recording, self.options.device)
             if self.files:
                 write_report(self._report, self.files)
         except MemprofError:
@@ -226,11 +227,14 @@ class Tracking:
             # The block's own failure is what the caller sees; memprof's is left out.
 
 
-def block_report(target: str, run: RunResult, device: str) -> Report:
-    """The report of a profiled block: its one run, with the environment it ran in."""
+def block_report(target: str, recording: Recording, device: str) -> Report:
+    """The report of a profiled block: its one run (assembled from what the block recorded),
+    with the environment it ran in."""
     from memprof.model.recorded import Source
+    from memprof.pipeline.assemble import run_of
     from memprof.sources.live.run import environment
 
+    run = run_of(recording)
     return build_report(
         target=target,
         device=device,

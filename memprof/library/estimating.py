@@ -288,6 +288,7 @@ def _estimator(
     status: StatusFn | None,
 ) -> Callable[[str, dict[str, Any]], RunResult]:
     """A function estimating one run of the target: (label, factory parameters) -> run."""
+    from memprof.pipeline.assemble import run_of
     from memprof.sources.fake.run import estimate_target, fake_copy
     from memprof.sources.targets.target import build_inputs
 
@@ -304,9 +305,10 @@ def _estimator(
             return made
 
         name, module = target.attr_path, target.module
-        run = estimate_target(
+        recording = estimate_target(
             target.func, make, options, label=label, name=name, module=module, status=status
         )
+        run = run_of(recording)
         settings = {key: value_text(value) for key, value in params.items()}
         recipe = Recipe(
             target=target.spec,

@@ -14,7 +14,7 @@ others would wait forever.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from memprof.analysis.gate import GateConfig
     from memprof.library.api import Variant
     from memprof.model.report import Report
+    from memprof.model.run import RunResult
     from memprof.sources.distributed import Exchange, RankEnv
 
 
@@ -136,7 +137,7 @@ def profile_rank(
     from memprof.core.interpreter import kept_from_user_code
     from memprof.library.api import compare
     from memprof.pipeline import build_report, failed_run
-    from memprof.sources.distributed import for_rank, rank_device
+    from memprof.sources.distributed import rank_device
 
     device = rank_device(settings.pop("device", None) or "auto", env)
     arguments = {**settings, "device": device, "time_budget": 0.0}
@@ -162,7 +163,7 @@ def gather(env: RankEnv, exchange: Exchange, local: Report, status: StatusFn | N
     did not report within the timeout, or whose report cannot be read, has failed runs that say
     so."""
     from memprof.core.errors import InputError
-    from memprof.sources.distributed import decode_report, failed_rank, merge, process_group_backend
+    from memprof.sources.distributed import process_group_backend
 
     texts, missing = exchange.collect(status)
     reports = {0: local}
@@ -208,3 +209,62 @@ def check_gate(
         )
     if rank is not None and world_size is not None and rank >= world_size:
         raise UsageError(f"{param('rank', rank)}: the job's ranks are 0 to {world_size - 1}")
+
+
+# ---- a job's report from its ranks' ----------------------------------------------------------
+
+
+def for_rank(report: Report, rank: int) -> Report:
+    """``report`` (one rank's runs) with each run labelled and marked as ``rank``'s."""
+    from memprof.pipeline import compared
+    from memprof.sources.distributed import rank_labels
+
+    labels = rank_labels(rank, list(report.runs))
+    runs = {
+        new: replace(run, label=new, rank=rank) for new, run in zip(labels, report.runs.values(), strict=True)
+    }
+    return compared(replace(report, runs=runs))
+
+
+def failed_rank(rank: int, runs: Mapping[str, RunResult], message: str) -> dict[str, RunResult]:
+    """The runs of a rank that did not report, shaped like another rank's ``runs`` (labels
+    ``rank0...``), each failed with ``message``."""
+    from memprof.pipeline import failed_run
+    from memprof.sources.distributed import rank_labels
+
+    labels = rank_labels(rank, [label.partition("/")[2] or label for label in runs])
+    return {
+        label: replace(failed_run(label, run.mode, message, run.source), rank=rank)
+        for label, run in zip(labels, runs.values(), strict=True)
+    }
+
+
+def merge(
+    reports: Mapping[int, Report], world_size: int, extra_env: Mapping[str, str] | None = None
+) -> Report:
+    """One report of the job: every rank's runs in rank order, rank 0's target, date and
+    environment (with ``world_size``); the device is every rank's, when they differ (a report
+    with no device, standing for a rank that did not report, adds none)."""
+    from memprof.pipeline import compared
+
+    ordered = [reports[rank] for rank in sorted(reports)]
+    base = ordered[0]
+    devices = list(dict.fromkeys(report.device for report in ordered if report.device))
+    environment = {**base.environment, **(extra_env or {}), "world_size": str(world_size)}
+    runs = {label: run for report in ordered for label, run in report.runs.items()}
+    return compared(replace(base, device=", ".join(devices), environment=environment, runs=runs))
+
+
+def decode_report(text: str, rank: int) -> Report:
+    """A rank's report as handed in (its JSON), read as data."""
+    import json
+
+    from memprof.core.errors import InputError
+    from memprof.pipeline import report_from_dict
+
+    where = f"the report of rank {rank}"
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise InputError(f"{where} is not JSON: {error}") from None
+    return report_from_dict(data, where=where)

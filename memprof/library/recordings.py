@@ -16,47 +16,20 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memprof.analysis.allocator import AllocatorSettings
-from memprof.analysis.peaks import analyze
-from memprof.analysis.snapshot import SnapshotDevice, analyze_snapshot, python_frames, site_of
-from memprof.analysis.snapshot_replay import ALLOC, empty_trace, what_if
 from memprof.core.errors import InputError, UsageError, param, path_error
-from memprof.core.fields import copied
 from memprof.core.fileio import special_file_kind
-from memprof.core.records import SNAPSHOT_ACTIONS, SnapshotRecords
+from memprof.core.recording import RecordedFile
 from memprof.core.units import format_bytes
-from memprof.model.recorded import (
-    AllocatorModel,
-    Fragmentation,
-    OomEvent,
-    SnapshotSection,
-    SnapshotSite,
-    Source,
-    SourceFile,
-    WhatIf,
-)
+from memprof.model.recorded import Source, SourceFile
 from memprof.model.report import Report
 from memprof.model.run import RunResult
-from memprof.model.timeline import Timeline
-from memprof.pipeline import build_report, build_run
-from memprof.sources.files.snapshot import read_snapshot, snapshot_files
-from memprof.sources.files.trace import (
-    Trace,
-    TraceDevice,
-    input_kind,
-    iter_trace_folder,
-    read_trace,
-    trace_files,
-)
+from memprof.pipeline import build_report
+from memprof.pipeline.assemble import file_runs
+from memprof.sources.files.readers import READERS, Reader, either, files_of, reader_for
 from memprof.sources.options import StatusFn
 
-if TYPE_CHECKING:
-    import numpy as np
-
-
-TRACE, SNAPSHOT = "trace", "snapshot"
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _STEM_SUFFIXES = (".gz", ".json", ".pickle", ".pkl", ".trace", ".pt", ".snapshot")
 
@@ -76,6 +49,18 @@ class _File:
     """The rank is the file's own (its distributed info, or a number in its name), not its
     position in a folder."""
 
+    @classmethod
+    def of(cls, recorded: RecordedFile, runs: list[RunResult]) -> _File:
+        return cls(
+            path=Path(recorded.path),
+            kind=recorded.source,
+            rank=recorded.rank,
+            runs=runs,
+            world_size=recorded.world_size,
+            backend=recorded.distributed_backend,
+            torch_version=recorded.torch_version,
+        )
+
 
 def analyze_recordings(
     paths: Sequence[str | os.PathLike[str]],
@@ -94,7 +79,7 @@ def analyze_recordings(
         raise UsageError("give a chrome trace, a CUDA memory snapshot, or a folder of them")
     given = [Path(p) for p in paths]
     files = list(_read_all(given, what_if_settings, status))
-    if what_if_settings is not None and not any(f.kind == SNAPSHOT for f in files):
+    if what_if_settings is not None and not any(run.snapshot is not None for f in files for run in f.runs):
         raise UsageError(
             f"{param('expandable_segments', True)} and {param('max_split_size_mb')} replay a CUDA memory "
             "snapshot's allocations; these paths hold only chrome traces"
@@ -168,52 +153,61 @@ def _read_all(
                 "and give that"
             )
         else:
-            kind = input_kind(path)
-            if kind is None:
+            reader = reader_for(path)
+            if reader is None:
                 raise InputError(
-                    f"{path} is neither a chrome trace (JSON, plain or gzip) nor a CUDA memory snapshot "
-                    "(a pickle); give a file written by prof.export_chrome_trace or "
-                    "torch.cuda.memory._dump_snapshot"
+                    f"{path} is {_neither([r.what for r in READERS])}; give a file written by "
+                    + either([r.written_by for r in READERS])
                 )
             match = _RANK_IN_NAME.search(path.name)
-            rank = int(match.group(1)) if match else None
             _say(status, path)
-            with _memory_for(path):
-                if kind == TRACE:
-                    read = _from_trace(read_trace(path, rank))
-                else:
-                    read = _from_snapshot(path, read_snapshot(path), rank, settings)
-            yield read
+            yield _read(reader, path, int(match.group(1)) if match else None, settings)
 
 
 def _read_folder(
     folder: Path, settings: AllocatorSettings | None, status: StatusFn | None
 ) -> Iterator[_File]:
-    """A folder of per-rank recordings: ranks as :func:`iter_trace_folder` gives them for
-    traces; for snapshots a number in the name (``rank3``), else the position in name order."""
-    traces, snapshots = trace_files(folder), snapshot_files(folder)
-    if not traces and not snapshots:
+    """A folder of per-rank recordings, reader by reader (chrome traces, then snapshots), one
+    file at a time: a file's rank is its own when it records one, else a number in its name
+    (``rank3``, ``rank_3``), else its position among the files of its format, in name order."""
+    found = [(reader, files_of(folder, reader)) for reader in READERS]
+    if not any(paths for _, paths in found):
         raise InputError(
-            f"{folder}: no chrome trace (.json, .json.gz) or CUDA memory snapshot (pickle) in this "
-            "folder (subfolders are not searched); give the folder that holds them, or the files"
+            f"{folder}: no {either([reader.in_folder for reader in READERS])} in this folder "
+            "(subfolders are not searched); give the folder that holds them, or the files"
         )
     if status is not None:
-        status(f"reading {folder}: {len(traces)} chrome trace(s), {len(snapshots)} snapshot(s)")
-    ranks = iter_trace_folder(folder)  # one trace per file of `traces`, in that order
-    for path in traces:
-        # Only the per-rank runs stay: each rank's parsed JSON and records are released before
-        # the next file is read.
-        with _memory_for(path):
-            read = _from_trace(next(ranks))
-        read.rank_recorded = bool(_RANK_IN_NAME.search(path.name)) or read.world_size is not None
-        yield read
-    for position, path in enumerate(snapshots):
-        match = _RANK_IN_NAME.search(path.name)
-        rank = int(match.group(1)) if match else position
-        with _memory_for(path):
-            read = _from_snapshot(path, read_snapshot(path), rank, settings)
-        read.rank_recorded = match is not None
-        yield read
+        counts = ", ".join(f"{len(paths)} {reader.counted}" for reader, paths in found)
+        status(f"reading {folder}: {counts}")
+    for reader, paths in found:
+        seen: dict[int, str] = {}
+        for position, path in enumerate(paths):
+            match = _RANK_IN_NAME.search(path.name)
+            # Only the per-rank runs stay: each file's records are released before the next
+            # file is read.
+            read = _read(reader, path, int(match.group(1)) if match else position, settings)
+            read.rank_recorded = match is not None or read.world_size is not None
+            if read.rank is not None:
+                if read.rank in seen:
+                    note = f"rank {read.rank} is also the rank of {seen[read.rank]}"
+                    read.runs[:] = [replace(run, notes=(*run.notes, note)) for run in read.runs]
+                seen.setdefault(read.rank, path.name)
+            yield read
+
+
+def _read(reader: Reader, path: Path, rank: int | None, settings: AllocatorSettings | None) -> _File:
+    """One file read by ``reader`` and assembled into its runs (``rank``: when it records
+    none)."""
+    with _memory_for(path):
+        recorded = reader.read(path, rank)
+        return _File.of(recorded, file_runs(recorded, settings))
+
+
+def _neither(names: list[str]) -> str:
+    """``neither a nor b``; ``none of a, b or c``; ``not a``."""
+    if len(names) == 1:
+        return f"not {names[0]}"
+    return f"neither {names[0]} nor {names[1]}" if len(names) == 2 else f"none of {either(names)}"
 
 
 @contextlib.contextmanager
@@ -233,173 +227,6 @@ def _memory_for(path: Path) -> Iterator[None]:
 def _say(status: StatusFn | None, path: Path) -> None:
     if status is not None:
         status(f"reading {path} ({format_bytes(path.stat().st_size)})")
-
-
-# --------------------------------------------------------------------------------------------
-# Traces
-
-
-def _from_trace(trace: Trace) -> _File:
-    path = Path(trace.path)
-    if not trace.devices:
-        raise InputError(
-            f"{path}: no [memory] events in this trace; record it with "
-            "torch.profiler.profile(profile_memory=True)"
-        )
-    runs = [_trace_run(trace, device) for device in trace.devices]
-    return _File(
-        path=path,
-        kind=TRACE,
-        rank=trace.rank,
-        runs=runs,
-        world_size=trace.world_size,
-        backend=trace.distributed_backend,
-        torch_version=trace.torch_version,
-    )
-
-
-def _trace_run(trace: Trace, device: TraceDevice) -> RunResult:
-    """One device of a trace: the reader's numbers, the per-op table of the analysis. A trace
-    that memprof's own ``memprof.call`` ranges mark (exported from a memprof-style profile) has
-    its peak measured as ``memprof run`` does, above each call's start."""
-    analysis = analyze(device.raw)
-    numbers = analysis.numbers
-    peak, peak_op, stack = device.peak_bytes, device.peak_op, device.peak_op_stack
-    notes = [*trace.notes, *device.notes]
-    if device.raw.calls:
-        peak, peak_op, stack = numbers.peak_bytes, numbers.peak_op, numbers.peak_op_stack
-        notes.append("peak above the start of each memprof.call range, as memprof run measures it")
-    live_at_start = device.live_at_start_bytes
-    timeline = _timeline(device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, live_at_start)
-    return build_run(
-        label=device.device,
-        mode=TRACE,
-        rank=trace.rank,
-        device=device.device,
-        device_name=device.device_name,
-        device_total_bytes=device.device_total_bytes,
-        peak_bytes=peak,
-        footprint_bytes=device.footprint_bytes,
-        live_at_start_bytes=live_at_start,
-        # The host's allocator reserves nothing: its Total Reserved is always 0.
-        reserved_peak_bytes=device.reserved_peak_bytes if device.device != "cpu" else None,
-        allocated_bytes=numbers.allocated_bytes,
-        net_bytes=numbers.net_bytes,
-        peak_op=peak_op,
-        peak_op_stack=stack,
-        records=device.records,
-        op_stats=analysis.ops,
-        timeline=timeline,
-        notes=(*notes, *analysis.notes),
-    )
-
-
-def _timeline(t_ns: np.ndarray, live: np.ndarray, reserved: np.ndarray, live_at_start: int) -> Timeline:
-    """A recording's timeline, its live bytes counted above those live at its start."""
-    return Timeline(
-        t_ns=tuple(t_ns.tolist()),
-        bytes=tuple((live - live_at_start).tolist()),
-        reserved=tuple(reserved.tolist()),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Snapshots
-
-
-def _from_snapshot(
-    path: Path, records: SnapshotRecords, rank: int | None, settings: AllocatorSettings | None
-) -> _File:
-    devices = analyze_snapshot(records)
-    if not devices:
-        raise InputError(
-            f"{path}: this snapshot has no segments and no trace: nothing was allocated on a GPU"
-        )
-    runs = [_snapshot_run(records, device, rank, settings) for device in devices]
-    return _File(path=path, kind=SNAPSHOT, rank=rank, runs=runs)
-
-
-def _snapshot_run(
-    records: SnapshotRecords, device: SnapshotDevice, rank: int | None, settings: AllocatorSettings | None
-) -> RunResult:
-    """One device of a snapshot. Peak, live at start: requested bytes, as the trace records them;
-    footprint and reserved peak: block sizes of the allocator model's replay (what
-    ``max_memory_allocated``/``max_memory_reserved`` count). The op at the peak is the site of
-    the allocation that reached it, with its Python stack (outermost first)."""
-    trace = records.traces.get(device.device_index) or empty_trace()
-    notes = list(device.notes)
-    timeline = Timeline()
-    if len(trace) and (trace.time_us >= 0).all():
-        timeline = _timeline(
-            device.timeline_t_ns, device.timeline_bytes, device.timeline_reserved, device.live_at_start_bytes
-        )
-    elif len(trace):
-        notes.append("this snapshot records no times: no timeline")
-    else:
-        notes.append("this snapshot has no trace (history was not recorded): the numbers are at dump time")
-    peak_op: str | None = None
-    stack: tuple[str, ...] = ()
-    if device.peak_index is not None:
-        stack_id = int(trace.stack[device.peak_index])
-        frames = records.stacks[stack_id] if stack_id >= 0 else ()
-        peak_op = site_of(frames)
-        stack = tuple(f"{f.filename}:{f.line} {f.name}" for f in reversed(python_frames(frames)))
-    return build_run(
-        label=device.device,
-        mode=SNAPSHOT,
-        rank=rank,
-        device=device.device,
-        peak_bytes=device.peak_bytes,
-        footprint_bytes=device.footprint_bytes,
-        live_at_start_bytes=device.live_at_start_bytes,
-        reserved_peak_bytes=device.reserved_peak_bytes,
-        allocated_bytes=int(trace.size[trace.action == ALLOC].sum()),
-        net_bytes=device.requested_bytes - device.live_at_start_bytes,
-        peak_op=peak_op,
-        peak_op_stack=stack,
-        records=device.trace_events,
-        timeline=timeline,
-        notes=tuple(notes),
-        snapshot=_section(records, device, settings),
-        allocator_model=_model_check(device),
-    )
-
-
-def _section(
-    records: SnapshotRecords, device: SnapshotDevice, settings: AllocatorSettings | None
-) -> SnapshotSection:
-    return copied(
-        SnapshotSection,
-        device,
-        # In the order torch's trace names its actions (alloc, free_requested, free_completed, ...).
-        trace_actions={
-            a: device.trace_actions[a] for a in (*SNAPSHOT_ACTIONS, "other") if a in device.trace_actions
-        },
-        sites_at_peak=tuple(copied(SnapshotSite, s) for s in device.sites_at_peak),
-        fragmentation=copied(Fragmentation, device.fragmentation),
-        ooms=tuple(copied(OomEvent, o) for o in device.ooms),
-        what_if=_what_if(records, device, settings) if settings is not None else (),
-    )
-
-
-def _what_if(
-    records: SnapshotRecords, device: SnapshotDevice, settings: AllocatorSettings
-) -> tuple[WhatIf, ...]:
-    """The allocations replayed from an empty allocator with default settings and with
-    ``settings``, each within the device's capacity when an out-of-memory recorded it."""
-    out = []
-    for chosen in (AllocatorSettings(), settings):
-        chosen = replace(chosen, capacity_bytes=device.capacity_bytes)
-        result = what_if(records, device.device_index, chosen)
-        out.append(copied(WhatIf, result, capacity_bytes=device.capacity_bytes, ooms=len(result.ooms)))
-    return tuple(out)
-
-
-def _model_check(device: SnapshotDevice) -> AllocatorModel | None:
-    check = device.allocator_model
-    if check is None:
-        return None
-    return copied(AllocatorModel, check)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """What a report is (:class:`ReportKind`), and what a run is: decided here once, from where
 the numbers come from and what the report holds. Every format lays out its sections by it
-(:mod:`memprof.outputs.document`); nothing else asks ``source.kind`` or a run's mode what a
+(:mod:`memprof.outputs.document`); nothing else asks ``source.kind`` or a run's source what a
 report is."""
 
 from __future__ import annotations
@@ -16,17 +16,19 @@ class _Source(Protocol):
 
 class _Run(Protocol):
     @property
-    def mode(self) -> str: ...
+    def source(self) -> str: ...
 
-    @property
-    def estimate(self) -> object: ...
-
-
-RECORDED_MODES = ("trace", "snapshot")
-"""The modes of runs read from recordings."""
 
 LIVE_SOURCE, ESTIMATE_SOURCE = "live", "estimate"
-"""``Source.kind`` of runs profiled here and of estimates; any other names recordings."""
+"""``Source.kind`` (and ``RunResult.source``) of runs profiled here and of estimates; any other
+names recordings (``trace``, ``snapshot``: the format read)."""
+
+BLOCK_SOURCE = "block"
+"""``RunResult.source`` of a block of code profiled where it runs (:func:`memprof.track`): a run
+profiled here, as a live one is."""
+
+TRACE_SOURCE, SNAPSHOT_SOURCE = "trace", "snapshot"
+"""``RunResult.source`` of runs read from a chrome trace and from a CUDA memory snapshot."""
 
 
 class ReportKind(str, enum.Enum):
@@ -60,9 +62,9 @@ class ReportKind(str, enum.Enum):
     def of_run(cls, run: _Run) -> ReportKind:
         """Where one run's numbers come from (a :class:`memprof.model.RunResult`): RECORDED,
         ESTIMATE or RUN (profiled here)."""
-        if run.mode in RECORDED_MODES:
-            return cls.RECORDED
-        return cls.ESTIMATE if run.estimate is not None else cls.RUN
+        if run.source in (LIVE_SOURCE, BLOCK_SOURCE):
+            return cls.RUN
+        return cls.ESTIMATE if run.source == ESTIMATE_SOURCE else cls.RECORDED
 
     @property
     def estimated(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memprof.core import fields
 from memprof.core.text import visible
@@ -25,7 +25,13 @@ from memprof.model.explanation import (
     ModuleStats,
     modules_frame,
 )
-from memprof.model.kind import ReportKind
+from memprof.model.kind import (
+    ESTIMATE_SOURCE,
+    LIVE_SOURCE,
+    SNAPSHOT_SOURCE,
+    TRACE_SOURCE,
+    ReportKind,
+)
 from memprof.model.ops import OpStats, ops_frame, sort_ops
 from memprof.model.recipe import Recipe
 from memprof.model.recorded import AllocatorModel, SnapshotSection
@@ -49,6 +55,11 @@ class RunResult:
     ``failed``), and no numbers. ``rank`` is the distributed rank that made the run (None
     outside a multi-rank job or a folder of per-rank traces).
 
+    ``source`` says where the numbers come from: ``live`` (profiled here), ``block`` (a block
+    of code profiled where it runs, :func:`memprof.track`), ``estimate`` (fake execution), or
+    the format of the recording it was read from (``trace``, ``snapshot``). ``mode`` is how the
+    code ran: ``eager`` or ``compile``; None when not known (a recording does not say).
+
     Fields only some runs know are None (and absent from the JSON) elsewhere: ``rank``,
     ``device``/``device_name``/``device_total_bytes``; ``footprint_bytes`` (everything live at
     the peak, what was live before included), ``live_at_start_bytes``, ``reserved_peak_bytes``
@@ -67,7 +78,8 @@ class RunResult:
     """
 
     label: str = fields.text(required=True)
-    mode: str = fields.text(default="eager", default_from="label")
+    mode: str | None = fields.maybe_text(default="eager", default_from="label")
+    source: str = fields.text(default=LIVE_SOURCE)
     recipe: Recipe | None = fields.optional(Recipe)
     status: str = fields.text(default=OK, choices=(OK, FAILED))
     rank: int | None = fields.maybe_count()
@@ -131,6 +143,20 @@ class RunResult:
             "module_groups",
         ):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @staticmethod
+    def from_older(data: dict[str, Any]) -> dict[str, Any]:
+        """A run's JSON as reports written before runs said their ``source`` hold it, in
+        today's shape: ``mode`` then named the recording a run was read from (``trace``,
+        ``snapshot``; now its source, its mode unknown), and an estimate was told by its
+        ``estimate`` section. (:func:`memprof.core.schema.decode` calls it.)"""
+        if "source" in data:
+            return data
+        if data.get("mode") in (TRACE_SOURCE, SNAPSHOT_SOURCE):
+            return {**data, "source": data["mode"], "mode": None}
+        if data.get("estimate") is not None:
+            return {**data, "source": ESTIMATE_SOURCE}
+        return data
 
     @property
     def failed(self) -> str | None:
@@ -210,7 +236,7 @@ def peak_line(run: RunResult) -> str:
     context = f" ({', '.join(parts)})" if parts else ""
     where = ""
     if run.peak_op:
-        where = f" at {peak_during(run)}" if run.mode == "snapshot" else f" during {run.peak_op}"
+        where = f" at {peak_during(run)}" if run.source == SNAPSHOT_SOURCE else f" during {run.peak_op}"
     return f"{run.label}: peak {format_bytes(run.peak_bytes)} above {_start_word(run)}{context}{where}"
 
 
@@ -234,7 +260,7 @@ def peak_during(run: RunResult) -> str:
     """The op at the peak, for a runs table; a snapshot's allocation site by its file name."""
     if not run.peak_op:
         return "-"
-    return short_site(run.peak_op) if run.mode == "snapshot" else run.peak_op
+    return short_site(run.peak_op) if run.source == SNAPSHOT_SOURCE else run.peak_op
 
 
 def amount(run: RunResult) -> str:

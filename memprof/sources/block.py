@@ -21,7 +21,9 @@ autograd allocates what it does untracked. ``tests/test_track.py`` checks the nu
 every op's calls and bytes, against untracked profiles of the same code. Without ``explain``
 the tracker follows program state only, as live runs' measured calls do.
 
-The run is assembled by :func:`memprof.sources.live.run.block_run`, the way live runs are.
+The recording is made by :func:`memprof.sources.live.run.block_run`, the way live runs' are;
+the assembler (:func:`memprof.pipeline.assemble.run_of`) takes what the tracker added out of
+the records (:func:`memprof.analysis.untracked.untracked`) and explains the peak.
 """
 
 from __future__ import annotations
@@ -30,22 +32,15 @@ import contextlib
 import gc
 import threading
 import time
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 from torch.profiler import record_function  # noqa: TID253
 
-from memprof.analysis.attribution import Attribution, attribute
-from memprof.analysis.lifetimes import without_rewrapped
-from memprof.analysis.nesting import _parents
-from memprof.core.errors import UsageError
-from memprof.core.records import CALL_MARKER, RawProfile, TrackedFacts
-from memprof.model.run import RunResult
-from memprof.sources.failures import first_line
+from memprof.core.errors import UsageError, first_line
+from memprof.core.recording import Recording
+from memprof.core.records import CALL_MARKER, TrackedFacts
 from memprof.sources.live.allocator_history import History, recorded
 from memprof.sources.live.explaining import completion
 from memprof.sources.live.mapped import mapped_files
@@ -65,9 +60,6 @@ from memprof.sources.live.tree import ProfileRead
 from memprof.sources.options import RunOptions
 from memprof.sources.targets.target import Inputs
 from memprof.sources.tracking.tracker import Tracker
-
-DISPATCH_RANGE = "PythonDispatchMode"
-"""The profiler's range around a ``TorchDispatchMode``'s handling of an op."""
 
 _active: list[Block] = []  # the block being profiled (one at a time: profilers do not nest)
 _claim = threading.Lock()
@@ -240,10 +232,12 @@ class Block:
         finally:
             self._release()
 
-    def stop(self, failure: BaseException | None = None) -> RunResult:
-        """Stop profiling and return the run: the numbers of the pass (peak above the block's
-        start, footprint, ...) and, with ``explain``, what is live at its peak. ``failure``:
-        what the block raised (the run then covers it up to the failure, and a note says so)."""
+    def stop(self, failure: BaseException | None = None) -> Recording:
+        """Stop profiling and return what the pass recorded (for
+        :func:`memprof.pipeline.assemble.run_of`: the numbers of the pass, peak above the
+        block's start, footprint, ..., and with ``explain`` what is live at its peak).
+        ``failure``: what the block raised (the run then covers it up to the failure, and a
+        note says so)."""
         if not self.running:
             raise UsageError(f"block {self.label!r} is not being profiled; start it first")
         try:
@@ -251,21 +245,21 @@ class Block:
         finally:
             self._release()
 
-    def _stopped(self, failure: BaseException | None) -> RunResult:
+    def _stopped(self, failure: BaseException | None) -> Recording:
         wall_ms = self._finish()
         options = self.options
         cuda = options.device.startswith("cuda")
         if cuda:
             self._counters.update(cuda_counters_after(options.device))
         raw, read = read_session(self._prof, options.device, self._tracker)
-        facts, explained = self._explained(raw, read)
+        facts = self._facts(read)
         if failure is not None:
             self._notes.append(
                 f"the block raised {first_line(failure)}: the numbers cover it up to the failure"
             )
         return block_run(
-            untracked(raw, facts),
-            explained,
+            raw,
+            facts,
             label=self.label,
             options=options,
             inputs=self.inputs,
@@ -277,86 +271,19 @@ class Block:
             heard=self._heard,
         )
 
-    def _explained(
-        self, raw: RawProfile, read: ProfileRead | None
-    ) -> tuple[TrackedFacts | None, Attribution | None]:
-        """What the tracker saw, and the pass's numbers with (``explain``) what is live at its
-        peak; (None, None) with a note when that fails (the numbers are the records' then).
-        ``read``: what the tracker reads from the profile, already read."""
+    def _facts(self, read: ProfileRead | None) -> TrackedFacts | None:
+        """What the tracker saw during the pass (None with a note when it cannot be read: the
+        numbers are the records' then). ``read``: what the tracker reads from the profile,
+        already read."""
         if self._tracker is None:
-            return None, None
+            return None
         cuda = self.options.device.startswith("cuda")
         complete = completion(self._prof, self.options.device, self._history) if cuda else None
         try:
-            facts = self._tracker.facts(self._prof, complete=complete, read=read)
-            return facts, attribute(raw, facts, warm=False, explain=self.options.explain)
+            return self._tracker.facts(self._prof, complete=complete, read=read)
         except Exception as error:
             self._notes.append(
                 f"memprof could not explain the peak ({first_line(error)}); the numbers are the "
                 "allocator records'"
             )
-            return None, None
-
-
-def untracked(raw: RawProfile, facts: TrackedFacts | None) -> RawProfile:
-    """The profile of an op-tracked pass as an untracked pass would have recorded it: without
-    the dispatch mode's ranges, the outer copy of each op the mode handled, and (given the
-    tracker's ``facts``) the allocations of rewrapped numbers."""
-    keep_ops = _without_dispatch(raw)
-    keep_records = _without_records(raw, facts) if facts is not None else None
-    if keep_ops is None and keep_records is None:
-        return raw
-    ops = keep_ops if keep_ops is not None else np.ones(len(raw.op_name), dtype=bool)
-    records = keep_records if keep_records is not None else np.ones(len(raw.mem_time), dtype=bool)
-    return replace(
-        raw,
-        op_name=raw.op_name[ops],
-        op_start=raw.op_start[ops],
-        op_end=raw.op_end[ops],
-        op_thread=raw.op_thread[ops],
-        op_async=raw.op_async[ops],
-        mem_time=raw.mem_time[records],
-        mem_bytes=raw.mem_bytes[records],
-        mem_thread=raw.mem_thread[records] if raw.mem_thread is not None else None,
-        op_code=raw.op_code[ops] if raw.op_code is not None else None,
-    )
-
-
-def _without_dispatch(raw: RawProfile) -> np.ndarray | None:
-    """Which ops to keep: not the dispatch mode's ranges, nor the op around each that has the
-    name of the first op inside it (the op as called, re-dispatched by the mode). None: all."""
-    names = raw.op_name
-    dispatch = np.flatnonzero(names == DISPATCH_RANGE)
-    if not len(dispatch):
-        return None
-    parent, _ = _parents(raw)
-    keep = np.ones(len(names), dtype=bool)
-    keep[dispatch] = False
-    # The first op inside each range: the child with the smallest start.
-    children = np.flatnonzero(np.isin(parent, dispatch))
-    first: dict[int, int] = {}
-    for child in children[np.argsort(raw.op_start[children], kind="stable")].tolist():
-        first.setdefault(int(parent[child]), child)
-    for mode_range in dispatch.tolist():
-        outer, inner = int(parent[mode_range]), first.get(mode_range)
-        if outer >= 0 and inner is not None and names[outer] == names[inner]:
-            keep[outer] = False
-    return keep
-
-
-def _without_records(raw: RawProfile, facts: TrackedFacts) -> np.ndarray | None:
-    """Which allocator records to keep: not those the attribution leaves out as rewrapped
-    numbers (matched by time and size: the flat records and the tracker's are the same
-    records, with and without addresses). None: all."""
-    tracked = facts.allocations
-    kept = without_rewrapped(facts)
-    if len(kept.time) == len(tracked.time):
-        return None
-    dropped = Counter(zip(tracked.time.tolist(), tracked.bytes.tolist(), strict=True))
-    dropped.subtract(zip(kept.time.tolist(), kept.bytes.tolist(), strict=True))
-    keep = np.ones(len(raw.mem_time), dtype=bool)
-    for index, record in enumerate(zip(raw.mem_time.tolist(), raw.mem_bytes.tolist(), strict=True)):
-        if dropped[record] > 0:
-            dropped[record] -= 1
-            keep[index] = False
-    return keep
+            return None

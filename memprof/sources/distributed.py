@@ -18,26 +18,23 @@ each rank that did not report; a rank that handed its report in waits as long fo
 take it. No collective operation is used: a rank that hangs, or fails before the process
 group exists, cannot make the others wait forever.
 
-Torch is imported only inside functions (to use the store, to pick a CUDA device).
+Torch is imported only inside functions (to use the store, to pick a CUDA device). What rank 0
+makes of the reports (the job's report, a failed rank's runs) is :mod:`memprof.library.jobs`'.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprof.core.errors import InputError, UsageError, param
-from memprof.model.report import Report
-from memprof.model.run import RunResult
-from memprof.pipeline import compared, failed_run, report_from_dict
+from memprof.core.errors import UsageError, param
 from memprof.sources.options import DEFAULT_RANK_TIMEOUT, StatusFn
 
 __all__ = ["DEFAULT_RANK_TIMEOUT", "Exchange", "RankEnv", "rank_env"]
@@ -131,50 +128,6 @@ def rank_labels(rank: int, labels: Sequence[str]) -> list[str]:
     if len(labels) == 1:
         return [rank_label(rank)]
     return [rank_label(rank, label) for label in labels]
-
-
-def for_rank(report: Report, rank: int) -> Report:
-    """``report`` (one rank's runs) with each run labelled and marked as ``rank``'s."""
-    labels = rank_labels(rank, list(report.runs))
-    runs = {
-        new: replace(run, label=new, rank=rank) for new, run in zip(labels, report.runs.values(), strict=True)
-    }
-    return compared(replace(report, runs=runs))
-
-
-def failed_rank(rank: int, runs: Mapping[str, RunResult], message: str) -> dict[str, RunResult]:
-    """The runs of a rank that did not report, shaped like another rank's ``runs`` (labels
-    ``rank0...``), each failed with ``message``."""
-    modes = [run.mode for run in runs.values()]
-    labels = rank_labels(rank, [label.partition("/")[2] or label for label in runs])
-    return {
-        label: replace(failed_run(label, mode, message), rank=rank)
-        for label, mode in zip(labels, modes, strict=True)
-    }
-
-
-def merge(
-    reports: Mapping[int, Report], world_size: int, extra_env: Mapping[str, str] | None = None
-) -> Report:
-    """One report of the job: every rank's runs in rank order, rank 0's target, date and
-    environment (with ``world_size``); the device is every rank's, when they differ (a report
-    with no device, standing for a rank that did not report, adds none)."""
-    ordered = [reports[rank] for rank in sorted(reports)]
-    base = ordered[0]
-    devices = list(dict.fromkeys(report.device for report in ordered if report.device))
-    environment = {**base.environment, **(extra_env or {}), "world_size": str(world_size)}
-    runs = {label: run for report in ordered for label, run in report.runs.items()}
-    return compared(replace(base, device=", ".join(devices), environment=environment, runs=runs))
-
-
-def decode_report(text: str, rank: int) -> Report:
-    """A rank's report as handed in (its JSON), read as data."""
-    where = f"the report of rank {rank}"
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        raise InputError(f"{where} is not JSON: {error}") from None
-    return report_from_dict(data, where=where)
 
 
 # ------------------------------------------------------------------------------- the exchange

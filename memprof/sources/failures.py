@@ -30,6 +30,7 @@ from memprof.core.errors import (
     MemprofError,
     UsageError,
     UserCodeError,
+    first_line,
     format_user_traceback,
     param,
     what_it_did,
@@ -174,12 +175,6 @@ def is_compile_error(error: BaseException) -> bool:
     }
 
 
-def first_line(error: BaseException) -> str:
-    """``TypeName: the first line of its message``."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def warm_up_error(error: BaseException, name: str) -> UserCodeError:
     """A failed first compiled call: the user's code failing while torch.compile traced it,
     the compiler's failure, or the user's code raising."""
@@ -224,6 +219,24 @@ def failure_error(
         user_traceback=format_user_traceback(error),
         raised=error,
     )
+
+
+class CallsFailed(Exception):
+    """The profiled calls failed: what they raised, and the records made up to the failure.
+    Whoever has the records analysed reports it with the peak reached (:meth:`reported`)."""
+
+    def __init__(self, error: BaseException, name: str, raw: Any, options: RunOptions) -> None:
+        super().__init__(first_line(error))
+        self.error, self.name, self.raw, self.options = error, name, raw, options
+        self.hidden_messages: Any = None
+        """What torch said and memprof hid meanwhile (as a :class:`MemprofError` carries it)."""
+
+    def reported(self, peak: int, peak_op: str | None, live: int) -> MemprofError:
+        """The error the failure is reported as (:func:`failure_error`), with the peak reached
+        above the calls' start, the op then running and what was live at the failure."""
+        error = failure_error(self.error, self.name, peak, peak_op, self.options, live)
+        error.hidden_messages = self.hidden_messages
+        return error
 
 
 def check_ran(result: Any, name: str) -> None:

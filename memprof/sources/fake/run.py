@@ -15,10 +15,11 @@ How a run is estimated (:func:`estimate_target`):
 4. What fake execution cannot see, the bytes an op allocates inside its kernel and frees before
    returning (the int64 copy ``sum`` makes of a bool tensor on the CPU, oneDNN's reorders), is
    measured (:mod:`memprof.sources.fake.workspaces`) and put in each op's window.
-5. The records go through the same analysis as a profile's (:func:`memprof.analysis.attribution.attribute`,
-   :func:`memprof.analysis.peaks.analyze`); for a CUDA estimate, sizes are rounded to the caching
-   allocator's blocks and the whole history, from the first input made to the end of the call,
-   is replayed through :func:`memprof.analysis.allocator.simulate` for the reserve.
+5. What it observed is handed over as a :class:`~memprof.core.recording.Recording`, assembled
+   as a profile's (:func:`memprof.pipeline.assemble.run_of`: the attribution, the per-op
+   analysis); for a CUDA estimate, sizes are rounded to the caching allocator's blocks and the
+   whole history, from the first input made to the end of the call, is handed over to be
+   replayed through the caching-allocator model for the reserve.
 
 Fake CUDA tensors do not work on a machine without a GPU (nor backward on one with it, pytorch
 #92627), so every estimate runs on fake CPU tensors; ``--device cuda`` models the CUDA
@@ -51,15 +52,12 @@ from torch._subclasses.fake_tensor import (  # noqa: TID253
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 from torch.utils._pytree import tree_leaves  # noqa: TID253
 
-from memprof.analysis.allocator import AllocatorSettings, round_size, simulate
-from memprof.analysis.attribution import Attribution, attribute
 from memprof.core.errors import UserCodeError, format_user_traceback, user_code
-from memprof.core.fields import copied
-from memprof.core.records import Allocations, RawProfile, TrackedFacts
+from memprof.core.recording import Recording
+from memprof.core.records import Allocations, RawProfile, TrackedFacts, round_size
 from memprof.core.units import format_bytes
-from memprof.model.estimate import AllocatorReplay, EstimateSection
-from memprof.model.run import RunResult
-from memprof.pipeline import Recording, run_of
+from memprof.model.estimate import EstimateSection
+from memprof.model.kind import ESTIMATE_SOURCE
 from memprof.sources.fake.guesses import GuessedLoop, Guesses
 from memprof.sources.fake.host import HostMemory, active
 from memprof.sources.fake.workspaces import Workspaces
@@ -459,8 +457,9 @@ def estimate_target(
     name: str = "target",
     module: types.ModuleType | None = None,
     status: StatusFn | None = None,
-) -> RunResult:
-    """Estimate ``func``'s memory on fake tensors: ``make_inputs(mode)`` is called inside the
+) -> Recording:
+    """Estimate ``func``'s memory on fake tensors (what fake execution observed, for
+    :func:`memprof.pipeline.assemble.run_of` to make the run of): ``make_inputs(mode)`` is called inside the
     fake session (``session.mode``; ``session.recorder.adopt`` counts fake copies of real tensors)
     and returns the arguments (made fake); ``options.warmup`` calls, then the
     estimated one. Raises :class:`UserCodeError` (exit 3) when the code fails on fake tensors."""
@@ -482,9 +481,7 @@ def estimate_target(
         notes += workspaces.resolve(session.recorder.add_workspace, session.recorder.enlarge, status)
     recorder = session.recorder
     facts = _facts(call, recorder, cuda)
-    explained = attribute(None, facts, warm=options.warmup > 0)
-    replay = _replay(recorder, call.end_ns, options) if cuda else None
-    notes += _notes(session, options, replay)
+    notes += _notes(session, options)
     estimate = EstimateSection(
         modelled_device=options.device,
         seconds=seconds,
@@ -492,12 +489,14 @@ def estimate_target(
         workspace_ops=workspaces.summary() if workspaces is not None else {},
         unmeasured_ops=workspaces.unmeasured() if workspaces is not None else (),
         placeholders=sum(recorder.placeholders.values()),
-        allocator=replay,
         reliable=not session.guesses.steering,
         guesses=session.guesses.sites(),
         host_peak_bytes=recorder.host_memory.peak_bytes or None,
     )
-    return _run(facts, explained, call, estimate, label, notes, options)
+    # CUDA: every allocation and free from the first input made to the end of the estimated
+    # call, for the caching-allocator model's replay.
+    allocations = recorder.allocations(until=call.end_ns) if cuda else None
+    return _recording(facts, call, estimate, label, notes, options, allocations)
 
 
 def _fake_inputs(make_inputs: Callable[[FakeSession], Inputs], session: FakeSession, name: str) -> Inputs:
@@ -565,28 +564,7 @@ def _facts(call: _Call, recorder: Recorder, cuda: bool) -> TrackedFacts:
     return facts
 
 
-def _replay(recorder: Recorder, until_ns: int, options: EstimateOptions) -> AllocatorReplay:
-    """Every allocation and free from the first input made to the end of the estimated call,
-    through the caching-allocator model: the reserve it would hold on a device with no limit,
-    and with a capacity, whether every request finds room within it."""
-    records = recorder.allocations(until=until_ns)
-    actions = list(zip(records.ptr.tolist(), records.bytes.tolist(), strict=True))
-    free = simulate(actions)
-    within = (
-        simulate(actions, AllocatorSettings(capacity_bytes=options.capacity_bytes))
-        if options.capacity_bytes is not None
-        else None
-    )
-    return copied(
-        AllocatorReplay,
-        free,
-        capacity_bytes=options.capacity_bytes,
-        capacity_reserved_peak_bytes=within.reserved_peak_bytes if within is not None else None,
-        ooms=len(within.ooms) if within is not None else 0,
-    )
-
-
-def _notes(session: FakeSession, options: EstimateOptions, replay: AllocatorReplay | None) -> list[str]:
+def _notes(session: FakeSession, options: EstimateOptions) -> list[str]:
     notes = []
     recorder, guesses = session.recorder, session.guesses
     steering = [guess for guess in guesses.sites() if guess.steers]
@@ -618,62 +596,42 @@ def _notes(session: FakeSession, options: EstimateOptions, replay: AllocatorRepl
             f"the host held up to {format_bytes(host)} of the step's tensors (put on the CPU, such as "
             "an offloaded optimizer's state): not in the device's figures"
         )
-    if replay is not None and replay.ooms:
-        notes.append(
-            f"within {format_bytes(replay.capacity_bytes or 0)} the caching-allocator model ran out of "
-            f"memory {replay.ooms} time(s): a request found no room even after the cache was emptied"
-        )
-    elif replay is not None and replay.capacity_bytes is not None:
-        if replay.reserved_peak_bytes > replay.capacity_bytes:
-            notes.append(
-                f"the reserve would reach {format_bytes(replay.reserved_peak_bytes)} on a larger device; "
-                f"within {format_bytes(replay.capacity_bytes)} the allocator frees cached segments "
-                f"instead and every request finds room (reserve at most "
-                f"{format_bytes(replay.capacity_reserved_peak_bytes or 0)})"
-            )
     return notes
 
 
-_PROFILE_WORDS = ", which the profiler does not record"
-
-
-def _run(
+def _recording(
     facts: TrackedFacts,
-    explained: Attribution,
     call: _Call,
     estimate: EstimateSection,
     label: str,
     notes: list[str],
     options: EstimateOptions,
-) -> RunResult:
-    """The run, as the pipeline builds a profiled one (:func:`memprof.pipeline.run_of`): the
-    records fake execution made, per-op numbers from them (times unknown: nothing ran for
-    real), the exact peak, footprint and live bytes at the start from the attribution, what is
-    live at the peak; and what the estimate adds (the allocator's replay, the capacity)."""
+    allocations: Allocations | None,
+) -> Recording:
+    """What fake execution observed, as a profiled run's recording: the records it made (for
+    the per-op numbers; times unknown: nothing ran for real), the program state tracked during
+    the estimated call (the exact peak, footprint, live bytes at the start and what is live at
+    the peak), and what the estimate adds (a CUDA device's allocations for the allocator's
+    replay, the capacity)."""
     ops = facts.ops
     raw = RawProfile.from_lists(
         [(ops.names[n], int(a), int(b), 0) for n, a, b in zip(ops.name, ops.t0, ops.t1, strict=True)],
         list(zip(facts.allocations.time.tolist(), facts.allocations.bytes.tolist(), strict=True)),
         [(call.start_ns, call.end_ns)],
     )
-    cuda = options.device == "cuda"
-    return run_of(
-        Recording(
-            label=label,
-            mode="eager",
-            raw=raw,
-            device="cuda" if cuda else "cpu",
-            # The attribution's words are a profile's; an estimate has none. (The pipeline adds
-            # the attribution's notes after the source's.)
-            explained=replace(explained, notes=tuple(n.replace(_PROFILE_WORDS, "") for n in explained.notes)),
-            timed_ops=False,
-            notes=tuple(notes),
-            fields={
-                "device_total_bytes": options.capacity_bytes,
-                "reserved_peak_bytes": estimate.allocator.reserved_peak_bytes if estimate.allocator else None,
-                "estimate": estimate,
-            },
-        )
+    return Recording(
+        label=label,
+        mode="eager",
+        source=ESTIMATE_SOURCE,
+        raw=raw,
+        device="cuda" if options.device == "cuda" else "cpu",
+        facts=facts,
+        warm=options.warmup > 0,
+        profiled=False,
+        notes=tuple(notes),
+        allocations=allocations,
+        capacity_bytes=options.capacity_bytes,
+        fields={"device_total_bytes": options.capacity_bytes, "estimate": estimate},
     )
 
 

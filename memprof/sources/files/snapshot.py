@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from memprof.core.errors import InputError, brief
-from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes
+from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
+from memprof.core.recording import RecordedDevice, RecordedFile
 from memprof.core.records import (
     ACTION_CODE,
     OTHER_ACTION,
@@ -38,6 +39,7 @@ from memprof.core.records import (
     SnapshotSegment,
 )
 from memprof.core.text import capped_name
+from memprof.model.kind import SNAPSHOT_SOURCE
 from memprof.sources.files.pickle_scan import MemoOutOfOrder, check_memo
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -113,14 +115,46 @@ def _load(path: str | Path) -> tuple[Any, int]:
         raise InputError(f"{name}: not a readable pickle ({reason}); give a CUDA memory snapshot") from None
 
 
+class SnapshotReader:
+    """CUDA memory snapshots, as every file reader is asked
+    (:mod:`memprof.sources.files.readers`)."""
+
+    name = SNAPSHOT_SOURCE
+    what = "a CUDA memory snapshot (a pickle)"
+    in_folder = "CUDA memory snapshot (pickle)"
+    counted = "snapshot(s)"
+    written_by = "torch.cuda.memory._dump_snapshot"
+
+    def sniff(self, path: Path) -> bool:
+        """A pickle from its first bytes (plain or gzip): protocol 2 or later starts with PROTO
+        (0x80) and the protocol number."""
+        head = recording_head(path)
+        return head is not None and len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+
+    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
+        """The snapshot, one device per GPU with segments or trace events; ``rank``: the rank
+        the caller gives (a snapshot records none)."""
+        records = read_snapshot(path)
+        devices = records.devices()
+        if not devices:
+            raise InputError(
+                f"{path}: this snapshot has no segments and no trace: nothing was allocated on a GPU"
+            )
+        return RecordedFile(
+            path=str(path),
+            source=self.name,
+            devices=tuple(RecordedDevice(device=f"cuda:{i}", index=i, snapshot=records) for i in devices),
+            rank=rank,
+        )
+
+
 def snapshot_files(folder: str | Path) -> list[Path]:
     """The snapshot pickles in ``folder`` (not its subfolders), detected by content, by name."""
-    from memprof.sources.files.trace import input_kind
-
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"{root} is not a folder")
-    return sorted(p for p in root.iterdir() if p.is_file() and input_kind(p) == "snapshot")
+    reader = SnapshotReader()
+    return sorted(p for p in root.iterdir() if p.is_file() and reader.sniff(p))
 
 
 def read_snapshot(path: str | Path) -> SnapshotRecords:

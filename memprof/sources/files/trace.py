@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,15 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from memprof.analysis.peaks import op_stack_at, responsible_op
-from memprof.analysis.running import string_codes
-from memprof.analysis.timeline import downsample_max
 from memprof.core.errors import InputError
-from memprof.core.fileio import GZIP_MAGIC, gunzip, open_regular, read_recording_bytes
+from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
-from memprof.core.records import CALL_MARKER, RawProfile, other_thread_bytes
+from memprof.core.recording import RecordedDevice, RecordedFile
+from memprof.core.records import CALL_MARKER, RawProfile, other_thread_bytes, string_codes
 from memprof.core.text import NAME_LIMIT, capped_name
 from memprof.core.units import format_bytes
+from memprof.model.kind import TRACE_SOURCE as TRACE
 from memprof.sources.live.kineto import _SKIPPED_NAMES
 
 
@@ -59,7 +57,6 @@ _ACCELERATOR_NAMES = {1: "cuda", 6: "cuda", 12: "xpu", 13: "mps", 19: "mtia", 20
 HIP_DEVICE_TYPE = 6
 
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
-_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _MISSING = -1  # a field absent from an event (Total Allocated/Reserved are never negative)
 
 
@@ -72,45 +69,28 @@ class DeviceProperties:
     total_bytes: int | None
 
 
-@dataclass(frozen=True)
-class TraceDevice:
-    """One device's memory in one trace: its records and the numbers read off them.
+@dataclass(frozen=True, kw_only=True)
+class TraceDevice(RecordedDevice):
+    """One device's memory in one trace, as recorded (the numbers are worked out from it by
+    :func:`memprof.analysis.recorded.recorded_peak`).
 
-    Bytes follow the report contract: ``footprint_bytes`` is the highest live bytes (the
-    allocator's ``Total Allocated``), ``live_at_start_bytes`` what was live when the trace
-    began, ``peak_bytes`` = footprint - live at start, ``reserved_peak_bytes`` the highest
-    ``Total Reserved`` (None when the trace has none, as in the 2021 schema).
-    ``peak_op_stack`` are the ops running at the peak record on the thread that allocated,
-    outermost first; ``peak_op`` is the one memprof names (as ``run`` does: the outermost aten
-    op, else the innermost range, ``[memory]`` when the peak is outside every op).
-    The timeline is absolute (live at start included): ``timeline_t_ns`` from the first memory
-    record, ``timeline_bytes`` live, ``timeline_reserved`` reserved (empty without
-    ``Total Reserved``). ``raw`` holds every op of the trace and this device's records, ready
-    for :func:`memprof.analysis.peaks.analyze` (the per-op table).
+    ``live`` is the allocator's ``Total Allocated`` after each record (time order), or the
+    running sum of ``Bytes`` when the trace has none (2021 schema); ``live_at_start_bytes``
+    what was live when the trace began; ``reserved`` the ``Total Reserved`` (None when the
+    trace has none). ``raw`` holds every op of the trace and this device's records, ready for
+    :func:`memprof.analysis.peaks.analyze` (the per-op table).
     """
 
-    device: str
     device_type: int
-    device_index: int
     hip: bool
     rank: int | None
-    device_name: str | None
-    device_total_bytes: int | None
-    peak_bytes: int
-    footprint_bytes: int
-    live_at_start_bytes: int
-    reserved_peak_bytes: int | None
-    peak_op: str | None
-    peak_op_stack: tuple[str, ...]
-    peak_time_ns: int | None
-    records: int
     allocations: int
     frees: int
-    raw: RawProfile
-    timeline_t_ns: np.ndarray
-    timeline_bytes: np.ndarray
-    timeline_reserved: np.ndarray
-    notes: tuple[str, ...] = ()
+
+    @property
+    def device_index(self) -> int:
+        """The device's index (``Device Id``; -1 for the host)."""
+        return self.index
 
     @property
     def label(self) -> str:
@@ -137,29 +117,47 @@ class Trace:
     device_properties: tuple[DeviceProperties, ...]
     notes: tuple[str, ...] = field(default=())
 
+    def recorded(self) -> RecordedFile:
+        """The trace as every file reader hands it over."""
+        return RecordedFile(
+            path=self.path,
+            source=TRACE,
+            devices=self.devices,
+            rank=self.rank,
+            world_size=self.world_size,
+            distributed_backend=self.distributed_backend,
+            torch_version=self.torch_version,
+            notes=self.notes,
+        )
+
 
 # --------------------------------------------------------------------------------------------
 # Detecting and loading
 
 
-def input_kind(path: str | Path) -> str | None:
-    """What ``path`` holds, from its first bytes: ``"trace"`` (JSON, plain or gzip),
-    ``"snapshot"`` (a pickle), or None. Never raises for a readable file."""
-    try:
-        with open_regular(path, "trace") as handle:  # a FIFO or a device is neither kind
-            head = handle.read(64)
-            if head[:2] == GZIP_MAGIC:
-                handle.seek(0)
-                head = zlib.decompressobj(31).decompress(handle.read(4096), 64)
-    except (OSError, zlib.error, InputError):
-        return None
-    start = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
-    if start in (b"{", b"["):
-        return "trace"
-    # Pickle protocol 2+ starts with PROTO (0x80) and the protocol number.
-    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
-        return "snapshot"
-    return None
+class TraceReader:
+    """Chrome traces, as every file reader is asked (:mod:`memprof.sources.files.readers`)."""
+
+    name = TRACE
+    what = "a chrome trace (JSON, plain or gzip)"
+    in_folder = "chrome trace (.json, .json.gz)"
+    counted = "chrome trace(s)"
+    written_by = "prof.export_chrome_trace"
+
+    def sniff(self, path: Path) -> bool:
+        """JSON (plain or gzip) from its first bytes: an object or an array."""
+        head = recording_head(path)
+        return head is not None and head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"{", b"[")
+
+    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
+        """The trace's devices with memory records; ``rank`` when the trace records none."""
+        trace = read_trace(path, rank)
+        if not trace.devices:
+            raise InputError(
+                f"{path}: no [memory] events in this trace; record it with "
+                "torch.profiler.profile(profile_memory=True)"
+            )
+        return trace.recorded()
 
 
 def load_trace_json(path: str | Path) -> Any:
@@ -231,7 +229,8 @@ def trace_files(folder: str | Path) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"{root} is not a folder")
-    return sorted(p for p in root.iterdir() if p.is_file() and input_kind(p) == "trace")
+    reader = TraceReader()
+    return sorted(p for p in root.iterdir() if p.is_file() and reader.sniff(p))
 
 
 def iter_trace_folder(folder: str | Path) -> Iterator[Trace]:
@@ -432,53 +431,29 @@ def _device(
     total, reserved = c.arrays["total"][mine], c.arrays["reserved"][mine]
     notes: list[str] = []
     live, live_at_start = _live_bytes(deltas, total, notes)
-    peak_index = int(np.argmax(live))
-    footprint = max(int(live[peak_index]), live_at_start)
-    peak_bytes = footprint - live_at_start
-    has_reserved = bool((reserved >= 0).all())
     if device_type in _HOST_TYPES:
         device, hip = "cpu", False
     else:
         device = f"{_ACCELERATOR_NAMES.get(device_type, f'device_type{device_type}')}:{device_index}"
         hip = device_type == HIP_DEVICE_TYPE or (device_type == 1 and hip_runtime)
-    raw = _with_memory(ops, times, deltas, threads, c.arrays["call_threads"])
-    stack: tuple[str, ...] = ()
-    peak_op: str | None = None
-    if peak_bytes > 0:
-        running = op_stack_at(raw, int(times[peak_index]), int(threads[peak_index]))
-        # ``ProfilerStep#N`` is the profiler's own step marker (prof.step()), not an op.
-        stack = tuple(n for n in running if not _PROFILER_STEP.match(n))
-        peak_op = responsible_op(list(stack))
-        if not stack:
-            notes.append("the peak allocation happened outside every recorded op")
     if hip:
         notes.append(f"{device} is an AMD GPU (HIP, ROCm build of torch)")
     gpu = next((p for p in properties if p.index == device_index), None) if device != "cpu" else None
-    t_ns, t_bytes, t_reserved = downsample_max(
-        times - (times[0] if len(times) else 0), live, reserved if has_reserved else None
-    )
     return TraceDevice(
         device=device,
+        index=device_index,
         device_type=device_type,
-        device_index=device_index,
         hip=hip,
         rank=rank,
         device_name=gpu.name if gpu else None,
         device_total_bytes=gpu.total_bytes if gpu else None,
-        peak_bytes=peak_bytes,
-        footprint_bytes=footprint,
+        raw=_with_memory(ops, times, deltas, threads, c.arrays["call_threads"]),
+        live=live,
         live_at_start_bytes=live_at_start,
-        reserved_peak_bytes=int(reserved.max()) if has_reserved and len(reserved) else None,
-        peak_op=peak_op,
-        peak_op_stack=stack,
-        peak_time_ns=int(times[peak_index]) if peak_bytes > 0 else None,
+        reserved=reserved if bool((reserved >= 0).all()) else None,
         records=len(mine),
         allocations=int((deltas > 0).sum()),
         frees=int((deltas < 0).sum()),
-        raw=raw,
-        timeline_t_ns=t_ns,
-        timeline_bytes=t_bytes,
-        timeline_reserved=t_reserved if t_reserved is not None else np.zeros(0, dtype=np.int64),
         notes=tuple(notes),
     )
 

@@ -2,7 +2,8 @@
 
 The measured calls track program state only (their allocations are exactly an untracked
 run's); then, in eager mode, one more call is profiled with ops, lines, modules and saved
-tensors tracked (:func:`explaining_call`), and explains the measured peak. Compiled runs are
+tensors tracked (:func:`explaining_call`), whose program state explains the measured peak
+(the assembler, :func:`memprof.pipeline.assemble.run_of`, works the explanation out). Compiled runs are
 explained from the measured calls, with Inductor's provenance of each kernel
 (:class:`Explaining` enters it around the compiling call). Tracking that fails to start leaves
 a note and the run unexplained, never failed.
@@ -20,10 +21,9 @@ import numpy as np
 import torch  # noqa: TID253 - a live source, like sources/live.py
 from torch.profiler import record_function  # noqa: TID253
 
-from memprof.analysis.attribution import Attribution, attribute, combine, counters_differ
+from memprof.core.errors import first_line
 from memprof.core.gcpause import hold_to_end
-from memprof.core.records import CALL_MARKER, Allocations, RawProfile, TrackedFacts
-from memprof.sources.failures import first_line
+from memprof.core.records import CALL_MARKER, Allocations, TrackedFacts
 from memprof.sources.live.allocator_history import History, recorded, with_addresses
 from memprof.sources.live.kineto import raw_from_profiler
 from memprof.sources.live.profiling import (
@@ -52,8 +52,6 @@ class Explaining:
         self.module = module
         self.tracking: CompileTracking | None = None
         self.notes: list[str] = []
-        # The measured calls' records and facts, when their explanation was left for later.
-        self._measured: tuple[RawProfile | None, TrackedFacts, bool] | None = None
 
     @contextlib.contextmanager
     def compiling(self, options: RunOptions) -> Iterator[None]:
@@ -100,26 +98,19 @@ class Explaining:
             if tracker is not None:
                 tracker.__exit__(None, None, None)
 
-    def attribute(
+    def facts(
         self,
         tracker: Tracker,
         prof: Any,
-        raw: RawProfile | None,
         *,
-        warm: bool,
-        explain: bool = True,
-        later: bool = False,
         complete: Callable[[Allocations], Allocations | None] | None = None,
         read: ProfileRead | None = None,
-    ) -> Attribution | None:
-        """The tracked calls' peak explained (``explain=False``: their numbers only; ``later``:
-        what explaining them needs is kept for :meth:`measured`); None (with a note) when that
-        fails. ``read``: the profile's records already read, as :meth:`Tracker.facts` takes them."""
+    ) -> TrackedFacts | None:
+        """What ``tracker`` saw during the profiled calls (the assembler explains their peak
+        with it); None (with a note) when it cannot be read. ``read``: the profile's records
+        already read, as :meth:`Tracker.facts` takes them."""
         try:
-            facts = tracker.facts(prof, compiled=self.tracking, complete=complete, read=read)
-            if later:
-                self._measured = (raw, facts, warm)
-            return attribute(raw, facts, warm=warm, explain=explain)
+            return tracker.facts(prof, compiled=self.tracking, complete=complete, read=read)
         except Exception as error:
             self.notes.append(
                 f"memprof could not explain the peak ({first_line(error)}); the numbers are the "
@@ -127,26 +118,14 @@ class Explaining:
             )
             return None
 
-    def measured(self, numbers: Attribution) -> Attribution:
-        """The measured calls explained by the program state they tracked: what an explained
-        eager run shows when its explaining call cannot explain more (``numbers``: those calls'
-        attribution without the explanation, returned as is when it cannot be made)."""
-        if self._measured is None:
-            return numbers
-        raw, facts, warm = self._measured
-        try:
-            return attribute(raw, facts, warm=warm)
-        except Exception as error:
-            self.notes.append(f"memprof could not explain the peak ({first_line(error)})")
-            return numbers
-
 
 def explaining_call(
-    fn: Callable[..., Any], inputs: Inputs, options: RunOptions, explaining: Explaining, measured: Attribution
-) -> Attribution:
+    fn: Callable[..., Any], inputs: Inputs, options: RunOptions, explaining: Explaining
+) -> tuple[TrackedFacts | None, dict[str, int]]:
     """One more eager call, profiled with ops, lines, modules and saved tensors tracked: what
-    is live at the ``measured`` calls' peak. The measured numbers stay those of the measured
-    calls; a note says when this call's peak differs (:func:`combine`)."""
+    it tracked (to explain what is live at the measured calls' peak) and, on CUDA, the device's
+    counters around it. (None, {}) with a note when it tracked nothing usable: the measured
+    calls' own state explains the peak then."""
     cuda = options.device.startswith("cuda")
     ignored: list[str] = []  # torch's lines about this call repeat the measured calls'
     gc.collect()  # as before the measured calls
@@ -161,7 +140,7 @@ def explaining_call(
                 raise
             except BaseException:  # sys.exit() included: the measured calls are what counts
                 pass
-            return explaining.measured(measured)
+            return None, {}
         history = recorded(options.device) if cuda else contextlib.nullcontext(History())
         try:
             with (
@@ -181,27 +160,15 @@ def explaining_call(
                 f"the explaining call raised {first_line(error)}: only program state (parameters, "
                 "gradients, optimizer state, inputs) is explained"
             )
-            return explaining.measured(measured)
+            return None, {}
     complete = completion(prof, options.device, allocator) if cuda else None
-    explained = explaining.attribute(tracker, prof, None, warm=True, complete=complete)
+    facts = explaining.facts(tracker, prof, complete=complete)
     hold_to_end(prof)
-    if explained is None:
-        return explaining.measured(measured)
+    if facts is None:
+        return None, {}
     if cuda:
         counters.update(cuda_counters_after(options.device))
-        counted = counters["max_memory_allocated_bytes"] - counters["memory_allocated_start_bytes"]
-        if counters_differ(counted, explained.peak_bytes):
-            # The records could not all be read with their addresses (torch's event tree lacks
-            # some, and the allocator's history did not line up with them): what they explain is
-            # not this peak. The measured calls' own explanation is.
-            explaining.notes.append(
-                f"the explaining call's records put its peak {explained.peak_bytes:,} B above its "
-                f"start, torch.cuda.max_memory_allocated() {counted:,} B (its records could not all be "
-                "read with their addresses): what is live at the peak is explained from the measured "
-                "calls, by program state only (no ops or source lines for what the call made)"
-            )
-            return explaining.measured(measured)
-    return combine(measured, explained)
+    return facts, counters
 
 
 def completion(

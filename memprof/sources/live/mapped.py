@@ -6,7 +6,7 @@ allocation of the file's whole size, although the pages are read from disk only 
 and almost nothing may be resident. While the profiled calls run, :func:`mapped_files` wraps
 those functions in a ``record_function`` range named :data:`MAPPED_RANGE`, so the mapping's
 allocation is an op row of its own (not anonymous ``[memory]``), and keeps the files' names
-and sizes for the run's note (made by :func:`memprof.pipeline.run_of`).
+and sizes for the run's note (made by :func:`memprof.pipeline.assemble.run_of`).
 """
 
 from __future__ import annotations

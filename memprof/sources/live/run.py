@@ -29,15 +29,13 @@ from typing import Any
 import torch
 from torch.profiler import record_function
 
-from memprof.analysis.attribution import Attribution
-from memprof.analysis.peaks import analyze
-from memprof.core.errors import MemprofError, UsageError, UserCodeError, param, what_it_did
+from memprof.core.errors import MemprofError, UsageError, UserCodeError, first_line, param, what_it_did
 from memprof.core.gcpause import hold_to_end, imports_frozen, release_held, survivors_frozen
 from memprof.core.names import aten_names
-from memprof.core.records import CALL_MARKER, RawProfile
-from memprof.model.run import RunResult
-from memprof.pipeline import Recording, run_of
-from memprof.sources.failures import check_ran, failure_error, first_line, warm_up_error
+from memprof.core.recording import Recording
+from memprof.core.records import CALL_MARKER, RawProfile, TrackedFacts
+from memprof.model.kind import BLOCK_SOURCE, LIVE_SOURCE
+from memprof.sources.failures import CallsFailed, check_ran, warm_up_error
 from memprof.sources.live.dynamo_watch import DynamoWatch, frames_compiled
 from memprof.sources.live.explaining import Explaining, explaining_call
 from memprof.sources.live.mapped import mapped_files
@@ -157,15 +155,17 @@ def run_target(
     name: str = "target",
     status: StatusFn | None = None,
     module: ModuleType | None = None,
-) -> RunResult:
-    """Profile ``func(*inputs.args, **inputs.kwargs)`` and return its :class:`RunResult`.
+) -> Recording:
+    """Profile ``func(*inputs.args, **inputs.kwargs)``: what it recorded, for
+    :func:`memprof.pipeline.assemble.run_of` to make the run of.
 
     Steps: warm up (compiling there, in compile mode), profile ``options.repeat`` calls (with
     program state tracked), explain the peak (``options.explain``: one more call in eager
     mode), time calls without the profiler (``options.time_budget``), assemble the run.
     ``module`` is the target's module: its globals may hold the model and the optimizer.
-    Raises :class:`UserCodeError` (exit 3) when the function or its compilation fails; the
-    message carries the peak reached before the failure and the op that was running.
+    Raises :class:`UserCodeError` (exit 3) when the warm-up or the compilation fails, and
+    :class:`CallsFailed` when a profiled call fails (with the records up to the failure: the
+    error reported carries the peak reached before it and the op that was running).
     """
     if options.repeat < 1:
         raise UsageError(f"{param('repeat')} must be 1 or more, got {options.repeat}")
@@ -193,15 +193,17 @@ def run_target(
                     collect=collect,
                 )
                 restore_import_path(import_path)
-            if measured.explained is not None and options.explain and options.mode == "eager":
-                measured.explained = explaining_call(warm.fn, inputs, options, explaining, measured.explained)
+            if measured.facts is not None and options.explain and options.mode == "eager":
+                measured.explaining, measured.explaining_counters = explaining_call(
+                    warm.fn, inputs, options, explaining
+                )
                 restore_import_path(import_path)
         # Timed last: the profiled call is the first after the warm-up (with --warmup 0, the
         # first of all), and state the calls leave (an optimizer's) does not grow before it.
         # With nothing frozen: a collection during a timed call walks what it would in the program.
         timed = _time(warm, inputs, options, name, status)
         restore_import_path(import_path)
-    return _assemble(measured, warm, inputs, options, timed, heard, watch)
+    return _recording(measured, warm, inputs, options, timed, heard, watch)
 
 
 @contextlib.contextmanager
@@ -209,7 +211,7 @@ def _counted(heard: Heard) -> Iterator[None]:
     """A failure carries how many of torch's messages were hidden meanwhile."""
     try:
         yield
-    except MemprofError as error:
+    except (MemprofError, CallsFailed) as error:
         error.hidden_messages = heard
         raise
 
@@ -350,8 +352,9 @@ FIRST_COMPILE_HINT = "a first compile can take minutes; later runs reuse Inducto
 @dataclass
 class _Measured:
     """What the profiled calls give: the records, the wall time of each call, the device's own
-    counters, torch's printed table (when kept), the explained peak (None when not tracked)
-    and what the source noticed on the way."""
+    counters, torch's printed table (when kept), the program state tracked (None when not
+    tracked; ``explaining``: that of the explaining call) and what the source noticed on the
+    way."""
 
     label: str
     raw: RawProfile
@@ -361,8 +364,10 @@ class _Measured:
     threads: list[str]
     table: str | None
     mapped: list[tuple[str, int]] = field(default_factory=list)
-    explained: Attribution | None = None
+    facts: TrackedFacts | None = None
     explaining_notes: list[str] = field(default_factory=list)
+    explaining: TrackedFacts | None = None
+    explaining_counters: dict[str, int] = field(default_factory=dict)
 
 
 def _profile_calls(
@@ -377,8 +382,8 @@ def _profile_calls(
     collect: Callable[[], None],
 ) -> _Measured:
     """``options.repeat`` calls under torch.profiler, each in its ``record_function`` range,
-    with program state tracked. Raises the failure of a call (with the peak reached before it)
-    after reading the records."""
+    with program state tracked. Raises the failure of a call (:class:`CallsFailed`, with the
+    records up to it) after reading the records."""
     cuda = options.device.startswith("cuda")
     counters = cuda_counters_before(options.device) if cuda else {}
     if status:
@@ -419,28 +424,18 @@ def _profile_calls(
         counters.update(cuda_counters_after(options.device))
     raw, read = read_session(prof, options.device, tracker, compiled=options.mode == "compile")
     if failure is not None:
-        numbers = analyze(raw).numbers
-        raise failure_error(failure, name, numbers.peak_bytes, numbers.peak_op, options, numbers.net_bytes)
+        raise CallsFailed(failure, name, raw, options)
     table = None
     if options.keep_table:
         sort_by = "self_cpu_memory_usage" if not cuda else "self_device_memory_usage"
         table = prof.key_averages().table(sort_by=sort_by, row_limit=-1)
-    warm = options.warmup > 0 or options.mode == "compile"
-    # An explained eager run is explained by its explaining call: the measured calls' own
-    # explanation is worked out only if that call cannot give one.
-    explain = options.explain and options.mode == "compile"
-    later = options.explain and not explain
-    explained = (
-        explaining.attribute(tracker, prof, raw, warm=warm, explain=explain, later=later, read=read)
-        if tracker is not None
-        else None
-    )
-    if not later:  # no explaining call follows, which must not find this profile alive
-        hold_to_end(prof)
-    return _Measured(label, raw, walls, counters, notes, threads, table, mapped, explained, explaining.notes)
+    facts = explaining.facts(tracker, prof, read=read) if tracker is not None else None
+    if not (options.explain and options.mode == "eager"):
+        hold_to_end(prof)  # no explaining call follows, which must not find this profile alive
+    return _Measured(label, raw, walls, counters, notes, threads, table, mapped, facts, explaining.notes)
 
 
-def _assemble(
+def _recording(
     measured: _Measured,
     warm: _Warm,
     inputs: Inputs,
@@ -448,10 +443,13 @@ def _assemble(
     timed: Timed,
     heard: Heard,
     watch: DynamoWatch | None = None,
-) -> RunResult:
-    """The run: what the profiled calls recorded, with what the source measured and noticed,
-    handed to the pipeline (:func:`memprof.pipeline.run_of`)."""
-    notes = [*warm.notes, *(_reworded(note, measured.explained) for note in measured.notes)]
+    source: str = LIVE_SOURCE,
+) -> Recording:
+    """What the profiled calls recorded, with the program state tracked and what the source
+    measured and noticed: the run's recording (:func:`memprof.pipeline.assemble.run_of` makes
+    the run of it)."""
+    tracked = measured.facts is not None
+    notes = [*warm.notes, *(_reworded(note, tracked) for note in measured.notes)]
     if measured.threads:
         names = ", ".join(sorted(set(measured.threads))[:3])
         notes.append(
@@ -463,17 +461,24 @@ def _assemble(
     recording = Recording(
         label=measured.label,
         mode=options.mode,
+        source=source,
         raw=measured.raw,
         device=options.device,
-        explained=measured.explained,
+        facts=measured.facts,
+        # Calls ran before the measured ones (warm-up calls, or the compiling call): not a block.
+        warm=source == LIVE_SOURCE and (options.warmup > 0 or options.mode == "compile"),
+        explain=options.explain,
+        explaining=measured.explaining,
+        explaining_counters=measured.explaining_counters,
+        explained_by_call=options.explain and options.mode == "eager" and source == LIVE_SOURCE,
+        op_tracked=source == BLOCK_SOURCE,
         counters=measured.device_counters,
         device_facts=cuda_device(options.device) if cuda else {},
         walls_ms=tuple(timed.walls_ms or measured.walls),
         wall_timing=("warm-up" if timed.warm_up else "timed") if timed.walls_ms else "profiled",
         repeat=options.repeat,
-        inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)) if measured.explained is None else 0,
+        inputs_bytes=tensor_bytes((inputs.args, inputs.kwargs)) if not tracked else 0,
         vocabulary=torch_aten_vocabulary(),
-        explain=options.explain,
         notes=tuple(notes),
         mapped_files=tuple(measured.mapped),
         fields={
@@ -483,12 +488,12 @@ def _assemble(
             "torch_messages": heard.lines(),
         },
     )
-    return run_of(recording)
+    return recording
 
 
 def block_run(
     raw: RawProfile,
-    explained: Attribution | None,
+    facts: TrackedFacts | None,
     *,
     label: str,
     options: RunOptions,
@@ -499,17 +504,19 @@ def block_run(
     threads: list[str],
     mapped: list[tuple[str, int]],
     heard: Heard,
-) -> RunResult:
-    """The run of a block profiled in one pass where it runs (:mod:`memprof.sources.block`):
-    no warm-up, no timed calls; assembled as :func:`run_target`'s runs are."""
-    measured = _Measured(label, raw, walls, counters, notes, threads, None, mapped, explained)
-    return _assemble(measured, _Warm(fn=lambda: None), inputs, options, Timed(()), heard)
+) -> Recording:
+    """The recording of a block profiled in one pass where it runs (:mod:`memprof.sources.block`),
+    its ops tracked: no warm-up, no timed calls, no explaining call; made as
+    :func:`run_target`'s are."""
+    measured = _Measured(label, raw, walls, counters, notes, threads, None, mapped, facts)
+    warm = _Warm(fn=lambda: None)
+    return _recording(measured, warm, inputs, options, Timed(()), heard, source=BLOCK_SOURCE)
 
 
-def _reworded(note: str, explained: Attribution | None) -> str:
+def _reworded(note: str, tracked: bool) -> str:
     """torch's "memory block of unknown size" warning, said as what it means for the run: the
     tracked state's frees are counted in explained runs."""
-    if explained is None or not note.startswith(UNKNOWN_BLOCKS):
+    if not tracked or not note.startswith(UNKNOWN_BLOCKS):
         return note
     return (
         f"{UNKNOWN_BLOCKS} without a record of the free; memprof counts the frees of the "
