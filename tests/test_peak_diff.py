@@ -509,24 +509,3 @@ def test_a_line_edited_between_runs_is_one_row_with_the_larger_side_text() -> No
         "aten::mm",
         MiB,
     )
-
-
-def test_the_at_peak_columns_are_the_entry_key_with_its_bytes_and_reason() -> None:
-    from memprof.model.explanation import AT_PEAK_COLUMNS
-
-    assert AT_PEAK_COLUMNS == (
-        "bytes",
-        "count",
-        "category",
-        "module",
-        "phase",
-        "source",
-        "source_text",
-        "op",
-        "shape",
-        "dtype",
-        "before_call",
-        "user_source",
-        "user_source_text",
-        "reason",
-    )
