@@ -616,7 +616,7 @@ def test_a_call_marker_s_gpu_side_span_is_not_a_second_call() -> None:
     roots = [host, gpu, gpu_wrapper]
     memory = tree.MemoryRecords(torch.device("cuda:0"))
     calls: list[tuple[int, int]] = []
-    tree._walk(roots, memory, calls)  # type: ignore[arg-type]
+    tree.walk_with_context(roots, memory, calls, None, None)  # type: ignore[arg-type]
     assert calls == [(10, 20)]
     calls, found = [], []
     tree.walk_with_context(roots, memory, calls, None, found)  # type: ignore[arg-type]

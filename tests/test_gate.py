@@ -253,7 +253,8 @@ def test_growth_over_a_baseline_lists_what_grew_at_the_peak() -> None:
     assert explanation.heading.startswith(
         "what grew: +10.4 MiB at the peak (21.0 MiB -> 31.4 MiB): the backward of GPT +4.0 MiB of temporaries"
     )
-    rows = [(r.bytes, r.category, r.module, r.phase, r.source, r.op) for r in explanation.rows[:4]]
+    what = ("category", "module", "phase", "source", "op")
+    rows = [(r.bytes, *(getattr(r.what, name) for name in what)) for r in explanation.rows[:4]]
     cross_entropy, logits = "memprof/examples/gpt.py:109", "memprof/examples/gpt.py:108"
     assert rows == [
         (2 * MiB, "activation", "GPT", "forward", cross_entropy, "aten::_log_softmax"),

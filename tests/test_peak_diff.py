@@ -483,3 +483,29 @@ def test_children_named_by_index_alone_are_grouped_like_a_containers() -> None:
     ] + [ModuleDelta(module="blocks.4", phase="forward", base_bytes=MiB, other_bytes=0)]
     groups = module_groups(rows)
     assert [(g.label, g.delta_bytes) for g in groups] == [("0–2", -6 * MiB), ("blocks.4", -MiB)]
+
+
+def test_a_line_edited_between_runs_is_one_row_with_the_larger_side_text() -> None:
+    # A row is identified by the entry's key without the line's texts (LINE_TEXTS): the same
+    # line whose statement was edited is one row, its text that of its largest entry.
+    base = explained(
+        "base", [AtPeakEntry(2 * MiB, 1, "temporary", "fc", "forward", "m.py:3", "y = f(x)", "aten::mm")]
+    )
+    other = explained(
+        "other", [AtPeakEntry(3 * MiB, 1, "temporary", "fc", "forward", "m.py:3", "y = g(x)", "aten::mm")]
+    )
+    diff = diff_at_peak(base, other)
+    assert diff is not None
+    assert [(r.source, r.source_text, r.base_bytes, r.other_bytes) for r in diff.by_source] == [
+        ("m.py:3", "y = g(x)", 2 * MiB, 3 * MiB)
+    ]
+    (row,) = contributors(base.at_peak, other.at_peak)  # type: ignore[arg-type]
+    assert (row.category, row.module, row.phase, row.source, row.source_text, row.op, row.delta_bytes) == (
+        "temporary",
+        "fc",
+        "forward",
+        "m.py:3",
+        "y = g(x)",
+        "aten::mm",
+        MiB,
+    )

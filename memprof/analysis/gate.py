@@ -35,6 +35,8 @@ from memprof.core.text import QUOTE_LIMIT, one_line
 from memprof.core.units import format_bytes, parse_size
 
 if TYPE_CHECKING:
+    from memprof.model.explanation import AtPeakEntry
+    from memprof.model.peak_diff import EntryDelta
     from memprof.model.report import Report
     from memprof.model.run import RunResult
 
@@ -122,17 +124,13 @@ class GateConfig:
 
 @dataclass(frozen=True)
 class Contributor:
-    """One row of an explanation: ``bytes`` (a change when ``signed``) of a category, made by a
-    module in a phase, on a line (with its text), by an op (each empty when unknown)."""
+    """One row of an explanation: ``bytes`` (a change when ``signed``) and ``what`` holds them,
+    an entry live at the peak or a row of the at-peak diff: its category, module and phase,
+    line (with its text) and op (each empty when unknown)."""
 
     bytes: int
     signed: bool
-    category: str
-    module: str = ""
-    phase: str = ""
-    source: str = ""
-    source_text: str = ""
-    op: str = ""
+    what: AtPeakEntry | EntryDelta
 
 
 @dataclass(frozen=True)
@@ -440,10 +438,7 @@ def largest_at_peak(run: RunResult) -> Explanation | None:
     at_peak = run.at_peak
     if at_peak is None:
         return None
-    rows = tuple(
-        Contributor(e.bytes, False, e.category, e.module, e.phase, e.source, e.source_text, e.op)
-        for e in at_peak.entries[:EXPLAINED_ROWS]
-    )
+    rows = tuple(Contributor(e.bytes, False, e) for e in at_peak.entries[:EXPLAINED_ROWS])
     rest = len(at_peak.entries[EXPLAINED_ROWS:]) + len(at_peak.unattributed)
     left = sum(e.bytes for e in at_peak.entries[EXPLAINED_ROWS:]) + sum(u.bytes for u in at_peak.unattributed)
     entries = "entry" if rest == 1 else "entries"
@@ -470,10 +465,7 @@ def growth(
     diff = diff_at_peak(base, run, labels)
     assert diff is not None and base.at_peak is not None and run.at_peak is not None
     grew = [row for row in contributors(base.at_peak, run.at_peak) if row.delta_bytes > 0]
-    rows = tuple(
-        Contributor(r.delta_bytes, True, r.category, r.module, r.phase, r.source, r.source_text, r.op)
-        for r in grew[:EXPLAINED_ROWS]
-    )
+    rows = tuple(Contributor(r.delta_bytes, True, r) for r in grew[:EXPLAINED_ROWS])
     rest = grew[EXPLAINED_ROWS:]
     grown = format_bytes(sum(r.delta_bytes for r in rest), signed=True)
     rows_word = "row" if len(rest) == 1 else "rows"

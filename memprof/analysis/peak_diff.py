@@ -30,11 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memprof.core.units import format_bytes
-from memprof.model.explanation import CATEGORIES
+from memprof.model.explanation import CATEGORIES, ENTRY_KEY, LINE_TEXTS, AtPeakEntry
 from memprof.model.peak_diff import (
     ActivationDelta,
     AtPeakDiff,
@@ -73,24 +74,19 @@ _PLURAL = {
 
 @dataclass(frozen=True)
 class _Item:
-    """Bytes live at one run's peak (``side`` 0: base, 1: other) with what explains them."""
+    """An entry live at one run's peak (``side`` 0: base, 1: other); bytes in no entry are an
+    entry of category other that says nothing else of them."""
 
     side: int
-    bytes: int
-    category: str = "other"
-    module: str = ""
-    phase: str = ""
-    source: str = ""
-    source_text: str = ""
-    user_source: str = ""
-    user_source_text: str = ""
-    op: str = ""
-    shape: str = ""
-    dtype: str = ""
+    entry: AtPeakEntry
+
+    @property
+    def bytes(self) -> int:
+        return self.entry.bytes
 
     @cached_property  # read at every step of the module rows' descent
     def units(self) -> tuple[str, ...]:
-        return module_units(self.module)
+        return module_units(self.entry.module)
 
 
 @lru_cache(maxsize=1 << 14)  # entries share few module paths
@@ -110,30 +106,14 @@ def _items(at_peak: AtPeak, side: int) -> tuple[list[_Item], int, str | None]:
     """Every byte live at a peak as items, the footprint they add up to, and a note when the
     entries do not add up to the recorded footprint (then a remainder item, or the entries'
     own sum as the footprint when they exceed it)."""
-    items = [
-        _Item(
-            side,
-            e.bytes,
-            e.category,
-            e.module,
-            e.phase,
-            e.source,
-            e.source_text,
-            e.user_source,
-            e.user_source_text,
-            e.op,
-            e.shape,
-            e.dtype,
-        )
-        for e in at_peak.entries
-    ]
-    items += [_Item(side, u.bytes) for u in at_peak.unattributed]
+    items = [_Item(side, entry) for entry in at_peak.entries]
+    items += [_Item(side, u.as_entry()) for u in at_peak.unattributed]
     listed = sum(item.bytes for item in items)
     footprint = at_peak.footprint_bytes
     if listed == footprint:
         return items, footprint, None
     if listed < footprint:
-        items.append(_Item(side, footprint - listed))
+        items.append(_Item(side, AtPeakEntry(footprint - listed)))
         return items, footprint, f"{format_bytes(footprint - listed)} of the footprint are in no entry"
     return items, listed, f"the entries hold {listed:,} B, more than the footprint {footprint:,} B"
 
@@ -166,6 +146,7 @@ def _largest(items: Sequence[_Item]) -> _Item:
 
 
 R = TypeVar("R", ModuleDelta, SourceDelta, OpDelta, EntryDelta, ActivationDelta)
+Keyed = TypeVar("Keyed", SourceDelta, OpDelta, EntryDelta, ActivationDelta)
 
 
 def _ordered(rows: Iterable[R], name: Callable[[R], tuple[Any, ...]]) -> tuple[R, ...]:
@@ -180,7 +161,7 @@ def _ordered(rows: Iterable[R], name: Callable[[R], tuple[Any, ...]]) -> tuple[R
 
 def _module_groups(items: Sequence[_Item]) -> dict[ModuleKey, list[_Item]]:
     """Items grouped by module (at the depth the module docstring describes) and phase."""
-    rows: dict[ModuleKey, list[_Item]] = _grouped(items, lambda item: (item.units[:1], item.phase, True))
+    rows: dict[ModuleKey, list[_Item]] = _grouped(items, lambda i: (i.units[:1], i.entry.phase, True))
     while True:
         total = sum(abs(_delta(members)) for members in rows.values())
         if total == 0:
@@ -217,64 +198,23 @@ def module_rows(items: Sequence[_Item]) -> dict[RowKey, tuple[ModuleDelta, list[
     return {(row.module, row.phase, row.submodules): (row, members_of[id(row)]) for row in ordered}
 
 
-def source_rows(items: Sequence[_Item]) -> tuple[SourceDelta, ...]:
+def keyed_rows(items: Sequence[_Item], row: type[Keyed]) -> tuple[Keyed, ...]:
+    """Items grouped by the part of :data:`~memprof.model.explanation.ENTRY_KEY` that ``row``
+    holds (its line's text and the user's line from the largest item of each group), largest
+    change first: the by-line, by-op, contributor and activation tables."""
+    names = [f.name for f in dataclass_fields(row) if f.name in ENTRY_KEY]
+    key = [name for name in names if name not in LINE_TEXTS]
     rows = []
-    for source, members in _grouped(items, lambda item: item.source).items():
-        largest = _largest(members)
+    for members in _grouped(items, lambda item: tuple(getattr(item.entry, name) for name in key)).values():
+        largest = _largest(members).entry
         a, b = _sides(members)
-        rows.append(
-            SourceDelta(
-                source=str(source),
-                source_text=largest.source_text,
-                user_source=largest.user_source,
-                user_source_text=largest.user_source_text,
-                base_bytes=a,
-                other_bytes=b,
-            )
-        )
-    return _ordered(rows, lambda r: (r.source,))
-
-
-def op_rows(items: Sequence[_Item]) -> tuple[OpDelta, ...]:
-    rows = [
-        OpDelta(op=str(op), base_bytes=a, other_bytes=b)
-        for op, members in _grouped(items, lambda item: item.op).items()
-        for a, b in [_sides(members)]
-    ]
-    return _ordered(rows, lambda r: (r.op,))
-
-
-def entry_rows(items: Sequence[_Item]) -> tuple[EntryDelta, ...]:
-    rows = []
-    for members in _grouped(items, lambda i: (i.category, i.module, i.phase, i.source, i.op)).values():
-        first = _largest(members)
-        a, b = _sides(members)
-        rows.append(
-            EntryDelta(
-                category=first.category,
-                module=first.module,
-                phase=first.phase,
-                source=first.source,
-                source_text=first.source_text,
-                op=first.op,
-                base_bytes=a,
-                other_bytes=b,
-            )
-        )
-    return _ordered(rows, lambda r: (r.category, r.module, r.phase, r.source, r.op))
+        rows.append(row(**{name: getattr(largest, name) for name in names}, base_bytes=a, other_bytes=b))
+    return _ordered(rows, lambda r: tuple(getattr(r, name) for name in key))
 
 
 def activation_rows(items: Sequence[_Item]) -> tuple[ActivationDelta, ...]:
     """Tensors kept for backward, matched by module, phase, line, shape and dtype."""
-    kept = [item for item in items if item.category == "activation"]
-    rows = [
-        ActivationDelta(
-            module=k[0], phase=k[1], source=k[2], shape=k[3], dtype=k[4], base_bytes=a, other_bytes=b
-        )
-        for k, members in _grouped(kept, lambda i: (i.module, i.phase, i.source, i.shape, i.dtype)).items()
-        for a, b in [_sides(members)]
-    ]
-    return _ordered(rows, lambda r: (r.module, r.phase, r.source, r.shape))
+    return keyed_rows([item for item in items if item.entry.category == "activation"], ActivationDelta)
 
 
 def _held_by_one(items: Sequence[_Item]) -> tuple[tuple[ModuleDelta, ...], tuple[ModuleDelta, ...]]:
@@ -282,7 +222,7 @@ def _held_by_one(items: Sequence[_Item]) -> tuple[tuple[ModuleDelta, ...], tuple
     the other none of at its own: (held only at the other's peak, held only at the base's)."""
     rows = [
         ModuleDelta(module=".".join(units), phase=phase, base_bytes=a, other_bytes=b)
-        for (units, phase), members in _grouped(items, lambda i: (i.units[:1], i.phase)).items()
+        for (units, phase), members in _grouped(items, lambda i: (i.units[:1], i.entry.phase)).items()
         for a, b in [_sides(members)]
         if units
     ]
@@ -293,7 +233,7 @@ def _held_by_one(items: Sequence[_Item]) -> tuple[tuple[ModuleDelta, ...], tuple
 
 def by_category(items: Sequence[_Item]) -> dict[str, int]:
     """Category -> change, for every category either run holds, in report order."""
-    groups = _grouped(items, lambda item: item.category)
+    groups = _grouped(items, lambda item: item.entry.category)
     order = [c for c in CATEGORIES if c in groups] + sorted(str(c) for c in groups if c not in CATEGORIES)
     return {category: _delta(groups[category]) for category in order}
 
@@ -319,8 +259,8 @@ def diff_at_peak(
     items, base_footprint, other_footprint, notes = items_of(base.at_peak, other.at_peak)
     module_table = module_rows(items)
     modules = tuple(row for row, _ in module_table.values())
-    sources = source_rows(items)
-    ops = op_rows(items)
+    sources = keyed_rows(items, SourceDelta)
+    ops = keyed_rows(items, OpDelta)
     only_other, only_base = _held_by_one(items)
     notes += provenance_notes(base, other)
     summary = summarize(
@@ -347,7 +287,7 @@ def diff_at_peak(
 
 def contributors(base: AtPeak, other: AtPeak) -> tuple[EntryDelta, ...]:
     """The finest rows of the change (category, module, phase, line, op), largest first."""
-    return entry_rows(items_of(base, other)[0])
+    return keyed_rows(items_of(base, other)[0], EntryDelta)
 
 
 def provenance_notes(base: RunResult, other: RunResult) -> list[str]:
@@ -541,7 +481,7 @@ _CASTS = frozenset({"aten::_to_copy", "aten::to", "aten::_autocast_to_reduced_pr
 def _largest_op(items: Sequence[_Item], named: int, labels: tuple[str, str]) -> list[str]:
     """The op that changed most, when its change is larger than any part the summary named
     (``by op, casts kept for backward (aten::_to_copy) +1.7 MiB of activations``)."""
-    by_op = [(op, members) for op, members in _grouped(items, lambda i: i.op).items() if op]
+    by_op = [(op, members) for op, members in _grouped(items, lambda i: i.entry.op).items() if op]
     if not by_op:
         return []
     op, members = max(by_op, key=lambda kv: (abs(_delta(kv[1])), kv[0]))
@@ -569,17 +509,18 @@ def _module_parts(modules: dict[RowKey, tuple[ModuleDelta, list[_Item]]]) -> lis
 
 def _line_subject(item: _Item) -> str:
     """``gpt.py:109 (loss = F.cross_entropy(logits.v…)``."""
-    text = item.source_text if len(item.source_text) <= 32 else item.source_text[:31] + "…"
-    return f"{item.source} ({text})" if text else item.source
+    entry = item.entry
+    text = entry.source_text if len(entry.source_text) <= 32 else entry.source_text[:31] + "…"
+    return f"{entry.source} ({text})" if text else entry.source
 
 
 Naming = tuple[Callable[[_Item], str], Callable[[_Item], str]]
 """How items are grouped (their line, op or category) and a group named."""
 
 _NAMINGS: tuple[Naming, ...] = (
-    (lambda i: i.source, _line_subject),
-    (lambda i: i.op, lambda i: i.op),
-    (lambda i: i.category, lambda i: _PLURAL.get(i.category, i.category)),
+    (lambda i: i.entry.source, _line_subject),
+    (lambda i: i.entry.op, lambda i: i.entry.op),
+    (lambda i: i.entry.category, lambda i: _PLURAL.get(i.entry.category, i.entry.category)),
 )
 """How the summary groups and names items without modules: by line, by op, by category."""
 

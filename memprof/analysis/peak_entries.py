@@ -13,12 +13,13 @@ what cannot be attributed is listed with its reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
 from memprof.core.records import FORWARD, PHASES, RECOMPUTE, TrackedFacts
-from memprof.model.explanation import CATEGORIES, AtPeak, AtPeakEntry, Unattributed
+from memprof.model.explanation import CATEGORIES, ENTRY_KEY, AtPeak, AtPeakEntry, Unattributed
 
 # Kind bits of a lifetime, from the tracker's observations.
 _PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT, _STATE_OTHER, _SAVED = 1, 2, 4, 8, 16, 32
@@ -231,7 +232,7 @@ def live_at_peak(
     np.add.at(sums, what.category[live], lt.nbytes[live])
     by_category = dict(zip(CATEGORIES, sums.tolist(), strict=True))
     describe = _Describer(facts, backward.forward_op)
-    groups: dict[tuple[str | bool, ...], list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}  # values of _GROUPED_BY: texts, then a flag
     loose: dict[tuple[str, bool], list[int]] = {}
     for index in np.flatnonzero(live):
         before = bool(lt.alloc_pos[index] < window.lo)
@@ -259,22 +260,7 @@ def live_at_peak(
         _add(groups, key, nbytes)
     entries = sorted(
         (
-            AtPeakEntry(
-                bytes=total,
-                count=count,
-                category=str(key[0]),
-                module=str(key[1]),
-                phase=str(key[2]),
-                source=str(key[3]),
-                source_text=str(key[4]),
-                op=str(key[5]),
-                shape=str(key[6]),
-                dtype=str(key[7]),
-                user_source=str(key[8]),
-                user_source_text=str(key[9]),
-                role=str(key[10]),
-                before_call=bool(key[11]),
-            )
+            AtPeakEntry(bytes=total, count=count, **dict(zip(_GROUPED_BY, key, strict=True)))
             for key, (total, count) in groups.items()
         ),
         key=_entry_order,
@@ -311,14 +297,22 @@ def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-ar
         slot[1] += 1
 
 
+_DESCRIBED = tuple(name for name in ENTRY_KEY if name not in ("category", "before_call"))
+"""What :class:`_Describer` says of a lifetime, in this order: the entry's key
+(:data:`~memprof.model.explanation.ENTRY_KEY`) but the category and ``before_call``, which
+:func:`live_at_peak` knows itself."""
+_GROUPED_BY = ("category", *_DESCRIBED, "before_call")
+"""The fields of an entry's group key, in :func:`live_at_peak`'s order."""
+
 _STATE_KINDS = frozenset({"parameter", "gradient", "optimizer_state"})
 
 
 class _Describer:
-    """(module, phase, source, source_text, op, shape, dtype, user_source, user_source_text) of
-    a lifetime from the op that made it, the output it is, and the storage row that names it.
-    Tensors made by backward ops read from the profile take the shape of the forward op's
-    argument or result of their size (a gradient has its variable's shape)."""
+    """What :data:`_DESCRIBED` names (module, phase, source, its text, op, shape, dtype, the
+    user's line and its text, role) of a lifetime from the op that made it, the output it is,
+    and the storage row that names it. Tensors made by backward ops read from the profile take
+    the shape of the forward op's argument or result of their size (a gradient has its
+    variable's shape)."""
 
     def __init__(self, facts: TrackedFacts, forward_op: np.ndarray) -> None:
         self.facts = facts

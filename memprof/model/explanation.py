@@ -127,25 +127,24 @@ class Unattributed:
     reason: str = fields.text(default="")
     before_call: bool = fields.flag()
 
+    def as_entry(self) -> AtPeakEntry:
+        """These bytes as an entry of category ``other`` that says nothing else of them."""
+        return AtPeakEntry(self.bytes, self.count, before_call=self.before_call)
+
+
+ENTRY_KEY = tuple(f.name for f in dataclass_fields(AtPeakEntry) if f.name not in ("bytes", "count"))
+"""What identifies an entry live at the peak: its fields but its bytes and count. The one
+declaration of it: the rows of an at-peak diff (:mod:`memprof.model.peak_diff`), the gate's
+contributors and :data:`AT_PEAK_COLUMNS` each hold a part of it."""
+
+LINE_TEXTS = ("source_text", "user_source", "user_source_text")
+"""The fields of :data:`ENTRY_KEY` that describe an entry's line rather than identify it: a
+diff's row groups entries without them and takes them from its largest entry (a line's text,
+and the user's line that led there, may differ between two runs of the same line)."""
 
 _ROLE = [f.name for f in dataclass_fields(AtPeakEntry)].index("role")
 
-AT_PEAK_COLUMNS = (
-    "bytes",
-    "count",
-    "category",
-    "module",
-    "phase",
-    "source",
-    "source_text",
-    "op",
-    "shape",
-    "dtype",
-    "before_call",
-    "user_source",
-    "user_source_text",
-    "reason",
-)
+AT_PEAK_COLUMNS = ("bytes", "count", *(name for name in ENTRY_KEY if name != "role"), "reason")
 """Columns of :attr:`AtPeak.frame` (and of the at-peak CSV, after its ``run`` column)."""
 
 
@@ -172,10 +171,7 @@ class AtPeak:
         """The entries, then the unattributed lines, as tuples of :data:`AT_PEAK_COLUMNS`."""
         # An entry's role (sharded jobs) is in the JSON and the tables, not in these columns.
         rows: list[tuple[object, ...]] = [(*astuple(entry)[:_ROLE], "") for entry in self.entries]
-        rows += [
-            (u.bytes, u.count, "other", "", "", "", "", "", "", "", u.before_call, "", "", u.reason)
-            for u in self.unattributed
-        ]
+        rows += [(*astuple(u.as_entry())[:_ROLE], u.reason) for u in self.unattributed]
         return rows
 
     @cached_property

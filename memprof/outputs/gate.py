@@ -61,11 +61,12 @@ def explanation_lines(explanation: Explanation) -> list[str]:
 def contributor_cells(row: Contributor) -> tuple[str, str, str, str, str]:
     """``+8.0 MiB``, ``temporary``, ``GPT (backward)``, ``gpt.py:109 loss = F.cross_entropy(…``,
     ``aten::mm``: each one short line, whatever the names hold (empty where unknown)."""
-    line = f"{one_line(row.source, 80)} {one_line(row.source_text, 40)}".strip() if row.source else ""
+    what = row.what
+    line = f"{one_line(what.source, 80)} {one_line(what.source_text, 40)}".strip() if what.source else ""
     return (
         format_bytes(row.bytes, signed=row.signed),
-        one_line(row.category),
-        one_line(module_text(row.module, row.phase), 80),
+        one_line(what.category),
+        one_line(module_text(what.module, what.phase), 80),
         line,
-        one_line(row.op, 80),
+        one_line(what.op, 80),
     )

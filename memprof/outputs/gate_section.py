@@ -49,13 +49,14 @@ def _explanation(explanation: Explanation) -> list[doc.Block]:
             doc.Row(
                 (
                     row.bytes,
-                    row.category,
-                    module_name(row.module, row.phase),
-                    doc.join(doc.name(row.source), " ", doc.name(row.source_text)) if row.source else "-",
-                    doc.name(row.op) or "-",
+                    what.category,
+                    module_name(what.module, what.phase),
+                    doc.join(doc.name(what.source), " ", doc.name(what.source_text)) if what.source else "-",
+                    doc.name(what.op) or "-",
                 )
             )
             for row in explanation.rows
+            for what in [row.what]
         )
         blocks.append(doc.Table(columns, rows, name="gate"))
     if explanation.more:

@@ -89,11 +89,15 @@ def advise(
     --batch-param batch --budget 40MB --verify
     """
     from memprof.core.gcpause import start_up_imports
-    from memprof.core.gpus import gpu_table
-    from memprof.frontends.commands.common import print_report, read_inputs, status_printer, write_outputs
+    from memprof.frontends.commands.common import (
+        fake_run_arguments,
+        gpus_listed,
+        print_report,
+        read_inputs,
+        write_outputs,
+    )
 
-    if fit.lists_gpus:  # --gpu list, as estimate says it
-        typer.echo(gpu_table(), nl=False)
+    if gpus_listed(fit):  # --gpu list, as estimate says it
         return
     _refuse(output)
     files = output.files(None, read_inputs([target, inputs], None))
@@ -102,15 +106,13 @@ def advise(
         from memprof.library.advice import advise as advise_step
     report = advise_step(
         target,
-        **fit.api_arguments(),
+        **fake_run_arguments(fit, factory, output),
         budget=budget,
         inputs=inputs,
-        inputs_kwargs=factory.params(),
         batch_param=batch_param,
         world_size=world_size,
         verify=verify,
         warmup=warmup,
-        status=status_printer(output.quiet),
         timeout=timeout,
     )
     show = lambda: print_report(report, output)  # noqa: E731 - the terminal report, after the files

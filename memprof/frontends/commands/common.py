@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -14,7 +14,7 @@ from memprof.core.errors import GateFailed, MemprofError, UserCodeError
 
 if TYPE_CHECKING:
     from memprof.analysis.gate import GateConfig, GateResult
-    from memprof.frontends.commands.options import OutputOptions, ProfileOptions
+    from memprof.frontends.commands.options import FactoryOptions, FitOptions, OutputOptions, ProfileOptions
     from memprof.library.api import Variant
     from memprof.model.report import Report
 
@@ -70,6 +70,24 @@ def status_printer(quiet: bool) -> Callable[[str], None] | None:
     from memprof.frontends.commands.status import status_line
 
     return status_line()
+
+
+def gpus_listed(fit: FitOptions) -> bool:
+    """``--gpu list`` (``estimate``, ``advise``): the cards memprof knows printed instead of an
+    answer; true when they were."""
+    if not fit.lists_gpus:
+        return False
+    from memprof.core.gpus import gpu_table
+
+    typer.echo(gpu_table(), nl=False)
+    return True
+
+
+def fake_run_arguments(fit: FitOptions, factory: FactoryOptions, output: OutputOptions) -> dict[str, Any]:
+    """The keywords of :func:`memprof.estimate` and :func:`memprof.advise` that their commands'
+    option groups decide: the device and memory to fit, the inputs factory's keywords (a bad
+    ``--set`` is exit 2), and the status lines."""
+    return {**fit.api_arguments(), "inputs_kwargs": factory.params(), "status": status_printer(output.quiet)}
 
 
 def print_report(report: Report, output: OutputOptions, rank: int | None = None) -> None:

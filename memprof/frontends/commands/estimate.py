@@ -97,11 +97,15 @@ def estimate(
     Example: memprof estimate memprof.examples.gpt:train_step --sweep batch=8,16,32 --gpu L4
     """
     from memprof.core.gcpause import start_up_imports
-    from memprof.core.gpus import gpu_table
-    from memprof.frontends.commands.common import print_report, read_inputs, status_printer, write_outputs
+    from memprof.frontends.commands.common import (
+        fake_run_arguments,
+        gpus_listed,
+        print_report,
+        read_inputs,
+        write_outputs,
+    )
 
-    if fit.lists_gpus:
-        typer.echo(gpu_table(), nl=False)
+    if gpus_listed(fit):
         return
     from memprof.library.estimating import parse_sweep
 
@@ -116,12 +120,10 @@ def estimate(
     checked = checked_estimate(
         target,
         gate=config,
-        **fit.api_arguments(),
+        **fake_run_arguments(fit, factory, output),
         inputs=inputs,
-        inputs_kwargs=factory.params(),
         sweep=swept,
         warmup=warmup,
-        status=status_printer(output.quiet),
         world_size=world_size,
         ranks=[output.rank] if output.rank is not None else None,
         timeout=timeout,

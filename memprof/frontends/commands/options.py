@@ -88,6 +88,11 @@ def _is_dir(text: str) -> bool:
         return False
 
 
+def _switch(*flags: str, help: str, panel: str) -> Any:
+    """An option that is on or off, in ``panel`` of --help."""
+    return typer.Option(*flags, help=help, rich_help_panel=panel)
+
+
 def _folder(flag: str, help: str) -> Any:
     """An option naming a folder."""
     return typer.Option(flag, help=help, file_okay=False, rich_help_panel=REPORTS_PANEL)
@@ -177,12 +182,7 @@ TimeBudget = Annotated[
     ),
 ]
 FreshCompile = Annotated[
-    bool,
-    typer.Option(
-        "--fresh-compile",
-        help="Compile cold, not from Inductor's cache.",
-        rich_help_panel=RUNS_PANEL,
-    ),
+    bool, _switch("--fresh-compile", help="Compile cold, not from Inductor's cache.", panel=RUNS_PANEL)
 ]
 Timeout = Annotated[
     float | None,
@@ -201,23 +201,13 @@ ExplainAnyway = Annotated[
     ),
 ]
 NoExplain = Annotated[
-    bool,
-    typer.Option(
-        "--no-explain",
-        help="Numbers only: no category, module, line.",
-        rich_help_panel=RUNS_PANEL,
-    ),
+    bool, _switch("--no-explain", help="Numbers only: no category, module, line.", panel=RUNS_PANEL)
 ]
 JsonPath = Annotated[Path | None, _file("--json", "The report as JSON (also a baseline).")]
 CsvPath = Annotated[Path | None, _file("--csv", "Per-op numbers as CSV.")]
 AtPeakCsvPath = Annotated[Path | None, _file("--at-peak-csv", "What is live at each peak as CSV.")]
 ExactCsv = Annotated[
-    bool,
-    typer.Option(
-        "--exact-csv",
-        help="CSV text as is (no ' before =, +, -, @).",
-        rich_help_panel=REPORTS_PANEL,
-    ),
+    bool, _switch("--exact-csv", help="CSV text as is (no ' before =, +, -, @).", panel=REPORTS_PANEL)
 ]
 MarkdownPath = Annotated[Path | None, _file("--markdown", "A Markdown summary (CI step summaries).")]
 HtmlPath = Annotated[Path | None, _file("--html", "A self-contained HTML report.")]
@@ -246,25 +236,11 @@ Top = Annotated[
         rich_help_panel=REPORTS_PANEL,
     ),
 ]
-Full = Annotated[
-    bool,
-    typer.Option(
-        "--full",
-        help="The whole report, not the short one.",
-        rich_help_panel=REPORTS_PANEL,
-    ),
-]
+Full = Annotated[bool, _switch("--full", help="The whole report, not the short one.", panel=REPORTS_PANEL)]
 OpChains = Annotated[
-    bool,
-    typer.Option(
-        "--op-chains",
-        help="Show the wrappers folded into each op.",
-        rich_help_panel=REPORTS_PANEL,
-    ),
+    bool, _switch("--op-chains", help="Show the wrappers folded into each op.", panel=REPORTS_PANEL)
 ]
-Quiet = Annotated[
-    bool, typer.Option("-q", "--quiet", help="No status lines on stderr.", rich_help_panel=REPORTS_PANEL)
-]
+Quiet = Annotated[bool, _switch("-q", "--quiet", help="No status lines on stderr.", panel=REPORTS_PANEL)]
 GroupModules = Annotated[
     list[str] | None,
     typer.Option(
@@ -305,13 +281,7 @@ RankTimeout = Annotated[
     ),
 ]
 Verbose = Annotated[
-    bool,
-    typer.Option(
-        "-v",
-        "--verbose",
-        help="Show torch's own warnings and logs.",
-        rich_help_panel=REPORTS_PANEL,
-    ),
+    bool, _switch("-v", "--verbose", help="Show torch's own warnings and logs.", panel=REPORTS_PANEL)
 ]
 Budget = Annotated[
     str | None,
@@ -339,25 +309,12 @@ Tolerance = Annotated[
         rich_help_panel=GATES_PANEL,
     ),
 ]
-PerOp = Annotated[
-    bool,
-    typer.Option("--per-op", help="Also gate each op's peak.", rich_help_panel=GATES_PANEL),
-]
+PerOp = Annotated[bool, _switch("--per-op", help="Also gate each op's peak.", panel=GATES_PANEL)]
 StrictEnv = Annotated[
-    bool,
-    typer.Option(
-        "--strict-env",
-        help="Another device or torch: exit 2.",
-        rich_help_panel=GATES_PANEL,
-    ),
+    bool, _switch("--strict-env", help="Another device or torch: exit 2.", panel=GATES_PANEL)
 ]
 RequireCompileSaves = Annotated[
-    bool,
-    typer.Option(
-        "--require-compile-saves",
-        help="Fail when compile does not save.",
-        rich_help_panel=GATES_PANEL,
-    ),
+    bool, _switch("--require-compile-saves", help="Fail when compile does not save.", panel=GATES_PANEL)
 ]
 SaveBaseline = Annotated[
     Path | None,

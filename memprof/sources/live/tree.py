@@ -65,12 +65,7 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     calls: list[tuple[int, int]] = []
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
-    if backward_ops or kernels:
-        walk_with_context(
-            roots, memory, calls, backward if backward_ops else None, found if kernels else None
-        )
-    else:
-        _walk(roots, memory, calls)
+    walk_with_context(roots, memory, calls, backward if backward_ops else None, found if kernels else None)
     return ProfileRead(
         memory.allocations(),
         backward,
@@ -129,8 +124,8 @@ class MemoryRecords:
         return np.zeros((4 if self._threads else 3, 0), dtype=np.int64)
 
     def allocations(self) -> Allocations:
-        """The records in time order, ties by address, then as met (this module's walks meet
-        them depth first, backwards: last to first)."""
+        """The records in time order, ties by address, then as met (:func:`walk_with_context`
+        meets them depth first, backwards: last to first, unless given ``every``)."""
         return allocations_of(self.rows())
 
 
@@ -148,27 +143,6 @@ _start_time = attrgetter("start_time_ns")
 _alloc_size = attrgetter("alloc_size")
 _ptr = attrgetter("ptr")
 _thread = attrgetter("start_tid")
-
-
-def _walk(roots: list[Any], memory: MemoryRecords, calls: list[tuple[int, int]]) -> None:
-    """Depth first, the ``[memory]`` nodes and the call markers only (the measured calls'
-    pass: no context to carry, so a node is all the stack holds)."""
-    stack = list(roots)
-    pop = stack.pop
-    keep = memory.nodes.append
-    memory_node, call_marker, block, device_side = _MEMORY_NODE, CALL_MARKER, _MEMORY_BLOCK, DEVICE_SIDE
-    while stack:
-        node = pop()
-        name = node.name
-        if name == memory_node:
-            keep(node)
-            if len(memory.nodes) == block:
-                memory.flush()
-                keep = memory.nodes.append
-            continue
-        if name == call_marker and node.tag != device_side:
-            calls.append((node.start_time_ns, node.end_time_ns))
-        stack += node.children
 
 
 class _Restore:
@@ -193,12 +167,14 @@ def walk_with_context(
     found: list[tuple[int, str, int, int, int]] | None,
     every: Callable[[Any, str], object] | None = None,
 ) -> None:
-    """Depth first, carrying a context: the autograd node's number (None outside backward),
-    whether inside a backward op already, and the Inductor wrapper call whose kernels are the
-    children (-1 if none). ``backward`` collects the ops autograd ran (name, start, end,
-    node number), ``found`` the kernels of compiled code (wrapper call, name, start, end,
-    phase); None: not wanted. A node that changes the context leaves a :class:`_Restore`
-    under its children, so that the stack holds nodes alone, not (node, context) tuples.
+    """The walk of the event tree, every reader's: depth first, the ``[memory]`` nodes into
+    ``memory`` and the measured calls' ranges into ``calls``, carrying a context: the autograd
+    node's number (None outside backward), whether inside a backward op already, and the
+    Inductor wrapper call whose kernels are the children (-1 if none). ``backward`` collects
+    the ops autograd ran (name, start, end, node number), ``found`` the kernels of compiled code
+    (wrapper call, name, start, end, phase); None: not wanted. A node that changes the context
+    leaves a :class:`_Restore` under its children, so that the stack holds nodes alone, not
+    (node, context) tuples.
     ``every`` is given each node but the records, with its name, in the tree's order (a node's
     children first to last, which also numbers the wrapper calls first to last; without it they
     are walked last to first)."""
