@@ -800,7 +800,7 @@ def estimate_sweep_report() -> Report:
         device="cpu",
         runs=runs,
         source=Source(kind="estimate"),
-        sweep=sweep,
+        detail=sweep,
         environment={"torch": "2.13.0+cpu", "device_name": "x86_64"},
     )
 
