@@ -14,7 +14,8 @@
 (c) table parsing rows per second (``memprof.sources.files.table.read_table``), when that module exists.
 (d) ``memprof --help`` and ``from memprof.frontends.cli import app`` wall time.
 (e) compile seconds with Inductor's on-disk cache and with ``--fresh-compile``, and of an
-    explained compiled run (Inductor's graph caches off for its provenance).
+    explained compiled run (its provenance cached with the graphs; ``scripts/bench_compile_once.py``
+    times the main job against a plain script).
 (f) ``memprof run`` on a CPU training step against the profile floor: the same script profiling
     the same step with ``profile_memory=True`` and doing nothing after. ~98k and ~1.58M events;
     ``memprof run`` as users run it (one warm-up call, the unprofiled call(s) timed for the wall
@@ -908,7 +909,7 @@ def _section_e(args: argparse.Namespace) -> None:
     print(
         f"(e) compile of the similarity example: {cached:.1f} s with Inductor's on-disk cache "
         f"(--no-explain), {fresh:.1f} s with --fresh-compile, {explained:.1f} s explained "
-        "(the default: Inductor's graph caches off for its provenance)"
+        "(the default: the provenance is cached with the graphs)"
     )
 
 

@@ -4,6 +4,8 @@ compiled run per workload for the whole module."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from explaining import profile_compiled
 
@@ -113,3 +115,100 @@ def test_a_second_compile_of_a_training_step_in_one_process_is_explained_like_th
     assert any(phase == "backward" and replaces for (_, phase), replaces in first.items())
     assert second == first
     assert not any("could not be matched" in note for note in notes)
+
+
+def _compiles(generated: list[int]) -> tuple[int, int, int]:
+    """Graphs Dynamo captured, graphs Inductor generated code for (``generated``: counted by
+    the test), graphs Inductor read back from its FX graph cache."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], len(generated), counters["inductor"]["fxgraph_cache_hit"]
+
+
+def test_an_explained_compiled_run_compiles_nothing_for_its_explanation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The measured calls explain themselves with what the warm-up's compile kept; a later run
+    # of the same step reads every graph back from Inductor's cache, with what explains it,
+    # and reports what a run that generates every graph again (--fresh-compile) reports.
+    import torch
+    from torch._inductor.graph import GraphLowering
+
+    import memprof
+    from memprof.library.api import Variant
+    from memprof.sources.live import run as live
+    from memprof.sources.targets.target import Inputs
+
+    generated: list[int] = []
+    codegen = GraphLowering.codegen
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        generated.append(1)
+        return codegen(self, *args, **kwargs)
+
+    monkeypatch.setattr(GraphLowering, "codegen", counted)
+    during: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
+    profile_calls = live._profile_calls
+
+    def profiled(*args: Any, **kwargs: Any) -> Any:
+        before = _compiles(generated)
+        try:
+            return profile_calls(*args, **kwargs)
+        finally:
+            during.append((before, _compiles(generated)))
+
+    monkeypatch.setattr(live, "_profile_calls", profiled)
+    inputs = Inputs(args=(torch.randn(64, 32), torch.randn(32, 16, requires_grad=True)), kwargs={})
+
+    def run(**settings: Any) -> Any:
+        variant = Variant(target=_linear_step, inputs=inputs)
+        report = memprof.compare(variant, mode="compile", device="cpu", time_budget=0, **settings)
+        return report.runs["compile"]
+
+    first = run()
+    after_first = _compiles(generated)
+    second = run()
+    after_second = _compiles(generated)
+    fresh = run(fresh_compile=True)
+    after_fresh = _compiles(generated)
+
+    # Nothing is captured, generated or loaded while the calls are profiled and explained.
+    assert len(during) == 3 and all(before == after for before, after in during)
+    assert after_second[1] == after_first[1]  # the second run generated no code
+    assert after_second[2] >= after_first[2] + 2  # its forward and backward graphs: from the cache
+    assert after_fresh[1] >= after_second[1] + 2  # a fresh compile generates both again
+
+    def numbers(run: Any) -> tuple[object, ...]:
+        kernels = {(k.name, k.phase, k.replaces, k.allocated_bytes) for k in run.kernels}
+        return run.peak_bytes, run.footprint_bytes, run.at_peak.entries, kernels
+
+    assert numbers(second) == numbers(fresh) == numbers(first)
+    assert second.at_peak.entries and any(k.phase == "backward" and k.replaces for k in second.kernels)
+    assert not any("could not be matched" in note for note in second.notes)
+
+
+def _linear_step_elsewhere(x, w):  # type: ignore[no-untyped-def]
+    loss = (x @ w).relu().sum()
+    loss.backward()
+    return loss.detach()
+
+
+def test_the_same_graph_traced_from_other_lines_is_explained_with_its_own_lines() -> None:
+    # Inductor's cache keys leave out where a graph's nodes come from: memprof adds it, so the
+    # graph of _linear_step, cached above, is not read back with _linear_step's lines.
+    import inspect
+
+    import torch
+
+    import memprof
+
+    lines = []
+    for step in (_linear_step, _linear_step_elsewhere):
+        x, w = torch.randn(64, 32), torch.randn(32, 16, requires_grad=True)
+        run = memprof.profile(step, x, w, device="cpu", mode="compile", time_budget=0).runs["compile"]
+        lines.append({e.source for e in run.at_peak.entries if not e.before_call})
+    first, elsewhere = (inspect.getsourcelines(f)[1] + 1 for f in (_linear_step, _linear_step_elsewhere))
+    assert lines == [
+        {f"tests/test_explain_compiled.py:{first}"},
+        {f"tests/test_explain_compiled.py:{elsewhere}"},
+    ]

@@ -185,6 +185,31 @@ def test_a_long_first_compile_says_what_to_expect(monkeypatch) -> None:
     assert re.fullmatch(r"compiling f \.\.\. \d+ s", said[2])
 
 
+def test_a_compile_s_ticks_say_what_it_has_done_so_far(monkeypatch) -> None:
+    from memprof.sources.live import dynamo_watch, profiling
+    from memprof.sources.live import run as live
+
+    said: list[str] = []
+    monkeypatch.setattr(
+        profiling.threading.Event, "wait", lambda self, timeout=None: self.is_set() or len(said) > 3
+    )
+    # Dynamo's graphs, Inductor's generated graphs and its cache hits since the compile began
+    counts = {"now": (1, 1, 0)}
+    monkeypatch.setattr(dynamo_watch, "_counts", lambda: counts["now"])
+    watch = dynamo_watch.DynamoWatch()
+    with profiling.ticker(said.append, "compiling f", live.FIRST_COMPILE_HINT, watch.progress):
+        while len(said) < 2:
+            pass
+    counts["now"] = (2, 1, 4)
+    done = watch.first_call_done()
+    assert re.fullmatch(
+        r"compiling f \.\.\. \d+ s, 1 graph so far; Inductor: 1 generated, 0 from its cache "
+        r"\(a first compile can take minutes; later runs reuse Inductor's cache\)",
+        said[1],
+    )
+    assert done == " (2 graphs; Inductor: 1 generated, 4 from its cache)"
+
+
 def test_the_python_api_says_so_when_a_step_takes_long() -> None:
     """memprof.profile is never silent through a long compile: a step past 5 s says so on
     stderr, then every 30 s; quicker steps and other status lines print nothing."""
@@ -199,13 +224,13 @@ def test_the_python_api_says_so_when_a_step_takes_long() -> None:
         "compiling f ...",
         "compiling f ... 5 s (a first compile can take minutes; later runs reuse Inductor's cache)",
         "compiling f ... 10 s",
-        "compiling f ... 30 s",
-        "compiling f ... 35 s",
+        "compiling f ... 30 s, 2 graphs so far",
+        "compiling f ... 35 s, 3 graphs so far; Inductor: 4 generated, 0 from its cache",
         "explaining f ... 5 s",
     ):
         status(message)
     assert stream.getvalue().splitlines() == [
         "memprof: compiling f ... 5 s (a first compile can take minutes; later runs reuse Inductor's cache)",
-        "memprof: compiling f ... 35 s",
+        "memprof: compiling f ... 35 s, 3 graphs so far; Inductor: 4 generated, 0 from its cache",
         "memprof: explaining f ... 5 s",
     ]

@@ -301,9 +301,9 @@ def provenance_notes(base: RunResult, other: RunResult) -> list[str]:
         untraced = sum(e.bytes for e in made if not e.source and not e.module)
         if not run.kernels:
             notes.append(
-                f"{run.label}: no Inductor provenance (kernels compiled from a cache, or torch without it): "
-                "its buffers are explained by kernel only, and which of them are kept for backward or "
-                "recomputed cannot be said"
+                f"{run.label}: no Inductor provenance (kernels compiled before memprof tracked the run, "
+                "or torch without it): its buffers are explained by kernel only, and which of them are "
+                "kept for backward or recomputed cannot be said"
             )
         elif untraced:
             notes.append(

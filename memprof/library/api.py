@@ -163,7 +163,7 @@ def slow_steps(stream: Any) -> StatusFn:
     said: dict[str, float] = {}
 
     def status(message: str) -> None:
-        found = re.fullmatch(r"(?P<what>.*) \.\.\. (?P<seconds>\d+) s(?: \(.*\))?", message)
+        found = re.fullmatch(r"(?P<what>.*?) \.\.\. (?P<seconds>\d+) s(?:\W.*)?", message)
         if found is None:
             return
         what, seconds = found.group("what"), float(found.group("seconds"))
@@ -202,7 +202,8 @@ def profile(
     when the call started; ``footprint_bytes`` counts that too). ``explain`` (default True)
     explains the peak: ``run.at_peak`` (``run.at_peak.frame`` as a DataFrame) says what is live
     at it by category, module and source line, ``run.modules`` per module; it makes one more,
-    instrumented call in eager mode and compiles with Inductor's caches off in compile mode.
+    instrumented call in eager mode and keeps Inductor's provenance of each kernel in compile
+    mode (saved with the compiled graphs in Inductor's caches: a later run compiles nothing again).
     ``timeout``: seconds the calls may take in all (default: no limit). A step that takes more
     than 5 s (a compile) says so on stderr, then every 30 s. Raises
     :class:`memprof.core.errors.UserCodeError` if ``fn`` raises or runs past ``timeout``.

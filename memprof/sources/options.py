@@ -23,8 +23,8 @@ class RunOptions:
     calls' times); ``verbose`` lets torch's own warnings and log messages through (they are
     hidden during the run by default, and counted); ``explain`` explains the peak (what is live
     at it, by category, module and line: one more, instrumented call in eager mode; Inductor's
-    provenance, with its graph caches off, in compile mode). Without it the numbers are the
-    same, only the explanation is left out."""
+    provenance, kept with each compiled graph in Inductor's caches, in compile mode). Without it
+    the numbers are the same, only the explanation is left out."""
 
     mode: str = "eager"
     device: str = "auto"

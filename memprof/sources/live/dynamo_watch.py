@@ -24,6 +24,32 @@ def frames_compiled() -> int:
     return int(utils.counters["frames"]["total"])
 
 
+def _counts() -> tuple[int, int, int]:
+    """Graphs Dynamo has captured in this process, and Inductor's compiled graphs (a forward
+    and a backward one per training graph): those it generated code for (its FX graph cache's
+    misses and bypasses) and those it read from that cache (hits; AOTAutograd's cache reads
+    its graphs through it). Read without adding a key: the ticker's thread reads them while
+    the main thread compiles."""
+    from torch._dynamo import utils
+
+    counters = utils.counters
+
+    def count(group: str, *names: str) -> int:
+        found: dict[str, int] = counters.get(group) or {}
+        return sum(int(found.get(name, 0)) for name in names)
+
+    return (
+        count("stats", "unique_graphs"),
+        count("inductor", "fxgraph_cache_miss", "fxgraph_cache_bypass"),
+        count("inductor", "fxgraph_cache_hit"),
+    )
+
+
+def _inductor(generated: int, cached: int) -> str:
+    """``Inductor: 2 generated, 3 from its cache`` (empty when its cache was not looked up)."""
+    return f"Inductor: {generated} generated, {cached} from its cache" if generated or cached else ""
+
+
 class DynamoWatch:
     """Entered around a compiled run's calls; :meth:`section` says what Dynamo made of them."""
 
@@ -31,7 +57,7 @@ class DynamoWatch:
         self._breaks: list[Any] = []
         self._recompiles: list[tuple[str, str, int, str]] = []
         self._graphs = 0
-        self._start_graphs = 0
+        self._start: tuple[int, int, int] = (0, 0, 0)
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -43,7 +69,7 @@ class DynamoWatch:
         # that no new entry can take the identity of one freed meanwhile.
         before = list(reasons)
         seen = {id(item) for item in before}
-        self._start_graphs = utils.counters["stats"]["unique_graphs"]
+        self._start = _counts()
         original = getattr(convert_frame, "get_and_maybe_log_recompilation_reasons", None)
         if original is not None:
 
@@ -65,13 +91,28 @@ class DynamoWatch:
             self._breaks += [item for item in reasons if id(item) not in seen]
             del before
 
+    def _since(self) -> tuple[int, int, int]:
+        """:func:`_counts` since the run's compile began."""
+        (graphs, generated, cached), (graphs0, generated0, cached0) = _counts(), self._start
+        return max(0, graphs - graphs0), max(0, generated - generated0), max(0, cached - cached0)
+
+    def progress(self) -> str:
+        """What the compiling call has done so far, for its ticks: ``, 2 graphs so far;
+        Inductor: 1 generated, 3 from its cache`` (Dynamo finds a step's graphs as it runs it:
+        how many there will be is not known before)."""
+        graphs, generated, cached = self._since()
+        inductor = _inductor(generated, cached)
+        return f", {graphs} graph{'s' if graphs != 1 else ''} so far" + (f"; {inductor}" if inductor else "")
+
     def first_call_done(self) -> str:
         """The first (compiling) call has returned: its graphs are the run's (recompiles add
-        graphs of their own, listed apart). Returns `` (3 graphs)`` for the status line."""
-        from torch._dynamo import utils
-
-        self._graphs = max(0, utils.counters["stats"]["unique_graphs"] - self._start_graphs)
-        return f" ({self._graphs} graph{'s' if self._graphs != 1 else ''})"
+        graphs of their own, listed apart). Returns `` (3 graphs; Inductor: 0 generated, 5
+        from its cache)`` for the status line."""
+        self._graphs, generated, cached = self._since()
+        inductor = _inductor(generated, cached)
+        return (
+            f" ({self._graphs} graph{'s' if self._graphs != 1 else ''}{'; ' + inductor if inductor else ''})"
+        )
 
     def section(self) -> CompileSection:
         """The graphs, the breaks (each once, however many frames of its traced path Dynamo met

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch  # noqa: TID253 - a live source's helpers, like sources/live.py
@@ -59,9 +59,12 @@ def quiet_profiler_stderr(notes: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def ticker(status: StatusFn | None, what: str, expect: str = "") -> Iterator[None]:
+def ticker(
+    status: StatusFn | None, what: str, expect: str = "", detail: Callable[[], str] | None = None
+) -> Iterator[None]:
     """Tell the user what is happening and for how long, every 5 s, until done; the first of
-    those lines adds ``expect`` (what to expect when it takes long)."""
+    those lines adds ``expect`` (what to expect when it takes long), each what ``detail`` says
+    of the progress so far (``, 2 graphs so far``)."""
     if status is None:
         yield
         return
@@ -73,7 +76,11 @@ def ticker(status: StatusFn | None, what: str, expect: str = "") -> Iterator[Non
         said = False
         while not done.wait(5.0):
             hint = f" ({expect})" if expect and not said else ""
-            status(f"{what} ... {time.perf_counter() - start:.0f} s{hint}")
+            progress = ""
+            if detail is not None:
+                with contextlib.suppress(Exception):  # what it reads moved: the seconds alone
+                    progress = detail()
+            status(f"{what} ... {time.perf_counter() - start:.0f} s{progress}{hint}")
             said = True
 
     thread = threading.Thread(target=tick, daemon=True)

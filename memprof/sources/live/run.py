@@ -289,7 +289,8 @@ def _warm_up(
         start = time.perf_counter()
         compiled_before = frames_compiled() if compiling else 0
         try:
-            with ticker(status if what else None, what or "", FIRST_COMPILE_HINT):
+            progress = watch.progress if watch is not None and what else None
+            with ticker(status if what else None, what or "", FIRST_COMPILE_HINT, progress):
                 result = warm.fn(*inputs.args, **inputs.kwargs)
                 sync(options.device)
         except (MemprofError, KeyboardInterrupt):

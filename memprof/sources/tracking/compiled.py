@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
+import json
 import math
 import os
 import re
@@ -76,21 +78,23 @@ class CompileTracking:
     its profiled calls: makes Inductor keep, for each kernel it generates, the FX nodes it
     computes (provenance tracking) and each node's source line, module and aten op.
 
-    Inductor's FX graph and AOTAutograd caches are bypassed (a cached graph is not generated
-    again, so it says nothing); compiled C++ kernels stay cached. Relies on Inductor internals
-    (``torch._inductor.debug``'s provenance tables, a post-grad custom pass): where they are
-    missing, compiled runs are explained by kernel only, with a note."""
+    What memprof keeps of a graph (its nodes' metadata, each kernel's nodes) is saved in the
+    compiled graph itself, with the provenance mapping Inductor keeps in it and caches with it
+    (``CompiledFxGraph.inductor_provenance_mapping_str``): a graph that Inductor's FX graph or
+    AOTAutograd cache gives back, compiled by an earlier run, is explained as the run that
+    compiled it was, and nothing is compiled again for the explanation. Relies on Inductor
+    internals (``torch._inductor.debug``'s provenance tables, a post-grad custom pass): where
+    they are missing, compiled runs are explained by kernel only, with a note."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
-        self._metas: list[dict[str, NodeMeta]] = []
-        self._kernels: list[list[tuple[str, tuple[str, ...]]]] = []
+        self._pending: dict[str, NodeMeta] = {}  # the graph being compiled: its nodes' metadata
+        self._graphs: dict[int, Any] = {}  # the compiled graphs made ready or called, by id
         self.calls: list[GraphCall] = []
         self.notes: list[str] = []
 
     def __enter__(self) -> CompileTracking:
         try:
-            import torch._functorch.config as functorch_config
             import torch._inductor.config as inductor_config
             import torch._inductor.debug as inductor_debug
             from torch._inductor.custom_graph_pass import CustomGraphPass
@@ -104,7 +108,7 @@ class CompileTracking:
             def __call__(self, graph: Any) -> None:
                 if chained is not None:
                     chained(graph)
-                tracking._metas.append({node.name: node_meta(node) for node in graph.nodes})
+                tracking._pending = {node.name: node_meta(node) for node in graph.nodes}
                 # Inductor resets its kernel -> node table around a forward compile but not
                 # around a backward one, so a second compile of the same step in one process
                 # would find the first one's backward kernels in it. This graph's kernels are
@@ -112,56 +116,90 @@ class CompileTracking:
                 inductor_debug._inductor_triton_kernel_to_post_grad_node_info.clear()
 
             def uuid(self) -> Any:
-                return ("memprof-node-meta", chained.uuid() if chained is not None else None)
+                # Part of the graph's cache key: a graph cached by another version of this pass
+                # (or without it) holds no metadata this one reads.
+                return ("memprof-node-meta", _KEPT_VERSION, chained.uuid() if chained is not None else None)
 
         original = inductor_debug.dump_inductor_provenance_info
 
         def dump() -> Any:
+            # Called once per graph Inductor generates, after its kernels: what it returns is
+            # saved in the compiled graph (and its cache entry) as JSON, memprof's part with it.
             result = original()
             nodes = inductor_debug._inductor_triton_kernel_to_post_grad_node_info
-            tracking._kernels.append(
-                sorted(
-                    ((name, tuple(nodes.get(name, ()))) for name in nodes),
-                    key=lambda kernel: int(kernel[0].rpartition(":")[2] or 0),
-                )
+            kernels = sorted(
+                ((name, list(nodes.get(name, ()))) for name in nodes),
+                key=lambda kernel: int(kernel[0].rpartition(":")[2] or 0),
             )
-            return result
+            metas, tracking._pending = tracking._pending, {}
+            if not isinstance(result, dict):
+                return result
+            kept = {"nodes": {name: list(meta) for name, meta in metas.items()}, "kernels": kernels}
+            return {**result, _KEPT: kept}
 
+        keep = KeepNodeMeta()
         self._stack.enter_context(
-            inductor_config.patch(
-                {
-                    "trace.provenance_tracking_level": 1,
-                    "fx_graph_cache": False,
-                    "post_grad_custom_post_pass": KeepNodeMeta(),
-                }
-            )
+            inductor_config.patch({"trace.provenance_tracking_level": 1, "post_grad_custom_post_pass": keep})
         )
-        if hasattr(functorch_config, "enable_autograd_cache"):
-            self._stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+        self._key_by_sites(keep)
         inductor_debug.dump_inductor_provenance_info = dump
         self._stack.callback(setattr, inductor_debug, "dump_inductor_provenance_info", original)
         self._watch_graph_calls()
         return self
 
+    def _key_by_sites(self, keep: Any) -> None:
+        """Make the lines and modules of a graph's nodes part of its cache keys (Inductor's FX
+        graph cache and AOTAutograd's): they are not otherwise, so the same graph traced from
+        other lines (another function, the same one moved) would be read back with the lines
+        kept when it was first compiled. Where Inductor hashes its graphs otherwise, its graph
+        caches are bypassed (each graph is generated again, and says where it comes from)."""
+        try:
+            from torch._inductor.codecache import FxGraphHashDetails
+
+            original = FxGraphHashDetails._get_custom_pass_detail
+        except (ImportError, AttributeError):
+            import torch._functorch.config as functorch_config
+            import torch._inductor.config as inductor_config
+
+            self._stack.enter_context(inductor_config.patch(fx_graph_cache=False))
+            if hasattr(functorch_config, "enable_autograd_cache"):
+                self._stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+            return
+
+        def detail(details: Any, custom_pass: Any) -> Any:
+            found = original(details, custom_pass)
+            return (found, sites_digest(details.gm)) if custom_pass is keep else found
+
+        FxGraphHashDetails._get_custom_pass_detail = detail  # type: ignore[method-assign,assignment]
+        self._stack.callback(setattr, FxGraphHashDetails, "_get_custom_pass_detail", original)
+
     def _watch_graph_calls(self) -> None:
-        """Note, at each call of a compiled graph, who called it: the innermost statement of
-        the user's and of a library's code, and the module whose forward runs it. A graph
-        break leaves the graphs after it without the frames before it in their nodes' stack
-        traces (the user's line that called the model) and without their module; the caller's
-        stack still holds both. Nothing is allocated: the measured calls stay untouched."""
+        """Keep each compiled graph made ready (compiled, or loaded from Inductor's caches)
+        or called, and note, at each call, who called it: the innermost statement of the
+        user's and of a library's code, and the module whose forward runs it. A graph break
+        leaves the graphs after it without the frames before it in their nodes' stack traces
+        (the user's line that called the model) and without their module; the caller's stack
+        still holds both. Nothing is allocated: the measured calls stay untouched."""
         try:
             from torch._inductor.output_code import CompiledFxGraph
         except ImportError:  # pragma: no cover - Inductor's classes moved: nodes' lines only
             return
-        original = CompiledFxGraph.__call__
-        calls = self.calls
+        original, original_ready = CompiledFxGraph.__call__, CompiledFxGraph.post_compile
+        calls, graphs = self.calls, self._graphs
+
+        def ready(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            graphs[id(graph)] = graph
+            return original_ready(graph, *args, **kwargs)
 
         def call(graph: Any, inputs: Any) -> Any:
             calls.append(_graph_call(sys._getframe(1)))
+            graphs.setdefault(id(graph), graph)
             return original(graph, inputs)
 
         CompiledFxGraph.__call__ = call  # type: ignore[method-assign,assignment]
+        CompiledFxGraph.post_compile = ready  # type: ignore[method-assign,assignment]
         self._stack.callback(setattr, CompiledFxGraph, "__call__", original)
+        self._stack.callback(setattr, CompiledFxGraph, "post_compile", original_ready)
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
@@ -171,7 +209,10 @@ class CompileTracking:
         as the profiler shows it (without the ``graph_N_`` prefix; extern kernels as their aten
         op) and its :class:`Origin`."""
         graphs = []
-        for metas, kernels in zip(self._metas, self._kernels, strict=False):
+        for compiled in self._graphs.values():
+            if (kept := _kept(compiled)) is None:
+                continue  # compiled before tracking: explained by kernel only
+            metas, kernels = kept
             graph = []
             order = {name: i for i, name in enumerate(metas)}
             for name, unordered in kernels:
@@ -197,6 +238,44 @@ class CompileTracking:
         return compiled_facts(
             read, self.graphs(), storages, device, [*notes, *self.notes], calls, root, classes
         )
+
+
+def sites_digest(gm: Any) -> str:
+    """A digest of where each node of an FX graph comes from: its stack trace and its module
+    stack (empty for no graph)."""
+    digest = hashlib.sha256()
+    for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+        meta = node.meta
+        modules = meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack") or {}
+        where = [str(meta.get("stack_trace") or ""), *(str(value) for value in modules.values())]
+        digest.update("\x00".join(where).encode("utf-8", "replace") + b"\x01")
+    return digest.hexdigest()
+
+
+_KEPT = "memprof"
+"""memprof's entry in a compiled graph's provenance mapping: its nodes' metadata and kernels."""
+_KEPT_VERSION = 2
+
+
+def _kept(graph: Any) -> tuple[dict[str, NodeMeta], list[tuple[str, tuple[str, ...]]]] | None:
+    """What :class:`CompileTracking` kept in a compiled ``graph`` (compiled now or read from a
+    cache): each node's :class:`NodeMeta` by name and each kernel's nodes; None when it holds
+    nothing of memprof's (compiled without tracking)."""
+    text = getattr(graph, "inductor_provenance_mapping_str", None)
+    if not text:
+        return None
+    try:
+        kept = json.loads(text).get(_KEPT)
+        metas = {
+            str(name): NodeMeta(
+                str(t), str(m), str(c), str(op), (str(r[0]), str(r[1]), int(r[2])) if r else None, bool(rc)
+            )
+            for name, (t, m, c, op, r, rc) in kept["nodes"].items()
+        }
+        kernels = [(str(name), tuple(str(n) for n in nodes)) for name, nodes in kept["kernels"]]
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+        return None
+    return metas, kernels
 
 
 class GraphCall(NamedTuple):
@@ -537,7 +616,7 @@ def _matched_kernels(
     if unmatched or not graphs:
         notes.append(
             f"{unmatched or len(by_wrapper)} compiled graph call(s) could not be matched to Inductor's "
-            "provenance (compiled before tracking, or from a cache): their buffers are explained by kernel"
+            "provenance (compiled before memprof tracked the run): their buffers are explained by kernel"
         )
     return kernels
 
