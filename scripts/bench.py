@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -71,32 +70,15 @@ import textwrap
 import time
 from pathlib import Path
 
+from bench_common import env, machine, timed
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-
-
-def env(root: Path = ROOT, **extra: str) -> dict[str, str]:
-    out = dict(os.environ)
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), out.get("PYTHONPATH", "")]))
-    out.update(extra)
-    return out
 
 
 def wall(cmd: list[str]) -> float:
     """Wall seconds of a whole process; fails loudly if it fails."""
     return timed(cmd)[0]
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of a whole process. CPU time (user + system) is less disturbed by
-    other load on the machine than wall time."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(cmd, env=env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return seconds, cpu
 
 
 def measured(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[float, float, float]:
@@ -111,42 +93,6 @@ def measured(cmd: list[str], environment: dict[str, str], cwd: str) -> tuple[flo
     if child.returncode != 0:
         raise subprocess.CalledProcessError(child.returncode, cmd)
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = ""
-    try:
-        kb = next(
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        )
-        ram = f"{kb / 2**20:.0f} GiB RAM"
-    except (OSError, StopIteration):
-        pass
-    versions = subprocess.run(
-        [
-            PY,
-            "-c",
-            "import torch, numpy, pandas; print(torch.__version__, numpy.__version__, pandas.__version__)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return (
-        f"{platform.platform()}, {cpu} ({platform.processor() or platform.machine()}), "
-        f"{os.cpu_count()} CPUs, {ram}; Python {platform.python_version()}, torch {versions[0]}, "
-        f"numpy {versions[1]}, pandas {versions[2]}"
-    )
 
 
 # ---- (a) memprof run vs a bare profiler script ------------------------------------------------
@@ -952,7 +898,7 @@ def _section_h(args: argparse.Namespace) -> None:
 def _section_i(args: argparse.Namespace) -> None:
     """``memprof analyze`` of the V100 trace vs ``json.loads`` of it: scripts/bench_analyze.py's
     in-process (a) and whole-command (c) sections."""
-    import bench_analyze  # this folder's module; it imports this one for env, machine, timed
+    import bench_analyze  # this folder's module
 
     print("(i) memprof analyze vs json.loads of the same trace\n")
     path = bench_analyze.trace_path()

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import env, machine, timed
+from bench_common import env, machine, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
