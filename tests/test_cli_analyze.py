@@ -17,7 +17,7 @@ import pytest
 from gpu_data import SNAPSHOTS, TRACES, gpu_file
 from typer.testing import CliRunner
 
-from memprof.core.recording import RecordedDevice, RecordedFile
+from memprof.core.recording import Provenance, RecordedMemory, Recording
 from memprof.core.records import RawProfile
 from memprof.frontends.cli import app
 from memprof.library.recordings import stem
@@ -696,13 +696,15 @@ class ToyReader:
         with path.open("rb") as handle:
             return handle.read(6) == b"toymem"
 
-    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
+    def read(self, path: Path, rank: int | None = None) -> list[Recording]:
         rows = [line.split() for line in path.read_text().splitlines()[1:]]
         raw = RawProfile.from_lists(
             [(op, int(t) - 1, int(t) + 1, 0) for t, _, op in rows], [(int(t), int(b)) for t, b, _ in rows]
         )
-        device = RecordedDevice("cpu", raw=raw)
-        return RecordedFile(path=str(path), source=self.name, devices=(device,), rank=rank)
+        # The records as the file gives them, live bytes their running sum (no count of its own).
+        memory = RecordedMemory()
+        file = Provenance(str(path), rank)
+        return [Recording("cpu", None, raw, "cpu", source=self.name, file=file, memory=memory)]
 
 
 @pytest.fixture

@@ -163,7 +163,7 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     from reconcile import assert_explained
     from test_attribution import make_facts, raw_of, storage
 
-    from memprof.analysis.attribution import DEVICE_BEFORE, attribute
+    from memprof.analysis.attribution import DEVICE_BEFORE
 
     # A 1024 B parameter found live at the start; a 512 B tensor made during the call.
     facts = make_facts(
@@ -174,7 +174,6 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
         device="cuda:0",
     )
     raw = raw_of(facts, [(5, 40)])
-    explained = attribute(raw, facts)
     # The allocator counted 4096 B at the start (3072 B memprof did not find), 4608 B at most.
     counters = {
         "memory_allocated_start_bytes": 4096,
@@ -184,17 +183,20 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     device = {"device_name": "GPU", "device_total_bytes": 8 * MiB}
 
     def recording(counters: dict[str, int]) -> Recording:
+        """The run as the live source hands it over: its records, the program state tracked
+        during the call, CUDA's counters around it."""
         return Recording(
             label="eager",
             mode="eager",
             raw=raw,
             device="cuda:0",
+            facts=facts,
             counters=dict(counters),
             device_facts=device,
             walls_ms=(1.0,),
         )
 
-    run = run_of(recording(counters), explained)
+    run = run_of(recording(counters))
     assert (run.peak_bytes, run.footprint_bytes, run.live_at_start_bytes) == (512, 4608, 4096)
     assert (run.reserved_peak_bytes, run.device_total_bytes) == (2 * MiB, 8 * MiB)
     assert run.inputs_bytes == 1024  # what memprof found live at the start
@@ -207,7 +209,7 @@ def test_an_explained_cuda_run_takes_footprint_and_live_at_start_from_the_counte
     assert not any("max_memory_allocated" in note for note in run.notes)
     # A high-water mark far above the footprint: allocated where the profiler does not record.
     counters["max_memory_allocated_bytes"] = 8 * MiB
-    run = run_of(recording(counters), explained)
+    run = run_of(recording(counters))
     assert run.footprint_bytes == 4608
     assert any(
         "torch.cuda.max_memory_allocated() is 8,388,608 B, the footprint 4,608 B" in n for n in run.notes

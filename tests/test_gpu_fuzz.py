@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memprof.analysis.peaks import analyze
-from memprof.analysis.recorded import recorded_peak
+from memprof.analysis.recorded import RecordedPeak, recorded_peak
 from memprof.analysis.snapshot import analyze_snapshot
 from memprof.core.errors import MemprofError
 from memprof.sources.files.snapshot import read_snapshot
-from memprof.sources.files.trace import read_trace
+from memprof.sources.files.trace import TraceDevice, read_trace
 
 FUZZ = settings(
     max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -36,6 +36,11 @@ values = st.one_of(
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
+
+
+def peak_of(device: TraceDevice) -> RecordedPeak:
+    """The numbers of a trace device's memory records."""
+    return recorded_peak(device.raw, device)
 
 
 @cache
@@ -57,7 +62,7 @@ def _read_trace_or_own_error(path: Path) -> None:
     try:
         for device in read_trace(path).devices:
             analyze(device.raw)
-            recorded_peak(device)
+            peak_of(device)
     except MemprofError as error:
         assert "\n" not in str(error)
 
@@ -184,7 +189,7 @@ def test_the_fuzzed_files_are_read_whole_when_undamaged(tmp_path):
     # The generators above start from files that read cleanly: a failure is the damage's.
     path = tmp_path / "t.json"
     path.write_text(_trace_text())
-    assert recorded_peak(read_trace(path).devices[1]).peak_bytes == 9944576
+    assert peak_of(read_trace(path).devices[1]).peak_bytes == 9944576
     path = tmp_path / "s.pickle"
     path.write_bytes(_snapshot_bytes())
     assert analyze_snapshot(read_snapshot(path))[0].peak_bytes == 3249143816

@@ -64,6 +64,9 @@ def test_sample_reports_are_current(similarity_report: Report, tmp_path: Path) -
     assert new["runs"]["compile"]["peak_bytes"] == 2_000_000  # only the (500, 500) int64 output
     assert list(new["runs"]) == list(old["runs"]) == ["eager", "compile"], HINT
     for label in new["runs"]:
+        # Every field a run has today is in the sample (a field added to runs needs a regeneration).
+        assert sorted(new["runs"][label]) == sorted(old["runs"][label]), f"{label} fields: {HINT}"
+        assert new["runs"][label]["source"] == "live"
         for key in ("peak_bytes", "allocated_bytes", "net_bytes", "inputs_bytes", "peak_op", "peak_op_stack"):
             assert new["runs"][label][key] == old["runs"][label][key], f"{label}.{key}: {HINT}"
         assert ops_bytes(new["runs"][label]) == ops_bytes(old["runs"][label]), f"{label} ops: {HINT}"

@@ -17,12 +17,17 @@ import pytest
 from gpu_data import TRACES, gpu_file, shared_dir
 
 from memprof.analysis.peaks import analyze
-from memprof.analysis.recorded import recorded_peak
+from memprof.analysis.recorded import RecordedPeak, recorded_peak
 from memprof.core.errors import InputError
 from memprof.sources.files.readers import input_kind
-from memprof.sources.files.trace import iter_trace_folder, read_trace
+from memprof.sources.files.trace import TraceDevice, iter_trace_folder, read_trace
 
 MiB = 1 << 20
+
+
+def peak_of(device: TraceDevice) -> RecordedPeak:
+    """The numbers of a trace device's memory records."""
+    return recorded_peak(device.raw, device)
 
 
 def _device(trace, key):
@@ -45,13 +50,13 @@ def test_every_reference_figure_of_every_trace(name):
         assert device.allocations == gpu["num_alloc"]
         assert device.frees == gpu["num_free"]
         assert device.live_at_start_bytes == gpu["live_at_start"]
-        assert recorded_peak(device).footprint_bytes == gpu["max_total_allocated"]
-        assert recorded_peak(device).peak_bytes == gpu["peak_above_start"]
-        assert recorded_peak(device).reserved_peak_bytes == gpu["max_total_reserved"]
-        assert list(recorded_peak(device).peak_op_stack) == gpu["stack"]
+        assert peak_of(device).footprint_bytes == gpu["max_total_allocated"]
+        assert peak_of(device).peak_bytes == gpu["peak_above_start"]
+        assert peak_of(device).reserved_peak_bytes == gpu["max_total_reserved"]
+        assert list(peak_of(device).peak_op_stack) == gpu["stack"]
         # ts of the peak record, in integer nanoseconds (floats in the file converted exactly).
-        assert recorded_peak(device).peak_time_ns == round(gpu["peak_ts"] * 1000)
-        assert recorded_peak(device).timeline_bytes.max() == gpu["max_total_allocated"]
+        assert peak_of(device).peak_time_ns == round(gpu["peak_ts"] * 1000)
+        assert peak_of(device).timeline_bytes.max() == gpu["max_total_allocated"]
         analysis = analyze(device.raw)
         assert analysis.numbers.net_bytes == gpu["final_total_allocated"] - gpu["live_at_start"]
         assert analysis.numbers.region_peak_bytes == gpu["peak_above_start"]
@@ -70,7 +75,7 @@ def test_the_gpu_is_named_as_torch_names_it_with_its_memory():
     assert gpu.device_total_bytes == 85018279936
     assert trace.torch_version == "2.6.0"  # from the package list the trace recorded
     # The op memprof names is the outermost aten op running (as `run` does); the stack holds it all.
-    assert recorded_peak(gpu).peak_op == "aten::linear"
+    assert peak_of(gpu).peak_op == "aten::linear"
     cpu = _device(trace, (0, -1))
     assert cpu.device == "cpu" and cpu.device_name is None
 
@@ -94,7 +99,7 @@ def test_a_distributed_trace_gives_its_rank_and_labels():
 def test_the_2021_schema_running_sum_and_string_tids():
     trace = read_trace(gpu_file("kineto_tbplugin_resnet50_nw0_V100_2021.pt.trace.json.gz"))
     gpu = _device(trace, (1, 0))
-    assert recorded_peak(gpu).reserved_peak_bytes is None and len(recorded_peak(gpu).timeline_reserved) == 0
+    assert peak_of(gpu).reserved_peak_bytes is None and len(peak_of(gpu).timeline_reserved) == 0
     assert any("2021 schema" in note for note in gpu.notes)
 
 
@@ -138,13 +143,13 @@ def test_records_are_taken_in_time_order_not_file_order(tmp_path):
     ]
     device = read_trace(_write(tmp_path / "t.json", events)).devices[0]
     assert device.live_at_start_bytes == 100 * MiB
-    assert recorded_peak(device).footprint_bytes == 103 * MiB
-    assert recorded_peak(device).peak_bytes == 3 * MiB
-    assert recorded_peak(device).reserved_peak_bytes == 120 * MiB
-    assert recorded_peak(device).peak_time_ns == 30_000
+    assert peak_of(device).footprint_bytes == 103 * MiB
+    assert peak_of(device).peak_bytes == 3 * MiB
+    assert peak_of(device).reserved_peak_bytes == 120 * MiB
+    assert peak_of(device).peak_time_ns == 30_000
     assert device.notes == ()
-    assert list(recorded_peak(device).timeline_bytes) == [101 * MiB, 103 * MiB, 101 * MiB]
-    assert list(recorded_peak(device).timeline_t_ns) == [0, 10_000, 20_000]
+    assert list(peak_of(device).timeline_bytes) == [101 * MiB, 103 * MiB, 101 * MiB]
+    assert list(peak_of(device).timeline_t_ns) == [0, 10_000, 20_000]
 
 
 def test_old_schema_without_total_allocated_sums_bytes_and_matches_string_tids(tmp_path):
@@ -157,27 +162,27 @@ def test_old_schema_without_total_allocated_sums_bytes_and_matches_string_tids(t
         _mem(45, -2 * MiB, tid=7),
     ]
     device = read_trace(_write(tmp_path / "t.json", events)).devices[0]
-    read = recorded_peak(device)
+    read = peak_of(device)
     assert (device.live_at_start_bytes, read.footprint_bytes, read.peak_bytes) == (0, 3 * MiB, 3 * MiB)
-    assert recorded_peak(device).reserved_peak_bytes is None
+    assert peak_of(device).reserved_peak_bytes is None
     # Containment on the allocating thread only: the op on thread "8" is not in the stack.
-    assert recorded_peak(device).peak_op_stack == ("aten::conv", "aten::empty")
+    assert peak_of(device).peak_op_stack == ("aten::conv", "aten::empty")
 
 
 def test_old_schema_frees_of_blocks_from_before_give_the_least_live_at_start(tmp_path):
     events = [_mem(1, -4 * MiB), _mem(2, MiB), _mem(3, 5 * MiB)]
     device = read_trace(_write(tmp_path / "t.json", events)).devices[0]
     assert device.live_at_start_bytes == 4 * MiB
-    assert recorded_peak(device).footprint_bytes == 6 * MiB
-    assert recorded_peak(device).peak_bytes == 2 * MiB
+    assert peak_of(device).footprint_bytes == 6 * MiB
+    assert peak_of(device).peak_bytes == 2 * MiB
 
 
 def test_a_peak_outside_every_op_is_named_memory_and_said(tmp_path):
     events = [_op("aten::add", 0, 10), _mem(5, MiB, MiB), _mem(8, -MiB, 0), _mem(20, 4 * MiB, 4 * MiB)]
     device = read_trace(_write(tmp_path / "t.json", events)).devices[0]
-    assert recorded_peak(device).peak_bytes == 4 * MiB
-    assert recorded_peak(device).peak_op == "[memory]" and recorded_peak(device).peak_op_stack == ()
-    assert "outside every recorded op" in " ".join(recorded_peak(device).notes)
+    assert peak_of(device).peak_bytes == 4 * MiB
+    assert peak_of(device).peak_op == "[memory]" and peak_of(device).peak_op_stack == ()
+    assert "outside every recorded op" in " ".join(peak_of(device).notes)
 
 
 def test_every_device_of_a_trace_is_its_own_set_of_records(tmp_path):
@@ -188,7 +193,7 @@ def test_every_device_of_a_trace_is_its_own_set_of_records(tmp_path):
         _mem(4, 50, 150, device_type=2, device_id=-1),  # MKLDNN counts as CPU, as torch's table does
     ]
     trace = read_trace(_write(tmp_path / "t.json", events))
-    assert [(d.device, recorded_peak(d).footprint_bytes) for d in trace.devices] == [
+    assert [(d.device, peak_of(d).footprint_bytes) for d in trace.devices] == [
         ("cpu", 150),
         ("cuda:0", MiB),
         ("cuda:1", 3 * MiB),
@@ -201,7 +206,7 @@ def test_microsecond_floats_become_exact_integer_nanoseconds(tmp_path):
     assert device.raw.op_start.tolist() == [919761104563860]
     assert device.raw.op_end.tolist() == [919761104581446]
     assert device.raw.mem_time.tolist() == [919761104567085]
-    assert recorded_peak(device).peak_op_stack == ("aten::sum",)
+    assert peak_of(device).peak_op_stack == ("aten::sum",)
 
 
 def test_profiler_step_markers_are_not_ops_at_the_peak(tmp_path):
@@ -211,7 +216,7 @@ def test_profiler_step_markers_are_not_ops_at_the_peak(tmp_path):
         _mem(10, MiB, MiB),
     ]
     device = read_trace(_write(tmp_path / "t.json", events)).devices[0]
-    assert recorded_peak(device).peak_op_stack == ("my_block",)
+    assert peak_of(device).peak_op_stack == ("my_block",)
 
 
 def test_a_trace_without_memory_records_says_how_to_record_them(tmp_path):
@@ -228,7 +233,7 @@ def test_the_kind_is_detected_from_the_content_not_the_name(tmp_path):
     other = tmp_path / "w.json"
     other.write_text("hello")
     assert [input_kind(p) for p in (plain, packed, snapshot, other)] == ["trace", "trace", "snapshot", None]
-    assert recorded_peak(read_trace(packed).devices[0]).footprint_bytes == 1
+    assert peak_of(read_trace(packed).devices[0]).footprint_bytes == 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,8 +417,8 @@ def test_a_memprof_style_cpu_trace_reads_back_to_the_live_analysis(tmp_path):
     assert live.numbers.peak_bytes >= 360_000
     assert sorted(back.ops, key=lambda op: op.name) == sorted(live.ops, key=lambda op: op.name)
     assert back.timeline == live.timeline
-    assert recorded_peak(device).peak_op == live.numbers.peak_op == "aten::sum"
-    assert tuple(recorded_peak(device).peak_op_stack) == live.numbers.peak_op_stack
+    assert peak_of(device).peak_op == live.numbers.peak_op == "aten::sum"
+    assert tuple(peak_of(device).peak_op_stack) == live.numbers.peak_op_stack
 
 
 def test_reference_figures_are_the_published_ones():

@@ -12,7 +12,8 @@ import numpy as np
 
 from memprof.analysis.peaks import op_stack_at, responsible_op
 from memprof.analysis.timeline import downsample_max
-from memprof.core.recording import RecordedDevice
+from memprof.core.recording import RecordedMemory
+from memprof.core.records import RawProfile
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 
@@ -39,11 +40,10 @@ class RecordedPeak:
     notes: tuple[str, ...] = ()
 
 
-def recorded_peak(device: RecordedDevice) -> RecordedPeak:
-    """The numbers of ``device``'s memory records (at least one), from the allocator's live
-    count when the file has one, else from the records' running sum."""
-    raw = device.raw
-    assert raw is not None and len(raw.mem_time), "a recorded device has memory records"
+def recorded_peak(raw: RawProfile, device: RecordedMemory) -> RecordedPeak:
+    """The numbers of a device's memory records (``raw``, at least one), from the allocator's
+    live count when the file has one (``device``), else from the records' running sum."""
+    assert len(raw.mem_time), "a recorded device has memory records"
     times, threads = raw.mem_time, raw.mem_thread
     live = device.live
     if live is None:

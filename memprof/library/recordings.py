@@ -20,13 +20,13 @@ from pathlib import Path
 from memprof.analysis.allocator import AllocatorSettings
 from memprof.core.errors import InputError, UsageError, param, path_error
 from memprof.core.fileio import special_file_kind
-from memprof.core.recording import RecordedFile
+from memprof.core.recording import Provenance
 from memprof.core.units import format_bytes
 from memprof.model.recorded import Source, SourceFile
 from memprof.model.report import Report
 from memprof.model.run import RunResult
 from memprof.pipeline import build_report
-from memprof.pipeline.assemble import file_runs
+from memprof.pipeline.assemble import run_of
 from memprof.sources.files.readers import READERS, Reader, either, files_of, reader_for
 from memprof.sources.options import StatusFn
 
@@ -50,15 +50,15 @@ class _File:
     position in a folder."""
 
     @classmethod
-    def of(cls, recorded: RecordedFile, runs: list[RunResult]) -> _File:
+    def of(cls, file: Provenance, kind: str, runs: list[RunResult]) -> _File:
         return cls(
-            path=Path(recorded.path),
-            kind=recorded.source,
-            rank=recorded.rank,
+            path=Path(file.path),
+            kind=kind,
+            rank=file.rank,
             runs=runs,
-            world_size=recorded.world_size,
-            backend=recorded.distributed_backend,
-            torch_version=recorded.torch_version,
+            world_size=file.world_size,
+            backend=file.distributed_backend,
+            torch_version=file.torch_version,
         )
 
 
@@ -196,11 +196,18 @@ def _read_folder(
 
 
 def _read(reader: Reader, path: Path, rank: int | None, settings: AllocatorSettings | None) -> _File:
-    """One file read by ``reader`` and assembled into its runs (``rank``: when it records
-    none)."""
+    """One file read by ``reader`` and assembled into its runs, one per recording it gives
+    (``rank``: when it records none)."""
     with _memory_for(path):
-        recorded = reader.read(path, rank)
-        return _File.of(recorded, file_runs(recorded, settings))
+        recordings = reader.read(path, rank)
+        if not recordings:
+            raise InputError(f"{path}: no memory recorded in this {reader.name} file")
+        first = recordings[0]
+        return _File.of(
+            first.file or Provenance(str(path), rank),
+            first.source,
+            [run_of(recording, settings) for recording in recordings],
+        )
 
 
 def _neither(names: list[str]) -> str:

@@ -1,7 +1,9 @@
 """The assembler: what a source observed -> a :class:`~memprof.model.RunResult`, the numbers
-worked out here, the same for every source. A run profiled or estimated here is a
-:class:`~memprof.core.recording.Recording` (:func:`run_of`); a file read, whatever reader made
-it, a :class:`~memprof.core.recording.RecordedFile`, one run per device (:func:`file_runs`)."""
+worked out here, the same for every source. Every source hands over a
+:class:`~memprof.core.recording.Recording`, and :func:`run_of` turns any of them into its run,
+by what the recording holds (never by the name of its source): a CUDA memory snapshot's
+device, a file's memory records with the file's own counts, else a run profiled or estimated
+here, with the program state tracked during its calls."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from memprof.core.errors import first_line
 from memprof.core.fields import copied
 from memprof.core.gcpause import gc_paused
 from memprof.core.names import aten_names, fused_kernels
-from memprof.core.recording import RecordedDevice, RecordedFile, Recording
+from memprof.core.recording import RecordedMemory, RecordedSnapshot, Recording
 from memprof.core.records import (
     MAPPED_RANGE,
     SNAPSHOT_ACTIONS,
@@ -55,24 +57,38 @@ from memprof.pipeline import build_run
 _PROFILE_WORDS = ", which the profiler does not record"
 
 
-# ---- a run profiled or estimated here ----------------------------------------------------------
+def run_of(recording: Recording, what_if_settings: AllocatorSettings | None = None) -> RunResult:
+    """The run of any recording, worked out by what it holds.
 
-
-def run_of(recording: Recording, explained: Attribution | None = None) -> RunResult:
-    """The run of a recording: the analysis of its records, with what the source measured and
-    noticed, and the numbers and explanation of the tracked calls (exact: frees of tensors made
-    before the call included; ``explained``, else worked out from ``recording.facts``),
-    cross-checked with the device's own counters; an estimate of a CUDA device, its allocations
-    replayed through the caching-allocator model."""
+    - A CUDA memory snapshot's device (``recording.snapshot``): its allocator's trace replayed;
+      ``what_if_settings``: its allocations replayed under these settings too (and under the
+      default ones, to compare).
+    - A file's memory records (``recording.memory``): the numbers read off them, with the
+      file's own count of live and reserved bytes when it has one.
+    - Else a run profiled or estimated here: the analysis of its records, with what the source
+      measured and noticed, and the numbers and explanation of the tracked calls
+      (``recording.facts``; exact: frees of tensors made before the call included),
+      cross-checked with the device's own counters; an estimate of a CUDA device, its
+      allocations replayed through the caching-allocator model.
+    """
     # The analysis makes many objects that stay alive, none in cycles: a collection would walk
     # them, and everything the program holds, again and again.
     with gc_paused():
-        return _run_of(recording, explained)
+        if recording.snapshot is not None:
+            return _snapshot_run(recording, recording.snapshot, what_if_settings)
+        if recording.memory is not None:
+            return _records_run(recording, recording.memory)
+        return _profiled_run(recording)
 
 
-def _run_of(recording: Recording, explained: Attribution | None) -> RunResult:
+# ---- a run profiled or estimated here ----------------------------------------------------------
+
+
+def _profiled_run(recording: Recording) -> RunResult:
+    """A run profiled or estimated here (see :func:`run_of`)."""
     notes = list(recording.notes)
-    if explained is None and recording.facts is not None:
+    explained: Attribution | None = None
+    if recording.facts is not None:
         explained = _explanation(recording, recording.facts, notes)
     if explained is not None and not recording.profiled:
         # The attribution's words are a profile's; a run that was not profiled has none.
@@ -298,64 +314,52 @@ def _replay_notes(replay: AllocatorReplay) -> list[str]:
     return []
 
 
-# ---- files read ---------------------------------------------------------------------------------
+# ---- a file's memory records (chrome traces) ---------------------------------------------------
 
 
-def file_runs(recorded: RecordedFile, what_if_settings: AllocatorSettings | None = None) -> list[RunResult]:
-    """The runs of a file read: one per device, labelled by device, with the file's rank.
-    ``what_if_settings``: also replay a snapshot's allocations under these settings."""
-    runs = []
-    for device in recorded.devices:
-        if device.snapshot is not None:
-            runs.append(_snapshot_run(recorded, device, device.snapshot, what_if_settings))
-        else:
-            runs.append(_records_run(recorded, device))
-    return runs
-
-
-# --------------------------------------------------------------------------------------------
-# Memory records (chrome traces)
-
-
-def _records_run(recorded: RecordedFile, device: RecordedDevice) -> RunResult:
-    """One device's memory records: the numbers read off them, the per-op table of the
-    analysis. Records that memprof's own ``memprof.call`` ranges mark (a trace exported from a
-    memprof-style profile) have their peak measured as ``memprof run`` does, above each call's
-    start."""
-    raw = device.raw
-    assert raw is not None
+def _records_run(recording: Recording, memory: RecordedMemory) -> RunResult:
+    """One device's memory records, as a file gives them: the numbers read off them, the
+    per-op table of the analysis. Records that memprof's own ``memprof.call`` ranges mark (a
+    trace exported from a memprof-style profile) have their peak measured as ``memprof run``
+    does, above each call's start."""
+    raw = recording.raw
     analysis = analyze(raw)
     numbers = analysis.numbers
-    read = recorded_peak(device)
+    read = recorded_peak(raw, memory)
     peak, peak_op, stack = read.peak_bytes, read.peak_op, read.peak_op_stack
-    notes = [*recorded.notes, *device.notes, *read.notes]
+    notes = [*recording.notes, *read.notes]
     if raw.calls:
         peak, peak_op, stack = numbers.peak_bytes, numbers.peak_op, numbers.peak_op_stack
         notes.append("peak above the start of each memprof.call range, as memprof run measures it")
-    live_at_start = device.live_at_start_bytes
+    live_at_start = memory.live_at_start_bytes
     timeline = _timeline(read.timeline_t_ns, read.timeline_bytes, read.timeline_reserved, live_at_start)
     return build_run(
-        label=device.device,
-        mode=None,
-        source=recorded.source,
-        rank=recorded.rank,
-        device=device.device,
-        device_name=device.device_name,
-        device_total_bytes=device.device_total_bytes,
+        label=recording.label,
+        mode=recording.mode,
+        source=recording.source,
+        rank=_rank(recording),
+        device=recording.device,
+        device_name=recording.device_facts.get("device_name"),
+        device_total_bytes=recording.device_facts.get("device_total_bytes"),
         peak_bytes=peak,
         footprint_bytes=read.footprint_bytes,
         live_at_start_bytes=live_at_start,
         # The host's allocator reserves nothing: its Total Reserved is always 0.
-        reserved_peak_bytes=read.reserved_peak_bytes if device.device != "cpu" else None,
+        reserved_peak_bytes=read.reserved_peak_bytes if recording.device != "cpu" else None,
         allocated_bytes=numbers.allocated_bytes,
         net_bytes=numbers.net_bytes,
         peak_op=peak_op,
         peak_op_stack=stack,
-        records=device.records if device.records is not None else len(raw.mem_time),
+        records=memory.records if memory.records is not None else len(raw.mem_time),
         op_stats=analysis.ops,
         timeline=timeline,
         notes=(*notes, *analysis.notes),
     )
+
+
+def _rank(recording: Recording) -> int | None:
+    """The rank a file records (or its reader was given); None for a run made here."""
+    return recording.file.rank if recording.file is not None else None
 
 
 def _timeline(t_ns: np.ndarray, live: np.ndarray, reserved: np.ndarray, live_at_start: int) -> Timeline:
@@ -367,23 +371,20 @@ def _timeline(t_ns: np.ndarray, live: np.ndarray, reserved: np.ndarray, live_at_
     )
 
 
-# --------------------------------------------------------------------------------------------
-# CUDA memory snapshots
+# ---- a CUDA memory snapshot's device ------------------------------------------------------------
 
 
 def _snapshot_run(
-    recorded: RecordedFile,
-    recorded_device: RecordedDevice,
-    records: SnapshotRecords,
-    settings: AllocatorSettings | None,
+    recording: Recording, recorded: RecordedSnapshot, settings: AllocatorSettings | None
 ) -> RunResult:
     """One device of a snapshot. Peak, live at start: requested bytes, as the trace records them;
     footprint and reserved peak: block sizes of the allocator model's replay (what
     ``max_memory_allocated``/``max_memory_reserved`` count). The op at the peak is the site of
     the allocation that reached it, with its Python stack (outermost first)."""
-    device = analyze_device(records, recorded_device.index)
+    records = recorded.records
+    device = analyze_device(records, recorded.index)
     trace = records.traces.get(device.device_index) or empty_trace()
-    notes = [*recorded.notes, *recorded_device.notes, *device.notes]
+    notes = [*recording.notes, *device.notes]
     timeline = Timeline()
     if len(trace) and (trace.time_us >= 0).all():
         timeline = _timeline(
@@ -401,10 +402,10 @@ def _snapshot_run(
         peak_op = site_of(frames)
         stack = tuple(f"{f.filename}:{f.line} {f.name}" for f in reversed(python_frames(frames)))
     return build_run(
-        label=device.device,
-        mode=None,
-        source=recorded.source,
-        rank=recorded.rank,
+        label=recording.label,
+        mode=recording.mode,
+        source=recording.source,
+        rank=_rank(recording),
         device=device.device,
         peak_bytes=device.peak_bytes,
         footprint_bytes=device.footprint_bytes,

@@ -1,15 +1,15 @@
 """Every file format memprof reads, in one table: :data:`READERS`. A reader tells its files by
-content (:meth:`Reader.sniff`) and reads one into a :class:`~memprof.core.recording.RecordedFile`
-(:meth:`Reader.read`); ``memprof analyze`` and :func:`memprof.analyze` ask this table which
-reader reads a file, and assemble what it gives as they do any recording. A new format is one
-reader module and one line in the table."""
+content (:meth:`Reader.sniff`) and reads one into :class:`~memprof.core.recording.Recording`
+objects, one per device it recorded (:meth:`Reader.read`); ``memprof analyze`` and
+:func:`memprof.analyze` ask this table which reader reads a file, and assemble what it gives
+as they do any recording. A new format is one reader module and one line in the table."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Protocol
 
-from memprof.core.recording import RecordedFile
+from memprof.core.recording import Recording
 from memprof.sources.files.snapshot import SnapshotReader
 from memprof.sources.files.trace import TraceReader
 
@@ -31,9 +31,13 @@ class Reader(Protocol):
         file)."""
         ...
 
-    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
-        """The file's recording; ``rank``: the rank to give it when the file records none.
-        Raises :class:`~memprof.core.errors.InputError` for a file it cannot read."""
+    def read(self, path: Path, rank: int | None = None) -> list[Recording]:
+        """The file's recordings, one per device it recorded memory of (at least one), each
+        with the file's :class:`~memprof.core.recording.Provenance` (``file``; its ``rank``:
+        the file's own, else ``rank``) and the format's name as ``source``; a device's memory
+        records as ``raw`` with the file's own counts (``memory``), or a CUDA memory snapshot
+        (``snapshot``). Raises :class:`~memprof.core.errors.InputError` for a file it cannot
+        read."""
         ...
 
 

@@ -28,12 +28,13 @@ import numpy as np
 from memprof.core.errors import InputError, brief
 from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
-from memprof.core.recording import RecordedDevice, RecordedFile
+from memprof.core.recording import Provenance, RecordedSnapshot, Recording
 from memprof.core.records import (
     ACTION_CODE,
     OTHER_ACTION,
     AllocatorTrace,
     Frame,
+    RawProfile,
     SnapshotBlock,
     SnapshotRecords,
     SnapshotSegment,
@@ -131,21 +132,30 @@ class SnapshotReader:
         head = recording_head(path)
         return head is not None and len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
 
-    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
-        """The snapshot, one device per GPU with segments or trace events; ``rank``: the rank
-        the caller gives (a snapshot records none)."""
+    def read(self, path: Path, rank: int | None = None) -> list[Recording]:
+        """One recording per GPU with segments or trace events; ``rank``: the rank the caller
+        gives (a snapshot records none)."""
         records = read_snapshot(path)
         devices = records.devices()
         if not devices:
             raise InputError(
                 f"{path}: this snapshot has no segments and no trace: nothing was allocated on a GPU"
             )
-        return RecordedFile(
-            path=str(path),
-            source=self.name,
-            devices=tuple(RecordedDevice(device=f"cuda:{i}", index=i, snapshot=records) for i in devices),
-            rank=rank,
-        )
+        file = Provenance(path=str(path), rank=rank)
+        # A snapshot holds no profiler records: the numbers are its allocator's.
+        none = RawProfile.from_lists([], [])
+        return [
+            Recording(
+                label=f"cuda:{i}",
+                mode=None,
+                raw=none,
+                device=f"cuda:{i}",
+                source=self.name,
+                file=file,
+                snapshot=RecordedSnapshot(records, index=i),
+            )
+            for i in devices
+        ]
 
 
 def snapshot_files(folder: str | Path) -> list[Path]:

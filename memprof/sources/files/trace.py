@@ -28,7 +28,7 @@ import numpy as np
 from memprof.core.errors import InputError
 from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
-from memprof.core.recording import RecordedDevice, RecordedFile
+from memprof.core.recording import Provenance, RecordedMemory, Recording
 from memprof.core.records import CALL_MARKER, RawProfile, other_thread_bytes, string_codes
 from memprof.core.text import NAME_LIMIT, capped_name
 from memprof.core.units import format_bytes
@@ -70,7 +70,7 @@ class DeviceProperties:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TraceDevice(RecordedDevice):
+class TraceDevice(RecordedMemory):
     """One device's memory in one trace, as recorded (the numbers are worked out from it by
     :func:`memprof.analysis.recorded.recorded_peak`).
 
@@ -78,9 +78,17 @@ class TraceDevice(RecordedDevice):
     running sum of ``Bytes`` when the trace has none (2021 schema); ``live_at_start_bytes``
     what was live when the trace began; ``reserved`` the ``Total Reserved`` (None when the
     trace has none). ``raw`` holds every op of the trace and this device's records, ready for
-    :func:`memprof.analysis.peaks.analyze` (the per-op table).
+    :func:`memprof.analysis.peaks.analyze` (the per-op table). ``device_name`` and
+    ``device_total_bytes``: the GPU's, from ``deviceProperties`` (None when not recorded).
+    ``notes``: what the reader noticed of this device.
     """
 
+    device: str
+    index: int
+    raw: RawProfile
+    device_name: str | None = None
+    device_total_bytes: int | None = None
+    notes: tuple[str, ...] = ()
     device_type: int
     hip: bool
     rank: int | None
@@ -117,18 +125,37 @@ class Trace:
     device_properties: tuple[DeviceProperties, ...]
     notes: tuple[str, ...] = field(default=())
 
-    def recorded(self) -> RecordedFile:
-        """The trace as every file reader hands it over."""
-        return RecordedFile(
+    def recordings(self) -> list[Recording]:
+        """The trace as every file reader hands it over: one recording per device."""
+        file = Provenance(
             path=self.path,
-            source=TRACE,
-            devices=self.devices,
             rank=self.rank,
             world_size=self.world_size,
             distributed_backend=self.distributed_backend,
             torch_version=self.torch_version,
-            notes=self.notes,
         )
+        return [
+            Recording(
+                label=device.device,
+                mode=None,
+                raw=device.raw,
+                device=device.device,
+                source=TRACE,
+                device_facts={
+                    "device_name": device.device_name,
+                    "device_total_bytes": device.device_total_bytes,
+                },
+                notes=(*self.notes, *device.notes),
+                file=file,
+                memory=RecordedMemory(
+                    live=device.live,
+                    live_at_start_bytes=device.live_at_start_bytes,
+                    reserved=device.reserved,
+                    records=device.records,
+                ),
+            )
+            for device in self.devices
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,15 +176,15 @@ class TraceReader:
         head = recording_head(path)
         return head is not None and head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"{", b"[")
 
-    def read(self, path: Path, rank: int | None = None) -> RecordedFile:
-        """The trace's devices with memory records; ``rank`` when the trace records none."""
+    def read(self, path: Path, rank: int | None = None) -> list[Recording]:
+        """One recording per device with memory records; ``rank`` when the trace records none."""
         trace = read_trace(path, rank)
         if not trace.devices:
             raise InputError(
                 f"{path}: no [memory] events in this trace; record it with "
                 "torch.profiler.profile(profile_memory=True)"
             )
-        return trace.recorded()
+        return trace.recordings()
 
 
 def load_trace_json(path: str | Path) -> Any:
