@@ -1,10 +1,10 @@
 """Each at-peak entry of a compiled run says which graph allocated it: a step broken in two by a
 call Dynamo does not trace (a ``torch.compiler.disable``d function, run eagerly between the
-graphs) has entries of its first graph (``0/0 step``), of the graph Dynamo resumes after the
-break (``1/0 torch_dynamo_resume_in_step_at_<line>``) and of the eager code between them; each
-entry names the graph whose ``Torch-Compiled Region`` range holds its allocation in a profile of
-the same compiled step read here with torch's profiler alone. One small compile (seconds with
-Inductor's cache warm)."""
+graphs) has entries of its first graph (``0/0 step (graph_step.py:13)``), of the graph Dynamo
+resumes after the break (``1/0 torch_dynamo_resume_in_step_at_15 (graph_step.py:15)``) and of
+the eager code between them; each entry names the graph whose ``Torch-Compiled Region`` range
+holds its allocation in a profile of the same compiled step read here with torch's profiler
+alone. One small compile (seconds with Inductor's cache warm)."""
 
 from __future__ import annotations
 
@@ -104,8 +104,10 @@ def test_entries_name_the_graph_whose_region_allocated_them(compiled: Any) -> No
     first = by_shape["(128, 256)"]  # model.0's output, before the break
     after = by_shape["(128, 512)"]  # head's output, after it
     assert (first.bytes, after.bytes) == (128 * 256 * FLOAT32, 128 * 512 * FLOAT32)
-    assert first.graph == f"{in_graph[first.bytes]} step" == "0/0 step"
-    assert after.graph == f"{in_graph[after.bytes]} torch_dynamo_resume_in_step_at_{BREAK_LINE}"
+    start = next(n for n, line in enumerate(CODE.splitlines(), 1) if line.startswith("def step"))
+    assert first.graph == f"{in_graph[first.bytes]} step (graph_step.py:{start})"
+    resumed = f"torch_dynamo_resume_in_step_at_{BREAK_LINE} (graph_step.py:{BREAK_LINE})"
+    assert after.graph == f"{in_graph[after.bytes]} {resumed}"
     assert in_graph[after.bytes] != in_graph[first.bytes]
     # h * 3.0, run eagerly at the break: on no kernel's line, as the profile has it outside
     # both graphs' calls.

@@ -297,7 +297,7 @@ def live_at_peak(
 
 
 class _GraphOf:
-    """The compiled graph whose call an allocation made at a time happened in (``0/0 step``),
+    """The compiled graph whose call an allocation made at a time happened in (``0/0 step (train.py:12)``),
     :data:`~memprof.model.explanation.EAGER_GRAPH` outside every graph call; empty for an
     eager run."""
 

@@ -84,11 +84,12 @@ class AtPeakEntry:
     that led there, when that is another statement (empty otherwise). ``role``: what a sharded
     job's machinery holds them as (:data:`ROLES`; empty otherwise). ``graph``: in a compiled
     run, the compiled graph that allocated them: Dynamo's id of it (``frame/compile``, as its
-    ``Torch-Compiled Region`` profiler range says) and the function it compiled (``0/0 step``;
-    the part of a function after a graph break is ``torch_dynamo_resume_in_step_at_27``), or
-    ``eager, between graphs`` for what ran outside every graph (a graph break's statement); empty
-    for state made before the call and in eager runs. Not part of the entry's key
-    (:data:`ENTRY_KEY`): a diff of two compiled runs matches entries whatever their graphs' ids."""
+    ``Torch-Compiled Region`` profiler range says) and the function it compiled, with where it
+    begins (``0/0 step (train.py:12)``; the part of a function after a graph break is
+    ``torch_dynamo_resume_in_step_at_27``), or ``eager, between graphs`` for what ran outside
+    every graph (a graph break's statement); empty for state made before the call and in eager
+    runs. Not part of the entry's key (:data:`ENTRY_KEY`): a diff of two compiled runs matches
+    entries whatever their graphs' ids."""
 
     bytes: int = fields.size()
     count: int = fields.count()

@@ -6,6 +6,7 @@ it compiled (``step``; the part of a function after a graph break is Dynamo's
 from __future__ import annotations
 
 import contextlib
+import os
 
 from memprof.sources.live.tree import GraphSpans
 
@@ -15,14 +16,16 @@ UNKNOWN_GRAPH = "a compiled graph"
 
 def compiled_functions() -> dict[str, str]:
     """The function of each graph Dynamo compiled in this process (the last ones it keeps
-    the metrics of), by compile id (``0/1``)."""
+    the metrics of), by compile id (``0/1``): ``step (train.py:12)``, where it begins."""
     names: dict[str, str] = {}
     with contextlib.suppress(Exception):  # a torch without these metrics: ids alone
         from torch._dynamo.utils import get_compilation_metrics
 
         for metrics in get_compilation_metrics():
             if metrics.compile_id and metrics.co_name:
-                names[str(metrics.compile_id)] = str(metrics.co_name)
+                file = metrics.co_filename
+                where = f" ({os.path.basename(file)}:{metrics.co_firstlineno})" if file else ""
+                names[str(metrics.compile_id)] = str(metrics.co_name) + where
     return names
 
 
@@ -32,7 +35,7 @@ def graph_calls(
     """(start, end, graph) of each Inductor wrapper call, in order of start: a forward graph is
     the innermost compiled region around its call (a graph break's eager code and the graphs
     after it run inside the region of the frame that broke); a backward graph is its forward's
-    (``paired``: backward wrapper call -> forward one). The graph reads ``0/1 step``."""
+    (``paired``: backward wrapper call -> forward one). The graph reads ``0/1 step (train.py:12)``."""
     if spans is None or not spans.wrappers:
         return ()
     names = compiled_functions() if functions is None else functions
