@@ -1,7 +1,7 @@
 """Each at-peak entry of a compiled run says which graph allocated it: a step broken in two by a
 call Dynamo does not trace (a ``torch.compiler.disable``d function, run eagerly between the
-graphs) has entries of its first graph (``0/0 step (graph_step.py:13)``), of the graph Dynamo
-resumes after the break (``1/0 torch_dynamo_resume_in_step_at_15 (graph_step.py:15)``) and of
+graphs) has entries of its first graph (``0/0 step (graph_step.py:14)``), of the graph Dynamo
+resumes after the break (``1/0 torch_dynamo_resume_in_step_at_16 (graph_step.py:16)``) and of
 the eager code between them; each entry names the graph whose ``Torch-Compiled Region`` range
 holds its allocation in a profile of the same compiled step read here with torch's profiler
 alone. One small compile (seconds with Inductor's cache warm)."""
