@@ -19,7 +19,7 @@ import numpy as np
 
 from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
 from memprof.core.records import FORWARD, PHASES, RECOMPUTE, TrackedFacts
-from memprof.model.explanation import CATEGORIES, ENTRY_KEY, AtPeak, AtPeakEntry, Unattributed
+from memprof.model.explanation import CATEGORIES, EAGER_GRAPH, ENTRY_KEY, AtPeak, AtPeakEntry, Unattributed
 
 # Kind bits of a lifetime, from the tracker's observations.
 _PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT, _STATE_OTHER, _SAVED = 1, 2, 4, 8, 16, 32
@@ -219,6 +219,7 @@ def _entry_order(entry: AtPeakEntry) -> tuple[object, ...]:
         entry.count,
         entry.source_text,
         entry.user_source_text,
+        entry.graph,
     )
 
 
@@ -232,6 +233,7 @@ def live_at_peak(
     np.add.at(sums, what.category[live], lt.nbytes[live])
     by_category = dict(zip(CATEGORIES, sums.tolist(), strict=True))
     describe = _Describer(facts, backward.forward_op)
+    graph_of = _GraphOf(facts)
     groups: dict[tuple[Any, ...], list[int]] = {}  # values of _GROUPED_BY: texts, then a flag
     loose: dict[tuple[str, bool], list[int]] = {}
     for index in np.flatnonzero(live):
@@ -252,15 +254,21 @@ def live_at_peak(
             )
             _add(loose, (reason, before), nbytes)
             continue
+        graph = graph_of(int(lt.start[index])) if not before and lt.recorded[index] else ""
         if statement >= 0:
             described = describe.statement(statement)
+        elif graph == EAGER_GRAPH:
+            # Allocated by eager code at a graph break: the kernel after it did not make it
+            # (its line, module, op and shape are not this tensor's); a storage still names it.
+            described = describe.eager(origin, int(what.fact[index]), nbytes)
         else:
             described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
-        key = (category, *described, before)
-        _add(groups, key, nbytes)
+        _add(groups, (category, *described, before, graph), nbytes)
     entries = sorted(
         (
-            AtPeakEntry(bytes=total, count=count, **dict(zip(_GROUPED_BY, key, strict=True)))
+            AtPeakEntry(
+                bytes=total, count=count, graph=key[-1], **dict(zip(_GROUPED_BY, key[:-1], strict=True))
+            )
             for key, (total, count) in groups.items()
         ),
         key=_entry_order,
@@ -286,6 +294,24 @@ def live_at_peak(
         ),
         live,
     )
+
+
+class _GraphOf:
+    """The compiled graph whose call an allocation made at a time happened in (``0/0 step (train.py:12)``),
+    :data:`~memprof.model.explanation.EAGER_GRAPH` outside every graph call; empty for an
+    eager run."""
+
+    def __init__(self, facts: TrackedFacts) -> None:
+        calls = facts.graph_calls if facts.compiled else ()
+        self.starts = np.array([c[0] for c in calls], dtype=np.int64)
+        self.ends = np.array([c[1] for c in calls], dtype=np.int64)
+        self.graphs = [c[2] for c in calls]
+
+    def __call__(self, time: int) -> str:
+        if not self.graphs:
+            return ""
+        at = int(np.searchsorted(self.starts, time, side="right")) - 1
+        return self.graphs[at] if at >= 0 and time <= self.ends[at] else EAGER_GRAPH
 
 
 def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-arg]
@@ -364,6 +390,14 @@ class _Describer:
         if user_source == source:
             user_source = user_text = ""
         return module, phase, source, text, op, shape, dtype, user_source, user_text, role
+
+    def eager(self, origin: int, fact: int, nbytes: int) -> tuple[str, ...]:
+        """The description of what eager code at a graph break made (a compiled run): the
+        phase of the kernel after it, what a storage row says of it, nothing of that kernel."""
+        described = list(self(-1, -1, fact, nbytes))
+        if origin >= 0:
+            described[_DESCRIBED.index("phase")] = PHASES[int(self.facts.ops.phase[origin])]
+        return tuple(described)
 
     def _parameter_lines(self, module: str) -> tuple[str, str, str, str] | None:
         """(source, text, user source, user text) of the first forward kernel of ``module`` in

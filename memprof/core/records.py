@@ -405,6 +405,9 @@ class TrackedFacts:
     statements: Statements = field(default_factory=Statements.empty)
     """The statements that called into C between forward ops: the lines of what is allocated
     outside any op (the RNG state activation checkpointing saves, a storage made in Python)."""
+    graph_calls: tuple[tuple[int, int, str], ...] = ()
+    """Compiled runs: (start, end, graph) of each compiled graph's call, in order of start; the
+    graph as Dynamo's id of it and the function it compiled (``0/1 step (train.py:12)``)."""
 
 
 def string_codes(values: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:

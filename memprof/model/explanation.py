@@ -82,7 +82,14 @@ class AtPeakEntry:
     (``transformers/models/gpt2/modeling_gpt2.py:NNN``), and ``source_text`` that statement;
     ``user_source`` and ``user_source_text`` the innermost statement of the user's own code
     that led there, when that is another statement (empty otherwise). ``role``: what a sharded
-    job's machinery holds them as (:data:`ROLES`; empty otherwise)."""
+    job's machinery holds them as (:data:`ROLES`; empty otherwise). ``graph``: in a compiled
+    run, the compiled graph that allocated them: Dynamo's id of it (``frame/compile``, as its
+    ``Torch-Compiled Region`` profiler range says) and the function it compiled, with where it
+    begins (``0/0 step (train.py:12)``; the part of a function after a graph break is
+    ``torch_dynamo_resume_in_step_at_27``), or ``eager, between graphs`` for what ran outside
+    every graph (a graph break's statement); empty for state made before the call and in eager
+    runs. Not part of the entry's key (:data:`ENTRY_KEY`): a diff of two compiled runs matches
+    entries whatever their graphs' ids."""
 
     bytes: int = fields.size()
     count: int = fields.count()
@@ -98,6 +105,7 @@ class AtPeakEntry:
     user_source: str = fields.text(default="", omit=lambda entry: not entry.user_source)
     user_source_text: str = fields.text(default="", omit=lambda entry: not entry.user_source_text)
     role: str = fields.text(default="", omit=lambda entry: not entry.role)
+    graph: str = fields.text(default="", omit=lambda entry: not entry.graph)
 
 
 ROLES = {
@@ -132,8 +140,11 @@ class Unattributed:
         return AtPeakEntry(self.bytes, self.count, before_call=self.before_call)
 
 
-ENTRY_KEY = tuple(f.name for f in dataclass_fields(AtPeakEntry) if f.name not in ("bytes", "count"))
-"""What identifies an entry live at the peak: its fields but its bytes and count. The one
+EAGER_GRAPH = "eager, between graphs"
+"""An entry's ``graph`` when it was allocated during a compiled run's call outside every graph."""
+
+ENTRY_KEY = tuple(f.name for f in dataclass_fields(AtPeakEntry) if f.name not in ("bytes", "count", "graph"))
+"""What identifies an entry live at the peak: its fields but its bytes, count and graph. The one
 declaration of it: the rows of an at-peak diff (:mod:`memprof.model.peak_diff`), the gate's
 contributors and :data:`AT_PEAK_COLUMNS` each hold a part of it."""
 

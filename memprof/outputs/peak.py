@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from memprof.core.units import format_bytes
-from memprof.model.explanation import nonzero_categories
+from memprof.model.explanation import EAGER_GRAPH, nonzero_categories
 from memprof.model.kind import ReportKind
 from memprof.outputs import document as doc
 from memprof.outputs.estimate import chosen_run
@@ -267,10 +267,22 @@ def module_name(module: str, phase: str) -> doc.Inline:
 
 def line_cell(entry: AtPeakEntry) -> doc.Inline:
     """The line that made an entry, and on a line of its own the user's line that called it;
-    for state made before the call, ``before the call`` and its shape."""
+    for state made before the call, ``before the call`` and its shape. In a compiled run, on a
+    last line, the graph that made it."""
     if not entry.source:
         what = f", {entry.shape} {entry.dtype}".rstrip() if entry.shape else ""
-        return doc.words(("before the call" if entry.before_call else "no line") + what)
+        cell = doc.words(("before the call" if entry.before_call else "no line") + what)
+    else:
+        cell = _lines(entry)
+    if entry.graph == EAGER_GRAPH:
+        cell = doc.join(cell, (doc.BREAK,), "ran eagerly, between graphs")
+    elif entry.graph:
+        cell = doc.join(cell, (doc.BREAK,), "in graph ", doc.name(entry.graph))
+    return cell
+
+
+def _lines(entry: AtPeakEntry) -> doc.Inline:
+    """An entry's line and the user's line that called it."""
     cell = doc.join(doc.name(entry.source), "  ", doc.name(entry.source_text))
     if entry.user_source:
         cell = doc.join(

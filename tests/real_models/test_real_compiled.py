@@ -72,3 +72,22 @@ def test_graph_breaks_are_shown_at_the_librarys_line_and_the_users_call(compiled
     assert inside and all(b.reason and b.source_text for b in inside), section.breaks
     assert any(b.user_source == user for b in inside), [(b.source, b.user_source) for b in inside]
     assert all("memprof" not in r.source for r in section.recompiles)
+
+
+def test_each_entry_made_during_the_step_names_its_graph(compiled: Any) -> None:
+    import re
+
+    from memprof.model.explanation import EAGER_GRAPH
+
+    during = [e for e in compiled.run.at_peak.entries if not e.before_call]
+    assert all(
+        re.fullmatch(r"\d+/\d+ \w+ \(\w+\.py:\d+\)", e.graph) or e.graph == EAGER_GRAPH for e in during
+    )
+    # The model's forward and the loss are graphs of their own (a break between them): the
+    # logits' gradient is the loss graph's backward, lm_head's logits the model's forward.
+    graphs = {e.graph for e in during if e.graph != EAGER_GRAPH}
+    assert len(graphs) >= 2
+    logits = next(e for e in during if e.module == "lm_head" and e.phase == "forward")
+    assert logits.graph.split(" ")[1] == "forward"
+    assert any(e.graph.split(" ")[1] == "ForCausalLMLoss" for e in during)
+    assert {e.graph for e in compiled.run.at_peak.entries if e.before_call} == {""}

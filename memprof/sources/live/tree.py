@@ -32,6 +32,9 @@ HOST_DEVICES = frozenset({"cpu", "mkldnn", "ideep"})
 # Inductor's wrapper of one compiled graph, as a profiler range (profiler_mark_wrapper_call).
 WRAPPER_CALL = re.compile(r"^graph_\d+_inductor_wrapper_call$")
 _WRAPPER_SUFFIX = "_inductor_wrapper_call"
+# Dynamo's range around each run of a frame's compiled code: ``Torch-Compiled Region: 0/1``
+# (the frame's id, then how many times it was compiled before).
+COMPILED_REGION = "Torch-Compiled Region: "
 DEVICE_SIDE = getattr(torch._C._profiler._EventType, "Kineto", None)
 
 
@@ -48,6 +51,17 @@ class ProfileRead:
     kernels: list[tuple[int, str, int, int, int]]
     calls: list[tuple[int, int]]
     with_backward: bool = False
+    graph_spans: GraphSpans | None = None
+    """With the kernels: Dynamo's compiled regions and each wrapper call's span."""
+
+
+@dataclass
+class GraphSpans:
+    """Where compiled code ran: each Dynamo compiled region (start, end, ``frame/compile`` id),
+    and each Inductor wrapper call's (start, end), by its number among the wrapper calls."""
+
+    regions: list[tuple[int, int, str]]
+    wrappers: dict[int, tuple[int, int]]
 
 
 def read_calls(prof: Any, device: str = "cpu") -> tuple[Allocations, list[tuple[int, int]]]:
@@ -65,13 +79,17 @@ def read_profile(prof: Any, device: str, *, backward_ops: bool = False, kernels:
     calls: list[tuple[int, int]] = []
     backward: list[tuple[str, int, int, int]] = []
     found: list[tuple[int, str, int, int, int]] = []
-    walk_with_context(roots, memory, calls, backward if backward_ops else None, found if kernels else None)
+    spans = GraphSpans([], {}) if kernels else None
+    walk_with_context(
+        roots, memory, calls, backward if backward_ops else None, found if kernels else None, spans=spans
+    )
     return ProfileRead(
         memory.allocations(),
         backward,
         sorted(found, key=lambda k: k[3]),
         sorted(calls),
         with_backward=backward_ops,
+        graph_spans=spans,
     )
 
 
@@ -166,6 +184,7 @@ def walk_with_context(
     backward: list[tuple[str, int, int, int]] | None,
     found: list[tuple[int, str, int, int, int]] | None,
     every: Callable[[Any, str], object] | None = None,
+    spans: GraphSpans | None = None,
 ) -> None:
     """The walk of the event tree, every reader's: depth first, the ``[memory]`` nodes into
     ``memory`` and the measured calls' ranges into ``calls``, carrying a context: the autograd
@@ -177,7 +196,7 @@ def walk_with_context(
     (node, context) tuples.
     ``every`` is given each node but the records, with its name, in the tree's order (a node's
     children first to last, which also numbers the wrapper calls first to last; without it they
-    are walked last to first)."""
+    are walked last to first). ``spans`` collects where compiled code ran (with ``found``)."""
     stack = list(roots) if every is None else roots[::-1]
     pop = stack.pop
     keep = memory.nodes.append
@@ -223,6 +242,10 @@ def walk_with_context(
             else:
                 wrappers += 1
                 wrapper = wrappers
+                if spans is not None:
+                    spans.wrappers[wrapper] = (node.start_time_ns, node.end_time_ns)
+        elif spans is not None and name.startswith(COMPILED_REGION) and node.tag != device_side:
+            spans.regions.append((node.start_time_ns, node.end_time_ns, name[len(COMPILED_REGION) :]))
         children = node.children
         if every is not None and children:
             children.reverse()  # popped first to last

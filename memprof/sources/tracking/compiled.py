@@ -36,6 +36,7 @@ from memprof.core.records import (
 )
 from memprof.core.records import TrackedStorage as TrackedStorage
 from memprof.sources.live.tree import ProfileRead, int_array
+from memprof.sources.tracking.graph_regions import graph_calls
 from memprof.sources.tracking.lines import _TORCH_DIR, LIBRARY, USER, frame_kind, resolve_sites
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
@@ -453,7 +454,8 @@ def compiled_facts(
     sequence they are, with that graph's lines and modules (where a node has none, those of
     the graph's call, ``calls_made``; ``root``: the name of the outermost module, its path
     for the tracker); modules as one call per path (``classes``: each path's class)."""
-    kernels = _with_callers(_matched_kernels(read, graphs, notes), calls_made or [], root)
+    paired: dict[int, int] = {}
+    kernels = _with_callers(_matched_kernels(read, graphs, notes), calls_made or [], root, paired)
     kernels.sort(key=lambda k: k.t1)
     names = sorted({k.name for k in kernels})
     code = {name: i for i, name in enumerate(names)}
@@ -507,6 +509,7 @@ def compiled_facts(
         inputs_site=int_array([site_of[r[3]] if r[3] else -1 for _, r in results]),
         shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
         dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
+        graph_calls=graph_calls(read.graph_spans, paired),
     )
 
 
@@ -519,14 +522,16 @@ class _Kernel(NamedTuple):
     wrapper: int = -1
 
 
-def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> list[_Kernel]:
+def _with_callers(
+    kernels: list[_Kernel], calls: list[GraphCall], root: str, paired: dict[int, int] | None = None
+) -> list[_Kernel]:
     """Each kernel's origin completed with its graph call's caller: the user's line when its
     nodes' stack traces stop short of it (a graph after a graph break), the caller's statement
     when they hold none (an optimizer's graph, traced inside torch), the module whose forward
     called the graph when its nodes have none, or the full path of a module its nodes name
     relative to that module. A forward wrapper call is the graph call that began last before
     it; a backward one takes the module of the forward call it pairs with (:func:`backward_pair`:
-    backward runs in the reverse order)."""
+    backward runs in the reverse order), noted in ``paired`` (backward wrapper: forward's)."""
     if not calls:
         return kernels
     by_time = sorted(calls, key=lambda call: call.time_ns)
@@ -536,7 +541,7 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
         wrappers.setdefault(kernel.wrapper, []).append(kernel)
     caller: dict[int, GraphCall | None] = {}
     base: dict[int, str | None] = {}  # the calling module's path ("": the root; None: unknown)
-    waiting: list[tuple[frozenset[str], GraphCall | None, str | None]] = []  # forward calls, in order
+    waiting: list[tuple[frozenset[str], GraphCall | None, str | None, int]] = []  # forward calls, in order
     for wrapper, group in sorted(wrappers.items(), key=lambda item: min(k.t0 for k in item[1])):
         at = bisect.bisect_right(starts, min(k.t0 for k in group)) - 1
         call = by_time[at] if at >= 0 else None
@@ -544,11 +549,14 @@ def _with_callers(kernels: list[_Kernel], calls: list[GraphCall], root: str) -> 
         if group[0].phase == BACKWARD:
             # Backward's lines are its forward's, as in eager runs: the pair's caller.
             pair = backward_pair([pending[0] for pending in waiting], names)
-            caller[wrapper], base[wrapper] = waiting.pop(pair)[1:] if pair is not None else (None, None)
+            forward = waiting.pop(pair) if pair is not None else (frozenset(), None, None, -1)
+            caller[wrapper], base[wrapper] = forward[1:3]
+            if paired is not None and forward[3] >= 0:
+                paired[wrapper] = forward[3]
             continue
         module = call.module if call is not None and isinstance(call.module, str) and call.module else None
         caller[wrapper], base[wrapper] = call, "" if module == root else module
-        waiting.append((names, call, base[wrapper]))
+        waiting.append((names, call, base[wrapper], wrapper))
     return [_completed(kernel, caller[kernel.wrapper], base[kernel.wrapper], root) for kernel in kernels]
 
 
