@@ -457,7 +457,7 @@ def test_a_training_step_gated_against_a_smaller_batch_names_the_logits_and_cros
     large = memprof.profile(gpt.train_step, *gpt.train_step_inputs(batch=4), time_budget=0)
     (violation,) = evaluate(large, GateConfig(baseline=small)).violations
     assert violation.explanation is not None
-    grown = [(r.bytes, r.source, r.op) for r in violation.explanation.rows[:4]]
+    grown = [(r.bytes, r.what.source, r.what.op) for r in violation.explanation.rows[:4]]
     logits, cross_entropy = line_of(gpt, "logits = self.lm_head(x)"), line_of(gpt, "loss = F.cross_entropy(")
     assert sorted(grown) == sorted(
         [

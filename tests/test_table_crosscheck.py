@@ -55,9 +55,10 @@ def assert_table_matches(run) -> int:
 @pytest.mark.parametrize("label", ["eager", "compile"])
 def test_saved_torch_table_agrees_with_memprof(similarity_report, label):
     compared = assert_table_matches(similarity_report.runs[label])
-    # compile: three wrapper ranges (Torch-Compiled Region, ## Call CompiledFxGraph ##,
-    # inductor_wrapper_call) and the fused kernel.
-    assert compared >= (10 if label == "eager" else 4)
+    # compile: two wrapper ranges (Torch-Compiled Region, inductor_wrapper_call) and the fused
+    # kernel; the third, ``## Call CompiledFxGraph <cache key> ##``, names the graph's key in
+    # Inductor's cache (which compiled runs use) and is cut by torch's 55-character column.
+    assert compared >= (10 if label == "eager" else 3)
 
 
 def test_run_table_round_trip_through_the_cli(make_module, tmp_path):

@@ -130,8 +130,9 @@ class HardExit(SystemExit):
 
 
 def first_line(error: BaseException) -> str:
-    """``TypeName: the first line of its message``."""
-    text = str(error).strip().splitlines()
+    """``TypeName: the first line of its message`` (its message as :func:`message_of` reads it:
+    the user's exception class may fail to say it)."""
+    text = message_of(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
