@@ -399,7 +399,9 @@ def assert_the_blocks_backward_explains_it(report: Report) -> None:
     assert sum(r.delta_bytes for r in largest) > 0.8 * change.footprint_delta_bytes
     # Eager's peak is inside the backward of blocks.0, the last block backward reaches: it holds
     # no recompute of blocks.1-3, which the compiled peak holds together.
-    recomputed = [r for r in change.by_module if r.phase == "recompute" and r.module != "blocks.0"]
+    # (What ran outside any module, a 4 B scalar made eagerly between the compiled graphs, is
+    # no block's recompute.)
+    recomputed = [r for r in change.by_module if r.phase == "recompute" and r.module not in ("", "blocks.0")]
     assert recomputed and all(r.base_bytes == 0 and r.other_bytes > 0 for r in recomputed)
     assert {(r.module, r.phase) for r in recomputed} <= {(r.module, r.phase) for r in change.only_in_other}
     # The summary names them, in backward, and that eager's peak holds none of them.
