@@ -186,3 +186,34 @@ def test_the_estimate_guides_example_prints_what_it_shows(command, expected, mon
     )
     assert result.exit_code == (1 if fails else 0), result.output
     assert result.stdout.rstrip("\n") + "\n" == expected
+
+
+ADVISE_EXAMPLES = command_blocks(page("guides/advise.md"), "advise")
+
+
+def shown_in_order(shown: str, printed: str) -> list[str]:
+    """The lines of an excerpt (``...`` marks what it leaves out) that the printed output does
+    not hold in the same order."""
+    lines, at, missing = printed.splitlines(), 0, []
+    for line in shown.splitlines():
+        if line.strip() == "...":
+            continue
+        try:
+            at = lines.index(line, at) + 1
+        except ValueError:
+            missing.append(line)
+    return missing
+
+
+def test_the_advise_guide_shows_two_worked_examples() -> None:
+    assert [command.split()[4] for command, _ in ADVISE_EXAMPLES] == ["cpu", "cuda"]
+
+
+@pytest.mark.slow  # two advice runs (~1 min)
+@pytest.mark.parametrize(("command", "expected"), ADVISE_EXAMPLES, ids=[c for c, _ in ADVISE_EXAMPLES])
+def test_the_advise_guides_examples_print_what_they_show(command, expected, monkeypatch) -> None:
+    """Every line the guide shows (its excerpts leave parts out with ``...``) is printed, in order."""
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, shlex.split(command)[1:])
+    assert result.exit_code == 0, result.output
+    assert shown_in_order(expected, result.stdout) == []
