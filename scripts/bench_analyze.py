@@ -10,8 +10,8 @@
     medians and their ratio. Once with orjson (when installed) and once with the standard
     library's parser forced.
 (b) Peak RSS of a fresh process reading a folder of the V100 trace replicated to N ranks into
-    one report (``memprof.analyze(folder)``: one file at a time, as ``iter_trace_folder``
-    reads them), against one process that only ``json.loads`` one rank's text: memory stays
+    one report (``memprof.analyze(folder)``: one file at a time, as the library reads a
+    folder), against one process that only ``json.loads`` one rank's text: memory stays
     bounded by the largest file.
 (c) The whole command: ``memprof analyze V100.json.gz -q`` (start-up, imports, reading, the
     per-op analysis, the terminal report) as a process, against a process that runs

@@ -20,7 +20,7 @@ from memprof.analysis.peaks import analyze
 from memprof.analysis.recorded import RecordedPeak, recorded_peak
 from memprof.core.errors import InputError
 from memprof.sources.files.readers import input_kind
-from memprof.sources.files.trace import TraceDevice, iter_trace_folder, read_trace
+from memprof.sources.files.trace import TraceDevice, read_trace
 
 MiB = 1 << 20
 
@@ -246,13 +246,17 @@ def test_a_folder_gives_one_trace_per_rank_one_file_at_a_time(tmp_path):
         shutil.copy(source, tmp_path / name)
     _write(tmp_path / "b.json", [_mem(1, 5, 5)], distributedInfo={"rank": 7, "world_size": 8})
     (tmp_path / "notes.txt").write_text("not a trace")
-    traces = list(iter_trace_folder(tmp_path))
-    assert [(Path(t.path).name, t.rank) for t in traces] == [
+    import memprof
+
+    report = memprof.analyze(tmp_path)
+    assert report.source is not None
+    files = report.source.files
+    assert [(Path(f.path).name, f.rank) for f in files] == [
         ("b.json", 7),
         ("worker_rank1.pt.trace.json.gz", 1),
         ("worker_rank3.pt.trace.json.gz", 3),
     ]
-    assert [d.label for d in traces[1].devices] == ["rank1/cpu", "rank1/cuda:0"]
+    assert list(files[1].runs) == ["rank1/cpu", "rank1/cuda:0"]
 
 
 def test_a_folder_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
@@ -291,32 +295,45 @@ def test_a_folder_is_read_one_rank_at_a_time(tmp_path, monkeypatch):
     assert [ref() for ref in refs] == [None] * 18
 
 
-def test_ranks_fall_back_to_the_order_of_the_files(tmp_path):
+def test_files_that_record_no_rank_are_runs_of_their_own(tmp_path):
+    """Files with no rank, in name or recorded, are read in name order and labelled by their
+    file: nothing says they are the ranks of one job."""
+    import memprof
+
     for name in ("a.json", "b.json"):
         _write(tmp_path / name, [_mem(1, 5, 5)])
-    assert [t.rank for t in iter_trace_folder(tmp_path)] == [0, 1]
+    report = memprof.analyze(tmp_path)
+    assert [(label, run.rank) for label, run in report.runs.items()] == [
+        ("a/cuda:0", None),
+        ("b/cuda:0", None),
+    ]
 
 
 def test_two_files_of_one_rank_are_said(tmp_path):
     for name in ("a.json", "b.json"):
         _write(tmp_path / name, [_mem(1, 5, 5)], distributedInfo={"rank": 2})
-    first, second = iter_trace_folder(tmp_path)
-    assert (first.rank, second.rank, first.notes) == (2, 2, ())
-    assert second.notes == ("rank 2 is also the rank of a.json",)
+    import memprof
+
+    first, second = memprof.analyze(tmp_path).runs.values()
+    assert "rank 2 is also the rank of a.json" not in first.notes
+    assert "rank 2 is also the rank of a.json" in second.notes
 
 
 def test_snapshots_in_a_folder_are_found_by_content(tmp_path):
-    from memprof.sources.files.snapshot import snapshot_files
+    from memprof.sources.files.readers import files_of
+    from memprof.sources.files.snapshot import SnapshotReader
 
     shutil.copy(gpu_file("silmont2000_cs336_tiny.snapshot.pickle"), tmp_path / "rank0.bin")
     _write(tmp_path / "t.json", [_mem(1, 5, 5)])
-    assert [p.name for p in snapshot_files(tmp_path)] == ["rank0.bin"]
+    assert [p.name for p in files_of(tmp_path, SnapshotReader())] == ["rank0.bin"]
 
 
 def test_a_folder_without_traces_is_an_input_error(tmp_path):
     (tmp_path / "x.txt").write_text("x")
+    import memprof
+
     with pytest.raises(InputError, match="no chrome trace"):
-        list(iter_trace_folder(tmp_path))
+        memprof.analyze(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -158,15 +158,6 @@ class SnapshotReader:
         ]
 
 
-def snapshot_files(folder: str | Path) -> list[Path]:
-    """The snapshot pickles in ``folder`` (not its subfolders), detected by content, by name."""
-    root = Path(folder)
-    if not root.is_dir():
-        raise InputError(f"{root} is not a folder")
-    reader = SnapshotReader()
-    return sorted(p for p in root.iterdir() if p.is_file() and reader.sniff(p))
-
-
 def read_snapshot(path: str | Path) -> SnapshotRecords:
     """Read a CUDA memory snapshot into :class:`SnapshotRecords`.
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,6 @@ _HOST_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
 _ACCELERATOR_NAMES = {1: "cuda", 6: "cuda", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuseone"}
 HIP_DEVICE_TYPE = 6
 
-_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _MISSING = -1  # a field absent from an event (Total Allocated/Reserved are never negative)
 
 
@@ -249,35 +247,6 @@ def read_trace(path: str | Path, rank: int | None = None) -> Trace:
     document = load_trace_json(path)
     with gc_paused():
         return _read_document(document, str(path), rank)
-
-
-def trace_files(folder: str | Path) -> list[Path]:
-    """The chrome traces in ``folder`` (not its subfolders), detected by content, by name."""
-    root = Path(folder)
-    if not root.is_dir():
-        raise InputError(f"{root} is not a folder")
-    reader = TraceReader()
-    return sorted(p for p in root.iterdir() if p.is_file() and reader.sniff(p))
-
-
-def iter_trace_folder(folder: str | Path) -> Iterator[Trace]:
-    """Read the per-rank traces of ``folder`` one file at a time (memory stays bounded by the
-    largest file). A trace's rank is ``distributedInfo.rank`` when recorded, else a number in
-    its file name (``rank3``, ``rank_3``), else its position in name order."""
-    files = trace_files(folder)
-    if not files:
-        raise InputError(f"{folder}: no chrome trace (.json or .json.gz) in this folder")
-    seen: dict[int, str] = {}
-    for position, path in enumerate(files):
-        match = _RANK_IN_NAME.search(path.name)
-        trace = read_trace(path, int(match.group(1)) if match else position)
-        rank = trace.rank
-        if rank is not None:
-            if rank in seen:
-                trace = replace(trace, notes=(*trace.notes, f"rank {rank} is also the rank of {seen[rank]}"))
-            seen.setdefault(rank, path.name)
-        yield trace
-        del trace  # released before the next file is read: one rank's records at a time
 
 
 def _read_document(document: Any, name: str, rank_hint: int | None) -> Trace:
