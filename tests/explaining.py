@@ -124,7 +124,7 @@ def profile_compiled(
     torch._dynamo.reset()
     compiled = torch.compile(func)
     tracking = CompileTracking()
-    markers = {"cpp.enable_kernel_profile": True, "profiler_mark_wrapper_call": True}
+    markers = {"profiler_mark_wrapper_call": True}
     with inductor_config.patch(markers), tracking:
         compiled(*args)
         tracker = Tracker(args, {}, func=func, module=module, compiled=True)

@@ -19,7 +19,8 @@ import re
 import sys
 import time
 from collections import Counter
-from types import FrameType
+from collections.abc import Callable
+from types import BuiltinFunctionType, FrameType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -93,6 +94,7 @@ class CompileTracking:
         self._graphs: dict[int, Any] = {}  # the compiled graphs made ready or called, by id
         self.calls: list[GraphCall] = []
         self.notes: list[str] = []
+        self._marked: set[int] = set()  # the graphs whose kernels have their ranges
 
     def __enter__(self) -> CompileTracking:
         try:
@@ -188,19 +190,45 @@ class CompileTracking:
         original, original_ready = CompiledFxGraph.__call__, CompiledFxGraph.post_compile
         calls, graphs = self.calls, self._graphs
 
+        mark = self._mark_kernels
+
         def ready(graph: Any, *args: Any, **kwargs: Any) -> Any:
             graphs[id(graph)] = graph
-            return original_ready(graph, *args, **kwargs)
+            found = original_ready(graph, *args, **kwargs)
+            mark(graph)
+            return found
 
         def call(graph: Any, inputs: Any) -> Any:
             calls.append(_graph_call(sys._getframe(1)))
             graphs.setdefault(id(graph), graph)
+            mark(graph)
             return original(graph, inputs)
 
         CompiledFxGraph.__call__ = call  # type: ignore[method-assign,assignment]
         CompiledFxGraph.post_compile = ready  # type: ignore[method-assign,assignment]
         self._stack.callback(setattr, CompiledFxGraph, "__call__", original)
         self._stack.callback(setattr, CompiledFxGraph, "post_compile", original_ready)
+
+    def _mark_kernels(self, graph: Any) -> None:
+        """Give each C++ kernel of a compiled graph its own profiler range, as Inductor gives
+        each Triton kernel it launches (its buffers are tied to the kernel by that range), until
+        the tracking ends: the kernels in the graph's Python wrapper are wrapped there. Inductor's
+        own way, ``cpp.enable_kernel_profile``, puts the range in each kernel's C++ source,
+        which makes a cold compile about a quarter slower (a heavier header per kernel file)
+        and compiles other kernels than a run without memprof does: with this, memprof and the
+        user's own runs compile and cache the same kernels."""
+        if id(graph) in self._marked or getattr(graph, "current_callable", None) is None:
+            return  # marked, or its module not loaded yet (it is by its first call)
+        self._marked.add(id(graph))
+        self._stack.callback(self._marked.discard, id(graph))
+        if (namespace := _wrapper_namespace(graph)) is None:
+            return
+        graph_id = (getattr(graph, "fx_kwargs", None) or {}).get("graph_id")
+        prefix = f"graph_{graph_id}_" if isinstance(graph_id, int) else ""
+        for name, kernel in list(namespace.items()):
+            if _CPP_KERNEL.match(name) and isinstance(kernel, BuiltinFunctionType):
+                namespace[name] = _ranged(prefix + name, kernel)
+                self._stack.callback(namespace.__setitem__, name, kernel)
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
@@ -239,6 +267,39 @@ class CompileTracking:
         return compiled_facts(
             read, self.graphs(), storages, device, [*notes, *self.notes], calls, root, classes
         )
+
+
+_CPP_KERNEL = re.compile(r"^(cpp_|kernel_cpp_)\w+$")
+"""A C++ kernel in a compiled graph's Python wrapper (``cpp_fused_gelu_0``; without
+descriptive names, ``kernel_cpp_0``)."""
+
+
+def _wrapper_namespace(graph: Any) -> dict[str, Any] | None:
+    """The globals of a compiled graph's Python wrapper module, where its kernels are bound
+    (None: no such module, as with the C++ wrapper)."""
+    key = getattr(graph, "cache_key", None)
+    with contextlib.suppress(ImportError, AttributeError):
+        from torch._inductor.codecache import PyCodeCache
+
+        for module in reversed(PyCodeCache.modules):
+            if key and module.__name__.rpartition(".")[2] == key:
+                return vars(module)
+    namespace = getattr(getattr(graph, "current_callable", None), "__globals__", None)
+    return namespace if isinstance(namespace, dict) and "call" in namespace else None
+
+
+def _ranged(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``kernel`` in a profiler range named ``name`` while a profiler records."""
+    profiler = torch.autograd.profiler
+    record = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.profiler.record_function
+
+    def ranged(*args: Any) -> Any:
+        if profiler._is_profiler_enabled:
+            with record(name):
+                return kernel(*args)
+        return kernel(*args)
+
+    return ranged
 
 
 def sites_digest(gm: Any) -> str:
