@@ -86,12 +86,6 @@ class _Mode(TorchDispatchMode):
                 _set_hook(hook)
 
 
-if _set_hook is not _no_hook:
-    set_code_exec_strategy(
-        _Mode.__torch_dispatch__.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
-    )
-
-
 class Ops:
     """The ops recorded while the mode is entered, as parallel lists (appending to lists is
     the cheapest per-op record). ``fake``: the ops run on fake tensors (no allocation of theirs
@@ -309,9 +303,23 @@ class Ops:
         ``del``): the statement running now is noted once, from its first event, so that what
         is allocated outside any op (``torch.get_rng_state()`` in ``torch.utils.checkpoint``,
         ``torch.load``'s storages) is put on it. memprof's own frames are left out."""
+        return self._note(sys._getframe(1))
+
+    def _statement_outside_dynamo(self) -> int:
+        """:meth:`_statement` for a compiled run: torch.compile's frame evaluation hook is off
+        while it runs (as in the mode's ``__torch_dispatch__``), so that no frame of memprof's is
+        handed to Dynamo."""
+        hook = _set_hook(None)
+        try:
+            return self._note(sys._getframe(1))
+        finally:
+            if hook is not None:
+                _set_hook(hook)
+
+    def _note(self, frame: FrameType) -> int:
+        """:meth:`_statement` of the event whose ``frame`` called the timer."""
         if threading.get_ident() != self._thread:  # Python 3.12+ profiles every thread
             return 0
-        frame = sys._getframe(1)
         code = frame.f_code
         if (self._kinds.get(id(code)) or self._new_kind(code)) == MEMPROF:
             return 0
@@ -366,18 +374,19 @@ class Ops:
         stack.enter_context(self.mode)
         if not self._fake:
             self._run_backward_without(stack)
-            self._note_statements(stack)
+            self.note_statements(stack)
 
-    def _note_statements(self, stack: contextlib.ExitStack) -> None:
+    def note_statements(self, stack: contextlib.ExitStack, *, compiled: bool = False) -> None:
         """Note the statements that run (:meth:`_statement`) until ``stack`` closes; not under
-        another profiler (cProfile, a hook set with ``sys.setprofile``): then they are not known."""
+        another profiler (cProfile, a hook set with ``sys.setprofile``): then they are not known.
+        ``compiled``: the call runs compiled code (Dynamo's hook is kept off the timer)."""
         if sys.getprofile() is not None:
             self.notes.append("what is allocated outside any op has no line (another profiler was on)")
             return
         import cProfile
 
         self._thread = threading.get_ident()
-        profiler = cProfile.Profile(self._statement)
+        profiler = cProfile.Profile(self._statement_outside_dynamo if compiled else self._statement)
         try:
             profiler.enable(subcalls=False, builtins=True)
         except ValueError as error:  # Python 3.12+: another tool holds the profiler's slot
@@ -512,3 +521,8 @@ def _op_name(func: Any) -> str:
 _PASS_THROUGH = _MODULES_PASS_THROUGH | frozenset(
     code for code in Ops._run_backward_without.__code__.co_consts if isinstance(code, CodeType)
 )
+
+
+if _set_hook is not _no_hook:
+    for _code in (_Mode.__torch_dispatch__.__code__, Ops._statement_outside_dynamo.__code__):
+        set_code_exec_strategy(_code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT))
