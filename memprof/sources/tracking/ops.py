@@ -308,10 +308,14 @@ class Ops:
     def _statement_outside_dynamo(self) -> int:
         """:meth:`_statement` for a compiled run: torch.compile's frame evaluation hook is off
         while it runs (as in the mode's ``__torch_dispatch__``), so that no frame of memprof's is
-        handed to Dynamo."""
+        handed to Dynamo. Only events of the user's or a library's frames are noted: torch's
+        own (Dynamo's, compiling or guarding) are many, and none is a line of the profiled code."""
         hook = _set_hook(None)
         try:
-            return self._note(sys._getframe(1))
+            frame = sys._getframe(1)
+            if (self._kinds.get(id(frame.f_code)) or self._new_kind(frame.f_code)) not in _SOURCE_KINDS:
+                return 0
+            return self._note(frame)
         finally:
             if hook is not None:
                 _set_hook(hook)
