@@ -309,6 +309,9 @@ class Statements:
     user_site: np.ndarray
     module_call: np.ndarray
     phase: np.ndarray
+    end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Compiled runs: when each statement's last event came (it ran from ``time`` to ``end``);
+    empty otherwise."""
 
     @staticmethod
     def empty() -> Statements:

@@ -140,6 +140,9 @@ class Ops:
         self.statement_call: list[int] = []
         self.statement_phase: list[int] = []
         self._last_statement: tuple[int, int, int] | None = None
+        # A compiled run's: when each statement's last event came, and the last one noted.
+        self.statement_end: list[int] = []
+        self._last_noted: tuple[int, int, int] | None = None
         self._thread = threading.get_ident()
 
     # ---- the hot path -------------------------------------------------------------------------
@@ -308,17 +311,33 @@ class Ops:
     def _statement_outside_dynamo(self) -> int:
         """:meth:`_statement` for a compiled run: torch.compile's frame evaluation hook is off
         while it runs (as in the mode's ``__torch_dispatch__``), so that no frame of memprof's is
-        handed to Dynamo. Only events of the user's or a library's frames are noted: torch's
-        own (Dynamo's, compiling or guarding) are many, and none is a line of the profiled code."""
+        handed to Dynamo. Only events of the user's or a library's frames, and of torch's
+        functions they call, are noted: torch's own (Dynamo's, compiling or guarding) are many,
+        and none is a line of the profiled code. Each statement's last event is kept too: what
+        is allocated before it came was made by that statement (a builtin it called)."""
         hook = _set_hook(None)
         try:
             frame = sys._getframe(1)
-            if (self._kinds.get(id(frame.f_code)) or self._new_kind(frame.f_code)) not in _SOURCE_KINDS:
+            if self._kind(frame) not in _SOURCE_KINDS:
+                back = frame.f_back  # torch's function called by the profiled code: its line
+                if back is None or self._kind(back) not in _SOURCE_KINDS:
+                    return 0
+            key = (id(frame), id(frame.f_code), frame.f_lineno)
+            if key == self._last_noted:  # the same statement still runs (a builtin returns)
+                self.statement_end[-1] = self.clock()
                 return 0
-            return self._note(frame)
+            count = len(self.statement_time)
+            self._note(frame)
+            if len(self.statement_time) > count:
+                self._last_noted = key
+                self.statement_end.append(self.statement_time[-1])
+            return 0
         finally:
             if hook is not None:
                 _set_hook(hook)
+
+    def _kind(self, frame: FrameType) -> str:
+        return self._kinds.get(id(frame.f_code)) or self._new_kind(frame.f_code)
 
     def _note(self, frame: FrameType) -> int:
         """:meth:`_statement` of the event whose ``frame`` called the timer."""
@@ -352,6 +371,7 @@ class Ops:
         """The statements noted by :meth:`_statement`, as arrays."""
         return Statements(
             time=int_array(self.statement_time),
+            end=int_array(self.statement_end),
             site=int_array(self.statement_site),
             user_site=int_array(self.statement_user_site),
             module_call=int_array(self.statement_call),
