@@ -326,15 +326,18 @@ class _GraphOf:
         starts. Eager code at a break calls a function that returns
         (a ``torch.compiler.disable``d one: its ``return h * 3.0``), or is the statement that
         broke the graph, after which Dynamo calls the function that resumes the frame there;
-        an op called by an operator (``h * 3.0``) is noted by nothing before it, so a line that
-        calls no function takes the next line that does (or returns). Not in backward, where
-        Python runs rarely between autograd's nodes."""
+        an op called by an operator (``h * 3.0``) is noted by nothing before it: the next
+        statement only when no other one of its file starts between it and the one before
+        (``statements.follows``). Not in backward, where Python runs rarely between autograd's
+        nodes."""
         statements, ops = self.facts.statements, self.facts.ops
         if origin < 0 or ops.phase[origin] != FORWARD or not len(statements.time):
             return -1
         found = int(np.searchsorted(statements.time, time, side="right"))
         if found and len(statements.end) == len(statements.time) and statements.end[found - 1] >= time:
             found -= 1  # made while that statement ran (a builtin it called: torch.relu(h))
+        elif found < len(statements.follows) and not statements.follows[found]:
+            return -1  # other statements may have run between the two noted around it
         after = int(np.searchsorted(self.starts, time, side="right"))
         if found >= len(statements.time) or statements.phase[found] != FORWARD:
             return -1

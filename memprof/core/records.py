@@ -312,6 +312,9 @@ class Statements:
     end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Compiled runs: when each statement's last event came (it ran from ``time`` to ``end``);
     empty otherwise."""
+    follows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Compiled runs: whether what ran after the statement before ended and before this one
+    started ran on this one (no statement of its file starts between the two); empty otherwise."""
 
     @staticmethod
     def empty() -> Statements:

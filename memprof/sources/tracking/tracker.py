@@ -18,7 +18,7 @@ from memprof.core.records import Allocations, TrackedFacts, TrackedOps
 from memprof.sources.live.tree import ProfileRead, backward_table, int_array, read_profile
 from memprof.sources.tracking.compiled import CompileTracking
 from memprof.sources.tracking.fsdp import follow_fsdp
-from memprof.sources.tracking.lines import resolve_sites
+from memprof.sources.tracking.lines import nothing_between, resolve_sites
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.ops import Ops
 from memprof.sources.tracking.state import ProgramState, call_roots
@@ -175,6 +175,8 @@ class Tracker:
         if noted is None:
             return facts
         statements = noted.statements()
+        lines = [noted.site_lines[site] for site in statements.site.tolist()]
+        follows = np.array([False, *nothing_between(zip(lines, lines[1:], strict=False))], dtype=bool)
         base = len(facts.sites)
         return replace(
             facts,
@@ -183,6 +185,7 @@ class Tracker:
                 statements,
                 site=np.where(statements.site >= 0, statements.site + base, -1),
                 user_site=np.where(statements.user_site >= 0, statements.user_site + base, -1),
+                follows=follows[: len(lines)],
             ),
         )
 
