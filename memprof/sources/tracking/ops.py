@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
 from memprof.core.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, Statements, TrackedOps
 from memprof.sources.live.tree import int_array
-from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
+from memprof.sources.tracking.lines import LIBRARY, MEMPROF, TORCH, USER, frame_kind
 from memprof.sources.tracking.modules import PASS_THROUGH as _MODULES_PASS_THROUGH
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
@@ -315,9 +315,17 @@ class Ops:
         functions they call, are noted: torch's own (Dynamo's, compiling or guarding) are many,
         and none is a line of the profiled code. Each statement's last event is kept too: what
         is allocated before it came was made by that statement (a builtin it called)."""
+        frame = sys._getframe(1)
+        kinds = self._kinds
+        kind = kinds.get(id(frame.f_code))
+        if kind is not None and kind not in _SOURCE_KINDS:
+            # The common case, without a Python call: torch's code called by torch's code.
+            back = frame.f_back
+            back_kind = kinds.get(id(back.f_code)) if back is not None else TORCH
+            if back_kind is not None and back_kind not in _SOURCE_KINDS:
+                return 0
         hook = _set_hook(None)
         try:
-            frame = sys._getframe(1)
             if self._kind(frame) not in _SOURCE_KINDS:
                 back = frame.f_back  # torch's function called by the profiled code: its line
                 if back is None or self._kind(back) not in _SOURCE_KINDS:
