@@ -55,7 +55,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Any:
     try:
         module = __import__("graph_step")
         report = memprof.profile(
-            module.step, *module.step_inputs(), mode="compile", device="cpu", time_budget=0
+            module.step, *module.step_inputs(), mode="compile", device="cpu", time_budget=0.05
         )
         yield types.SimpleNamespace(report=report, run=report.runs["compile"], module=module)
     finally:
@@ -121,3 +121,16 @@ def test_entries_name_the_graph_whose_region_allocated_them(compiled: Any) -> No
     assert entry.source.endswith(f"graph_step.py:{SCALE_LINE}") and entry.source_text == "return h * 3.0"
     # State made before the call names no graph.
     assert {e.graph for e in compiled.run.at_peak.entries if e.before_call} == {""}
+
+
+def test_eager_code_has_no_line_when_the_profiled_calls_are_the_timing(compiled: Any) -> None:
+    """With no time budget the profiled calls are the wall times reported: the statements are
+    not noted then (it would slow them), and what eager code made at the break has no line."""
+    import memprof
+
+    report = memprof.profile(
+        compiled.module.step, *compiled.module.step_inputs(), mode="compile", device="cpu", time_budget=0
+    )
+    made_eagerly = [e for e in report.runs["compile"].at_peak.entries if e.graph == "eager, between graphs"]
+    assert len(made_eagerly) == 1
+    assert (made_eagerly[0].source, made_eagerly[0].op) == ("", "")
