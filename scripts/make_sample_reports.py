@@ -38,7 +38,7 @@ def build_report() -> Report:
 
 def write_reports(report: Report, out_dir: Path) -> dict[str, Path]:
     """Write every format of ``report`` into ``out_dir``; returns {format: path}."""
-    from memprof.core.fileio import atomic_write_text
+    from memprof.core.writing import atomic_write_text
     from memprof.outputs import renderer
 
     paths = {

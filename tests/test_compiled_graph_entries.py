@@ -2,9 +2,10 @@
 call Dynamo does not trace (a ``torch.compiler.disable``d function, run eagerly between the
 graphs) has entries of its first graph (``0/0 step (graph_step.py:14)``), of the graph Dynamo
 resumes after the break (``1/0 torch_dynamo_resume_in_step_at_16 (graph_step.py:16)``) and of
-the eager code between them; each entry names the graph whose ``Torch-Compiled Region`` range
-holds its allocation in a profile of the same compiled step read here with torch's profiler
-alone. One small compile (seconds with Inductor's cache warm)."""
+the eager code between them, on that code's line (``return h * 3.0``); each entry names the
+graph whose ``Torch-Compiled Region`` range holds its allocation in a profile of the same
+compiled step read here with torch's profiler alone. One small compile (seconds with
+Inductor's cache warm)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def step_inputs():
     return (torch.randn(128, 64, generator=torch.Generator().manual_seed(1)),)
 """
 BREAK_LINE = next(n for n, line in enumerate(CODE.splitlines(), 1) if "g = eager_scale(h)" in line)
+SCALE_LINE = next(n for n, line in enumerate(CODE.splitlines(), 1) if "return h * 3.0" in line)
 FLOAT32 = 4
 
 
@@ -53,7 +55,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Any:
     try:
         module = __import__("graph_step")
         report = memprof.profile(
-            module.step, *module.step_inputs(), mode="compile", device="cpu", time_budget=0
+            module.step, *module.step_inputs(), mode="compile", device="cpu", time_budget=0.05
         )
         yield types.SimpleNamespace(report=report, run=report.runs["compile"], module=module)
     finally:
@@ -109,11 +111,26 @@ def test_entries_name_the_graph_whose_region_allocated_them(compiled: Any) -> No
     resumed = f"torch_dynamo_resume_in_step_at_{BREAK_LINE} (graph_step.py:{BREAK_LINE})"
     assert after.graph == f"{in_graph[after.bytes]} {resumed}"
     assert in_graph[after.bytes] != in_graph[first.bytes]
-    # h * 3.0, run eagerly at the break: on no kernel's line, as the profile has it outside
-    # both graphs' calls.
+    # h * 3.0, run eagerly at the break (outside both graphs' calls in the profile): on its own
+    # line, not on a kernel's.
     made_eagerly = [e for e in compiled.run.at_peak.entries if e.graph == "eager, between graphs"]
     assert 128 * 64 * FLOAT32 in eager
     assert len(made_eagerly) == 1 and 128 * 64 * FLOAT32 <= made_eagerly[0].bytes <= sum(eager)
-    assert (made_eagerly[0].op, made_eagerly[0].source, made_eagerly[0].phase) == ("", "", "forward")
+    entry = made_eagerly[0]
+    assert (entry.op, entry.phase, entry.user_source) == ("", "forward", "")
+    assert entry.source.endswith(f"graph_step.py:{SCALE_LINE}") and entry.source_text == "return h * 3.0"
     # State made before the call names no graph.
     assert {e.graph for e in compiled.run.at_peak.entries if e.before_call} == {""}
+
+
+def test_eager_code_has_no_line_when_the_profiled_calls_are_the_timing(compiled: Any) -> None:
+    """With no time budget the profiled calls are the wall times reported: the statements are
+    not noted then (it would slow them), and what eager code made at the break has no line."""
+    import memprof
+
+    report = memprof.profile(
+        compiled.module.step, *compiled.module.step_inputs(), mode="compile", device="cpu", time_budget=0
+    )
+    made_eagerly = [e for e in report.runs["compile"].at_peak.entries if e.graph == "eager, between graphs"]
+    assert len(made_eagerly) == 1
+    assert (made_eagerly[0].source, made_eagerly[0].op) == ("", "")

@@ -165,7 +165,7 @@ def test_compile_failure_keeps_eager_results(runner, make_module, tmp_path):
 
 
 def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
-    from memprof.core import fileio
+    from memprof.core import writing
 
     target = tmp_path / "report.json"
     target.write_text("previous")
@@ -175,7 +175,7 @@ def test_failed_rendering_leaves_no_file(tmp_path, monkeypatch):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        fileio.atomic_write(target, explode)
+        writing.atomic_write(target, explode)
     assert target.read_text() == "previous"
     assert list(tmp_path.iterdir()) == [target]
 
@@ -212,8 +212,8 @@ def test_missing_cxx_compiler_is_one_line_exit_3_and_eager_still_written(make_mo
 
 
 def test_atomic_write_gives_ordinary_permissions(tmp_path):
-    from memprof.core import fileio
+    from memprof.core import writing
 
-    path = fileio.atomic_write_text(tmp_path / "out.csv", "a,b\n")
+    path = writing.atomic_write_text(tmp_path / "out.csv", "a,b\n")
     assert path.read_text() == "a,b\n"
     assert path.stat().st_mode & 0o044 == 0o044  # readable by group and others, as with open()

@@ -25,7 +25,7 @@ import pytest
 from conftest import make_single_report
 from typer.testing import CliRunner
 
-from memprof.core import fileio
+from memprof.core import writing
 from memprof.core.errors import InputError
 from memprof.frontends.cli import app
 from memprof.pipeline import load_report
@@ -170,9 +170,9 @@ def test_a_fifo_named_as_a_target_file_or_module_is_refused(tmp_path):
 
 
 def test_standard_input_is_read_up_to_its_limit(runner, monkeypatch):
-    import memprof.core.fileio
+    import memprof.core.reading
 
-    monkeypatch.setattr(memprof.core.fileio, "STDIN_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(memprof.core.reading, "STDIN_LIMIT_BYTES", 1000)
     result = runner.invoke(app, ["parse", "-"], input=b"x" * 1001)
     assert result.exit_code == 2
     assert result.stderr == (
@@ -186,7 +186,8 @@ def test_standard_input_is_read_up_to_its_limit(runner, monkeypatch):
 
 def test_endless_standard_input_ends_with_an_error():
     code = (
-        "import memprof.core.fileio, memprof.frontends.cli; memprof.core.fileio.STDIN_LIMIT_BYTES = 1 << 20; "
+        "import memprof.core.reading, memprof.frontends.cli; "
+        "memprof.core.reading.STDIN_LIMIT_BYTES = 1 << 20; "
         "memprof.frontends.cli.main(['parse', '-'])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -265,7 +266,7 @@ def _failing_fdopen(monkeypatch: pytest.MonkeyPatch, failure: OSError, skip: int
         opened.append(handle)
         return Failing(handle) if len(opened) > skip else handle
 
-    monkeypatch.setattr(fileio, "_fdopen", fdopen)  # the function memprof bound when imported
+    monkeypatch.setattr(writing, "_fdopen", fdopen)  # the function memprof bound when imported
 
 
 @pytest.mark.parametrize(

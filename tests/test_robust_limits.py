@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memprof.core.errors import InputError
-from memprof.core.fileio import gunzip
+from memprof.core.reading import gunzip
 from memprof.frontends.cli import app
 from memprof.sources.files import snapshot as snapshot_module
 from memprof.sources.files import trace as trace_module
@@ -333,7 +333,7 @@ def test_running_out_of_memory_in_the_analysis_names_the_file(tmp_path, monkeypa
 
 def test_the_limits_page_states_the_limits_in_force():
     from memprof.core.errors import TRACEBACK_CHARS, TRACEBACK_LINES
-    from memprof.core.fileio import DECOMPRESSED_LIMIT_BYTES, STDIN_LIMIT_BYTES
+    from memprof.core.reading import DECOMPRESSED_LIMIT_BYTES, STDIN_LIMIT_BYTES
     from memprof.core.text import NAME_LIMIT, QUOTE_LIMIT
     from memprof.frontends.commands.common import MESSAGE_LIMIT
 
@@ -355,11 +355,11 @@ def test_the_limits_page_states_the_limits_in_force():
 def test_running_out_of_memory_reading_a_report_names_it(tmp_path, monkeypatch):
     from conftest import make_single_report
 
-    from memprof.core import fileio
+    from memprof.core import reading
 
     path = tmp_path / "r.json"
     path.write_text(make_single_report().to_json())
-    monkeypatch.setattr(fileio, "parse_json", _out_of_memory)
+    monkeypatch.setattr(reading, "parse_json", _out_of_memory)
     result = CliRunner().invoke(app, ["check", str(path), "--budget", "1GB"])
     assert (result.exit_code, result.stderr) == (
         2,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memprof.core import fileio
+from memprof.core import writing
 from memprof.core.errors import OutputError
 from memprof.frontends.cli import app, interrupted
 from memprof.frontends.commands.distributed import noting_outputs
@@ -70,7 +70,7 @@ def test_a_link_planted_while_memprof_runs_is_replaced_not_written_through(tmp_p
     target.write_text("keep me\n")
     link = tmp_path / "report.json"
     link.symlink_to(target)  # after the up-front check: the write itself never follows it
-    fileio.atomic_write_text(link, "{}\n", remember=False)
+    writing.atomic_write_text(link, "{}\n", remember=False)
     assert not link.is_symlink() and link.read_text() == "{}\n"
     assert target.read_text() == "keep me\n"
 
@@ -109,7 +109,7 @@ def test_an_output_beside_a_baseline_given_as_a_loop_of_links_is_checked(runner,
 
 def _failing_replace(monkeypatch: pytest.MonkeyPatch, fail_at: int, failure: BaseException) -> list[str]:
     """memprof's os.replace fails at its ``fail_at``-th call (from 1) with ``failure``."""
-    real = fileio._replace
+    real = writing._replace
     calls: list[str] = []
 
     def replace(source: str, destination: str | Path) -> None:
@@ -118,7 +118,7 @@ def _failing_replace(monkeypatch: pytest.MonkeyPatch, fail_at: int, failure: Bas
             raise failure
         real(source, destination)
 
-    monkeypatch.setattr(fileio, "_replace", replace)
+    monkeypatch.setattr(writing, "_replace", replace)
     return calls
 
 
@@ -194,20 +194,20 @@ def test_a_name_as_long_as_a_file_name_can_be_is_written(runner, tmp_path):
 
 
 def test_writing_records_what_was_written_unless_told_not_to(tmp_path):
-    before = len(fileio.WRITTEN)
-    fileio.atomic_write_texts([(tmp_path / "a", "1"), (tmp_path / "b", "2")])
-    fileio.atomic_write_text(tmp_path / "c", "3", remember=False)
-    assert fileio.WRITTEN[before:] == [tmp_path / "a", tmp_path / "b"]
+    before = len(writing.WRITTEN)
+    writing.atomic_write_texts([(tmp_path / "a", "1"), (tmp_path / "b", "2")])
+    writing.atomic_write_text(tmp_path / "c", "3", remember=False)
+    assert writing.WRITTEN[before:] == [tmp_path / "a", tmp_path / "b"]
 
 
 def test_a_write_that_fails_before_any_rename_is_an_output_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(fileio, "_link", _raise(OSError(errno.EPERM, "Operation not permitted")))
+    monkeypatch.setattr(writing, "_link", _raise(OSError(errno.EPERM, "Operation not permitted")))
     (tmp_path / "a").write_text("old")
-    fileio.atomic_write_text(tmp_path / "a", "new", remember=False)  # no hard links: a copy is kept
+    writing.atomic_write_text(tmp_path / "a", "new", remember=False)  # no hard links: a copy is kept
     assert (tmp_path / "a").read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["a"]
-    monkeypatch.setattr(fileio, "_replace", _raise(OSError(errno.EROFS, "Read-only file system")))
+    monkeypatch.setattr(writing, "_replace", _raise(OSError(errno.EROFS, "Read-only file system")))
     with pytest.raises(OutputError) as failed:
-        fileio.atomic_write_text(tmp_path / "a", "newer", remember=False)
+        writing.atomic_write_text(tmp_path / "a", "newer", remember=False)
     assert str(failed.value) == (
         f"cannot write {str(tmp_path / 'a')!r}: Read-only file system; write to a writable file system; "
         "nothing was written"
@@ -249,13 +249,13 @@ def _memory_event(ts: int, nbytes: int) -> dict:
 
 
 def test_ctrl_c_while_the_ranks_run_names_what_rank_0_wrote(tmp_path):
-    written, untouched, before = tmp_path / "job.json", tmp_path / "job.csv", len(fileio.WRITTEN)
+    written, untouched, before = tmp_path / "job.json", tmp_path / "job.csv", len(writing.WRITTEN)
     untouched.write_text("old\n")
     with pytest.raises(KeyboardInterrupt), noting_outputs([written, untouched]):
         written.write_text("{}")  # what rank 0 did before Ctrl-C reached the launcher
         raise KeyboardInterrupt
-    assert fileio.WRITTEN[before:] == [written]
-    del fileio.WRITTEN[before:]
+    assert writing.WRITTEN[before:] == [written]
+    del writing.WRITTEN[before:]
     assert (
         interrupted([written])
         == f"interrupted after writing {str(written)!r} in full; nothing else was written"

@@ -322,7 +322,7 @@ def test_no_output_replaces_a_module_the_program_imported(tmp_path: Path, link: 
     import importlib
     import sys
 
-    from memprof.core import fileio
+    from memprof.core import writing
     from memprof.core.errors import UsageError
 
     source = tmp_path / "imported_helper_mod.py"
@@ -334,9 +334,9 @@ def test_no_output_replaces_a_module_the_program_imported(tmp_path: Path, link: 
         if link:
             target.hardlink_to(source)
         with pytest.raises(UsageError, match="imported_helper_mod"):
-            fileio.check_output_paths([("json", target)])
+            writing.check_output_paths([("json", target)])
         with pytest.raises(UsageError, match="is a file of the running program"):
-            fileio.atomic_write_text(target, "{}", remember=False)
+            writing.atomic_write_text(target, "{}", remember=False)
         assert source.read_text() == "X = 1\n"
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".memprof")) == []
     finally:
@@ -488,7 +488,7 @@ def test_a_callback_refuses_a_device_that_is_not_one_when_made(
 SIGNAL_AT_EVERY_STEP = r'''
 import os, signal, sys
 from pathlib import Path
-from memprof.core import fileio
+from memprof.core import writing
 
 folder, signum = Path(sys.argv[1]), int(sys.argv[2])
 names = ["a.json", "b.html", "c.md", "d.csv"]
@@ -496,17 +496,17 @@ PRIMITIVES = ("_open", "_fdopen", "_chmod", "_link", "_replace", "_unlink", "_ls
 
 
 def instrumented(at):
-    """Each primitive of fileio counted; the signal sent right after the at-th call returns."""
+    """Each primitive of memprof.core.writing counted; the signal sent right after the at-th call returns."""
     count = [0]
     for name in PRIMITIVES:
-        real = getattr(fileio, name)
+        real = getattr(writing, name)
         def wrapper(*args, _real=real, **kwargs):
             result = _real(*args, **kwargs)
             count[0] += 1
             if count[0] == at:
                 os.kill(os.getpid(), signum)
             return result
-        setattr(fileio, name, wrapper)
+        setattr(writing, name, wrapper)
     return count
 
 
@@ -517,7 +517,7 @@ def trial(at):
     if pid == 0:
         count = instrumented(at)
         try:
-            fileio.atomic_write_texts([(folder / name, "new " * 1000) for name in names])
+            writing.atomic_write_texts([(folder / name, "new " * 1000) for name in names])
         except KeyboardInterrupt:
             os._exit(130)
         os._exit(0 if count[0] >= at else 99)  # 99: fewer steps than at, the trials are over

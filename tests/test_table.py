@@ -393,7 +393,7 @@ def test_mutated_tables_raise_only_memprof_errors(r: Rendered, data: st.DataObje
 def test_arbitrary_bytes_from_a_file_raise_only_memprof_errors(data: bytes, lenient: bool) -> None:
     import tempfile
 
-    from memprof.core.fileio import read_text
+    from memprof.core.reading import read_text
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "t.txt")

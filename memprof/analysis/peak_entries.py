@@ -259,8 +259,13 @@ def live_at_peak(
             described = describe.statement(statement)
         elif graph == EAGER_GRAPH:
             # Allocated by eager code at a graph break: the kernel after it did not make it
-            # (its line, module, op and shape are not this tensor's); a storage still names it.
-            described = describe.eager(origin, int(what.fact[index]), nbytes)
+            # (its line, module, op and shape are not this tensor's); a storage still names it,
+            # the statement that ran it its lines.
+            ran = graph_of.eager_statement(int(lt.start[index]), origin)
+            if ran >= 0:
+                described = describe.statement(ran)
+            else:
+                described = describe.eager(origin, int(what.fact[index]), nbytes)
         else:
             described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
         _add(groups, (category, *described, before, graph), nbytes)
@@ -302,6 +307,7 @@ class _GraphOf:
     eager run."""
 
     def __init__(self, facts: TrackedFacts) -> None:
+        self.facts = facts
         calls = facts.graph_calls if facts.compiled else ()
         self.starts = np.array([c[0] for c in calls], dtype=np.int64)
         self.ends = np.array([c[1] for c in calls], dtype=np.int64)
@@ -312,6 +318,30 @@ class _GraphOf:
             return ""
         at = int(np.searchsorted(self.starts, time, side="right")) - 1
         return self.graphs[at] if at >= 0 and time <= self.ends[at] else EAGER_GRAPH
+
+    def eager_statement(self, time: int, origin: int) -> int:
+        """The statement that ran eager forward code at a graph break allocating at ``time``
+        (index into ``facts.statements``; -1: none known): the one running then (between its
+        first and last events), else the first one noted after it, before the next graph call
+        starts. Eager code at a break calls a function that returns
+        (a ``torch.compiler.disable``d one: its ``return h * 3.0``), or is the statement that
+        broke the graph, after which Dynamo calls the function that resumes the frame there;
+        an op called by an operator (``h * 3.0``) is noted by nothing before it: the next
+        statement only when no other one of its file starts between it and the one before
+        (``statements.follows``). Not in backward, where Python runs rarely between autograd's
+        nodes."""
+        statements, ops = self.facts.statements, self.facts.ops
+        if origin < 0 or ops.phase[origin] != FORWARD or not len(statements.time):
+            return -1
+        found = int(np.searchsorted(statements.time, time, side="right"))
+        if found and len(statements.end) == len(statements.time) and statements.end[found - 1] >= time:
+            found -= 1  # made while that statement ran (a builtin it called: torch.relu(h))
+        elif found < len(statements.follows) and not statements.follows[found]:
+            return -1  # other statements may have run between the two noted around it
+        after = int(np.searchsorted(self.starts, time, side="right"))
+        if found >= len(statements.time) or statements.phase[found] != FORWARD:
+            return -1
+        return found if after >= len(self.starts) or statements.time[found] < self.starts[after] else -1
 
 
 def _add(groups: dict, key: tuple, nbytes: int) -> None:  # type: ignore[type-arg]

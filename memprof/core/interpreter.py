@@ -7,7 +7,7 @@ commands run the user's code inside :func:`kept_from_user_code`, whatever the co
 among the modules already imported, the builtins and the standard streams is put back
 afterwards, and a failure of memprof's own work that such a change caused is the profiled
 code's failure (exit 3), said in one line, instead of a traceback. (The functions
-:mod:`memprof.core.fileio` writes with are bound when it is imported, so replacing ``os.replace``
+:mod:`memprof.core.writing` writes with are bound when it is imported, so replacing ``os.replace``
 cannot make memprof skip writing a report.)
 
 Two changes cannot be put back afterwards, so they are caught as they happen:

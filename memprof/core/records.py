@@ -309,6 +309,12 @@ class Statements:
     user_site: np.ndarray
     module_call: np.ndarray
     phase: np.ndarray
+    end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Compiled runs: when each statement's last event came (it ran from ``time`` to ``end``);
+    empty otherwise."""
+    follows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Compiled runs: whether what ran after the statement before ended and before this one
+    started ran on this one (no statement of its file starts between the two); empty otherwise."""
 
     @staticmethod
     def empty() -> Statements:
@@ -404,7 +410,8 @@ class TrackedFacts:
     are forward work, recorded by the tracker, not backward ops read from the profile."""
     statements: Statements = field(default_factory=Statements.empty)
     """The statements that called into C between forward ops: the lines of what is allocated
-    outside any op (the RNG state activation checkpointing saves, a storage made in Python)."""
+    outside any op (the RNG state activation checkpointing saves, a storage made in Python);
+    in a compiled run, the statements of the call, for the lines of eager code at a graph break."""
     graph_calls: tuple[tuple[int, int, str], ...] = ()
     """Compiled runs: (start, end, graph) of each compiled graph's call, in order of start; the
     graph as Dynamo's id of it and the function it compiled (``0/1 step (train.py:12)``)."""

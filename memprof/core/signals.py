@@ -1,7 +1,7 @@
 """Ctrl-C and ``kill`` while memprof writes its outputs.
 
 Python raises ``KeyboardInterrupt`` wherever the main thread is when SIGINT comes, and SIGTERM
-ends the process on the spot. :mod:`memprof.core.fileio` writes its outputs all or none: each file
+ends the process on the spot. :mod:`memprof.core.writing` writes its outputs all or none: each file
 in full to a temporary sibling, then every one renamed over its path. Two tools here keep that
 promise under any signal, at any point:
 

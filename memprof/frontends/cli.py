@@ -57,8 +57,8 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from memprof.core.fileio import WRITTEN
         from memprof.core.interpreter import kept_from_user_code
+        from memprof.core.writing import WRITTEN
         from memprof.sources.deadline import ending_the_process
 
         written_before = len(WRITTEN)
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, prog_name="memprof", standalone_mode=False)
     except KeyboardInterrupt:  # outside a command (parsing its options, or once it returned): as inside one
-        from memprof.core.fileio import WRITTEN
+        from memprof.core.writing import WRITTEN
 
         err(f"memprof: {interrupted(WRITTEN)}")
         sys.exit(EXIT_INTERRUPTED)

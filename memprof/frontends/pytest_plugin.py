@@ -270,7 +270,7 @@ def _baseline(config: pytest.Config, nodeid: str, index: int, report: Report) ->
     load the one saved (None, with a warning, when there is none). A baseline that cannot be
     read or written fails the test with memprof's one-line message."""
     from memprof.core.errors import MemprofError, OutputError
-    from memprof.core.fileio import atomic_write_text
+    from memprof.core.writing import atomic_write_text
     from memprof.pipeline import load_report
 
     option = config.getoption("--memprof-baseline-dir")

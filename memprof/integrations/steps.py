@@ -221,7 +221,7 @@ def report_folder(out: Any, names: Iterable[str]) -> Path:
     import errno
 
     from memprof.core.errors import path_error
-    from memprof.core.fileio import absolute, check_output_paths
+    from memprof.core.writing import absolute, check_output_paths
 
     if not isinstance(out, str | os.PathLike):
         raise UsageError(f"{param('out')} must be a folder's path, got {out!r}")

@@ -44,7 +44,7 @@ Path_ = str | os.PathLike[str]
 def write_report(report: Report, files: Mapping[str, Path_ | None]) -> list[Path]:
     """Write ``report`` as each format of ``files`` (``json``, ``html``, ``markdown`` -> path;
     None: not that one), rendered first and written all or none, as ``memprof run`` does."""
-    from memprof.core.fileio import atomic_write_texts, check_output_paths
+    from memprof.core.writing import atomic_write_texts, check_output_paths
     from memprof.outputs import renderer
 
     wanted = {fmt: path for fmt, path in files.items() if path is not None}
@@ -87,7 +87,7 @@ class Tracking:
         verbose: bool,
         files: Mapping[str, Path_ | None],
     ) -> None:
-        from memprof.core.fileio import absolute, check_output_paths
+        from memprof.core.writing import absolute, check_output_paths
         from memprof.sources.live.run import resolve_device
         from memprof.sources.options import RunOptions
 

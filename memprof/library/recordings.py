@@ -19,7 +19,7 @@ from pathlib import Path
 
 from memprof.analysis.allocator import AllocatorSettings
 from memprof.core.errors import InputError, UsageError, param, path_error
-from memprof.core.fileio import special_file_kind
+from memprof.core.reading import special_file_kind
 from memprof.core.recording import Provenance
 from memprof.core.units import format_bytes
 from memprof.model.recorded import Source, SourceFile

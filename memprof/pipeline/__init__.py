@@ -83,7 +83,7 @@ def report_from_dict(data: Any, where: str = "report") -> Report:
 def load_report(path: str | Path) -> Report:
     """Read a report JSON written by memprof (data only: no pickle, no eval), with its
     comparisons."""
-    from memprof.core.fileio import read_json
+    from memprof.core.reading import read_json
 
     where = "standard input" if str(path) == "-" else str(path)
     return report_from_dict(read_json(path, "report"), where=where)

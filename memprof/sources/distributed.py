@@ -195,7 +195,7 @@ class Exchange:
                 return "store"
             except Exception:  # the store is gone (its host exited): files still work on one node
                 self.store = None
-        from memprof.core.fileio import atomic_write_text
+        from memprof.core.writing import atomic_write_text
 
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self._file(self.env.rank), text, remember=False)  # not an output of the user's

@@ -151,14 +151,14 @@ def write_outputs(
     show: Callable[[], None] | None = None,
 ) -> None:
     """Render every requested format first, then write them all or none (see
-    :func:`memprof.core.fileio.atomic_write_all`): a rendering or writing error leaves no file
+    :func:`memprof.core.writing.atomic_write_all`): a rendering or writing error leaves no file
     behind; then say on stderr which files were written (``memprof: wrote report.html``),
     unless ``quiet``, and only then ``show`` the terminal report, so that its answer is the
     last thing printed (when writing fails, the report is shown before the error). ``baseline``
     is the JSON report under another name. ``rank``: the rank a report of several ranks details
     (Markdown, HTML); ``gate``: the gate's result, which the Markdown summary shows first;
     ``exact_csv``: CSV text cells as they are (see :func:`memprof.core.text.spreadsheet_safe`)."""
-    from memprof.core.fileio import atomic_write_texts
+    from memprof.core.writing import atomic_write_texts
     from memprof.outputs import renderer
 
     try:

@@ -73,7 +73,7 @@ class DiffOutputs(OptionGroup):
     def files(self, reads: list[tuple[str, Path]]) -> dict[str, Path]:
         """Each file to write by format, checked (none of them one of the reports read) and
         made absolute, before anything is read."""
-        from memprof.core.fileio import absolute, check_output_paths
+        from memprof.core.writing import absolute, check_output_paths
 
         files = {"json": self.json_path, "markdown": self.markdown_path, "html": self.html_path}
         check_output_paths(((f"--{fmt}", path) for fmt, path in files.items()), reads)

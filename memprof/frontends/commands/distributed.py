@@ -103,8 +103,8 @@ def run_distributed(
 @contextlib.contextmanager
 def noting_outputs(paths: Sequence[Path]) -> Iterator[None]:
     """Ctrl-C while the ranks run: the outputs a rank replaced before it came are listed as
-    written (:data:`memprof.core.fileio.WRITTEN`), so that the message does not say that none was."""
-    from memprof.core.fileio import WRITTEN
+    written (:data:`memprof.core.writing.WRITTEN`), so that the message does not say that none was."""
+    from memprof.core.writing import WRITTEN
 
     def state(path: Path) -> tuple[int, int, int] | None:
         try:

@@ -158,7 +158,7 @@ def _files(
     swept: bool,
     reads: Sequence[tuple[str, Path | None]],
 ) -> dict[str, Path]:
-    from memprof.core.fileio import absolute, check_output_paths
+    from memprof.core.writing import absolute, check_output_paths
     from memprof.outputs import SWEEP_CSV_NAME
 
     files = output.files(save_baseline, reads)

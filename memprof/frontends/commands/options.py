@@ -455,7 +455,7 @@ class OutputOptions(OptionGroup):
         run ``reads`` (``(what, path)``: the target's source, the baseline), fails at once with
         exit 2. Paths are made absolute here, once: code that changes the working folder while
         it runs does not move the outputs."""
-        from memprof.core.fileio import absolute, check_output_paths
+        from memprof.core.writing import absolute, check_output_paths
         from memprof.outputs import STANDARD_NAMES
 
         chosen = {

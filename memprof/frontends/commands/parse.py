@@ -146,7 +146,8 @@ def parse(
     Exit codes: 0 ok; 2 no table, a row that does not fit (its line number is shown), a
     missing file or a bad --table-index.
     """
-    from memprof.core.fileio import absolute, atomic_write_texts, check_output_paths, read_text
+    from memprof.core.reading import read_text
+    from memprof.core.writing import absolute, atomic_write_texts, check_output_paths
     from memprof.sources.files.table import parse_table, table_document
 
     reads = [] if file == "-" else [("the table's input file", file)]

@@ -8,7 +8,7 @@ snapshot that names one (``os.system``, a class, anything) is rejected before an
 runs. Importing this module does not import torch.
 
 A pickle can also ask for memory and time out of proportion to its size, and the reader bounds
-both: gzip data expands to at most :func:`memprof.core.fileio.decompressed_limit`; memo indices
+both: gzip data expands to at most :func:`memprof.core.reading.decompressed_limit`; memo indices
 must come in order, as ``pickle`` writes them (a 23-byte pickle naming memo slot 2**27 would
 make the unpickler allocate 2 GiB for its memo table); and the reader visits at most one
 event, block or frame per byte of the pickle (:class:`_Visits`): a real snapshot stores each
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from memprof.core.errors import InputError, brief
-from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
+from memprof.core.reading import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.recording import Provenance, RecordedSnapshot, Recording
 from memprof.core.records import (
     ACTION_CODE,

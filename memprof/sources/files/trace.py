@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from memprof.core.errors import InputError
-from memprof.core.fileio import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.gcpause import gc_paused
+from memprof.core.reading import GZIP_MAGIC, gunzip, read_recording_bytes, recording_head
 from memprof.core.recording import Provenance, RecordedMemory, Recording
 from memprof.core.records import CALL_MARKER, RawProfile, other_thread_bytes, string_codes
 from memprof.core.text import NAME_LIMIT, capped_name

@@ -81,6 +81,8 @@ class Explaining:
             device=options.device,
             ops=ops,
             compiled=options.mode == "compile",
+            # With no time budget the profiled calls are the timing: nothing slows them.
+            statements=options.time_budget > 0,
         )
 
     @contextlib.contextmanager

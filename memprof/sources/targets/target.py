@@ -31,7 +31,7 @@ from memprof.core.errors import (
     user_code,
     what_it_did,
 )
-from memprof.core.fileio import special_file_kind
+from memprof.core.reading import special_file_kind
 from memprof.sources.targets.factory_fit import factory_returns, signature_of
 
 SPEC_EXAMPLE = "'pkg.module:function', 'pkg.module:obj.method' or 'path/to/file.py:function'"

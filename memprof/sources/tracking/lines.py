@@ -195,6 +195,29 @@ def resolve_sites(lines: Iterable[tuple[str, int]]) -> tuple[Site, ...]:
     return tuple(resolved)
 
 
+def nothing_between(pairs: Iterable[tuple[tuple[str, int], tuple[str, int]]]) -> list[bool]:
+    """For each (earlier, later) pair of (file, line): whether both lie in one file, the later
+    below the earlier, and no statement (a ``def`` or ``class`` header aside) starts between the
+    statements covering them: code that ran between them ran on the later one."""
+    files: dict[str, _Source] = {}
+    found = []
+    for (file, line), (later_file, later_line) in pairs:
+        source = files.get(file)
+        if source is None:
+            source = files[file] = _Source(file)
+        first, last = source.statement_at(line)[0], source.statement_at(later_line)[0]
+        found.append(
+            file == later_file
+            and first < last <= first + _NEAR
+            and not any(source.starts_statement(n) for n in range(first + 1, last))
+        )
+    return found
+
+
+_NEAR = 200
+"""Lines: statements further apart are not looked between."""
+
+
 class _Source:
     """A file's statements, parsed once; the statement covering a line found by descending the
     syntax tree (library files run to thousands of lines: nothing is done per statement)."""
@@ -233,6 +256,11 @@ class _Source:
         if best is None:
             return line, ""
         return best.lineno, self._text(best, _header_end(best))
+
+    def starts_statement(self, line: int) -> bool:
+        """Whether a statement starts at ``line`` (a ``def``, ``class`` or decorator line aside)."""
+        first, text = self.statement_at(line)
+        return first == line and bool(text) and not text.startswith(("def ", "async def ", "class ", "@"))
 
     def _text(self, node: ast.stmt, last: int) -> str:
         if _has_body(node):

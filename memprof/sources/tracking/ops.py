@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
 from memprof.core.records import BACKWARD, FORWARD, OPTIMIZER, RECOMPUTE, Statements, TrackedOps
 from memprof.sources.live.tree import int_array
-from memprof.sources.tracking.lines import LIBRARY, MEMPROF, USER, frame_kind
+from memprof.sources.tracking.lines import LIBRARY, MEMPROF, TORCH, USER, frame_kind
 from memprof.sources.tracking.modules import PASS_THROUGH as _MODULES_PASS_THROUGH
 from memprof.sources.tracking.modules import Calls
 from memprof.sources.tracking.wrappers import is_wrapper, plain_tensors
@@ -86,12 +86,6 @@ class _Mode(TorchDispatchMode):
                 _set_hook(hook)
 
 
-if _set_hook is not _no_hook:
-    set_code_exec_strategy(
-        _Mode.__torch_dispatch__.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT)
-    )
-
-
 class Ops:
     """The ops recorded while the mode is entered, as parallel lists (appending to lists is
     the cheapest per-op record). ``fake``: the ops run on fake tensors (no allocation of theirs
@@ -146,6 +140,9 @@ class Ops:
         self.statement_call: list[int] = []
         self.statement_phase: list[int] = []
         self._last_statement: tuple[int, int, int] | None = None
+        # A compiled run's: when each statement's last event came, and the last one noted.
+        self.statement_end: list[int] = []
+        self._last_noted: tuple[int, int, int] | None = None
         self._thread = threading.get_ident()
 
     # ---- the hot path -------------------------------------------------------------------------
@@ -309,9 +306,51 @@ class Ops:
         ``del``): the statement running now is noted once, from its first event, so that what
         is allocated outside any op (``torch.get_rng_state()`` in ``torch.utils.checkpoint``,
         ``torch.load``'s storages) is put on it. memprof's own frames are left out."""
+        return self._note(sys._getframe(1))
+
+    def _statement_outside_dynamo(self) -> int:
+        """:meth:`_statement` for a compiled run: torch.compile's frame evaluation hook is off
+        while it runs (as in the mode's ``__torch_dispatch__``), so that no frame of memprof's is
+        handed to Dynamo. Only events of the user's or a library's frames, and of torch's
+        functions they call, are noted: torch's own (Dynamo's, compiling or guarding) are many,
+        and none is a line of the profiled code. Each statement's last event is kept too: what
+        is allocated before it came was made by that statement (a builtin it called)."""
+        frame = sys._getframe(1)
+        kinds = self._kinds
+        kind = kinds.get(id(frame.f_code))
+        if kind is not None and kind not in _SOURCE_KINDS:
+            # The common case, without a Python call: torch's code called by torch's code.
+            back = frame.f_back
+            back_kind = kinds.get(id(back.f_code)) if back is not None else TORCH
+            if back_kind is not None and back_kind not in _SOURCE_KINDS:
+                return 0
+        hook = _set_hook(None)
+        try:
+            if self._kind(frame) not in _SOURCE_KINDS:
+                back = frame.f_back  # torch's function called by the profiled code: its line
+                if back is None or self._kind(back) not in _SOURCE_KINDS:
+                    return 0
+            key = (id(frame), id(frame.f_code), frame.f_lineno)
+            if key == self._last_noted:  # the same statement still runs (a builtin returns)
+                self.statement_end[-1] = self.clock()
+                return 0
+            count = len(self.statement_time)
+            self._note(frame)
+            if len(self.statement_time) > count:
+                self._last_noted = key
+                self.statement_end.append(self.statement_time[-1])
+            return 0
+        finally:
+            if hook is not None:
+                _set_hook(hook)
+
+    def _kind(self, frame: FrameType) -> str:
+        return self._kinds.get(id(frame.f_code)) or self._new_kind(frame.f_code)
+
+    def _note(self, frame: FrameType) -> int:
+        """:meth:`_statement` of the event whose ``frame`` called the timer."""
         if threading.get_ident() != self._thread:  # Python 3.12+ profiles every thread
             return 0
-        frame = sys._getframe(1)
         code = frame.f_code
         if (self._kinds.get(id(code)) or self._new_kind(code)) == MEMPROF:
             return 0
@@ -340,6 +379,7 @@ class Ops:
         """The statements noted by :meth:`_statement`, as arrays."""
         return Statements(
             time=int_array(self.statement_time),
+            end=int_array(self.statement_end),
             site=int_array(self.statement_site),
             user_site=int_array(self.statement_user_site),
             module_call=int_array(self.statement_call),
@@ -366,18 +406,19 @@ class Ops:
         stack.enter_context(self.mode)
         if not self._fake:
             self._run_backward_without(stack)
-            self._note_statements(stack)
+            self.note_statements(stack)
 
-    def _note_statements(self, stack: contextlib.ExitStack) -> None:
+    def note_statements(self, stack: contextlib.ExitStack, *, compiled: bool = False) -> None:
         """Note the statements that run (:meth:`_statement`) until ``stack`` closes; not under
-        another profiler (cProfile, a hook set with ``sys.setprofile``): then they are not known."""
+        another profiler (cProfile, a hook set with ``sys.setprofile``): then they are not known.
+        ``compiled``: the call runs compiled code (Dynamo's hook is kept off the timer)."""
         if sys.getprofile() is not None:
             self.notes.append("what is allocated outside any op has no line (another profiler was on)")
             return
         import cProfile
 
         self._thread = threading.get_ident()
-        profiler = cProfile.Profile(self._statement)
+        profiler = cProfile.Profile(self._statement_outside_dynamo if compiled else self._statement)
         try:
             profiler.enable(subcalls=False, builtins=True)
         except ValueError as error:  # Python 3.12+: another tool holds the profiler's slot
@@ -512,3 +553,8 @@ def _op_name(func: Any) -> str:
 _PASS_THROUGH = _MODULES_PASS_THROUGH | frozenset(
     code for code in Ops._run_backward_without.__code__.co_consts if isinstance(code, CodeType)
 )
+
+
+if _set_hook is not _no_hook:
+    for _code in (_Mode.__torch_dispatch__.__code__, Ops._statement_outside_dynamo.__code__):
+        set_code_exec_strategy(_code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.DEFAULT))
