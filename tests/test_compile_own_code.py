@@ -154,3 +154,59 @@ def test_the_json_and_the_terminal_show_the_breaks(compiled: Any, capsys: pytest
     own = next(b for b in compiled.run.compile.breaks if b.source.endswith(f":{_line('graph_break()')}"))
     shown = " ".join(out.split())
     assert f"graph break at {own.source} torch._dynamo.graph_break(): {own.reason[:20]}" in shown
+
+
+KERNELS = """
+import torch
+
+weight = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+
+
+def forward(x):
+    return (torch.relu(x @ weight) * 2.0).sum(dim=1)
+"""
+
+
+def test_the_kernels_compiled_are_those_of_a_compile_without_memprof(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C++ Inductor generates for a compiled run is the C++ of the same compile without
+    memprof: no profiler range is compiled into a kernel (memprof opens each kernel's range from
+    the graph's Python wrapper), so a cold compile costs what the user's own does, and the
+    kernels either run compiles serve the other from Inductor's cache."""
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor.codecache import CppCodeCache
+
+    import memprof
+
+    sources: list[str] = []
+    original = CppCodeCache.load_async.__func__  # type: ignore[attr-defined]
+
+    def noted(cls: Any, main_code: str, *args: Any, **kwargs: Any) -> Any:
+        sources.append(main_code)
+        return original(cls, main_code, *args, **kwargs)
+
+    monkeypatch.setattr(CppCodeCache, "load_async", classmethod(noted))
+    (tmp_path / "kernels_step.py").write_text(KERNELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__("kernels_step")
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(2))
+    try:
+        torch._dynamo.reset()
+        report = memprof.profile(
+            module.forward, x, mode="compile", device="cpu", time_budget=0, fresh_compile=True
+        )
+        under_memprof, sources[:] = sorted(sources), []
+        torch._dynamo.reset()
+        with inductor_config.patch(force_disable_caches=True):
+            torch.compile(module.forward)(x)
+    finally:
+        sys.modules.pop("kernels_step", None)
+        torch._dynamo.reset()
+    assert under_memprof and under_memprof == sorted(sources)
+    assert not [s for s in under_memprof if "RecordFunction" in s]
+    # The kernels were still seen in the profile, each by its own range, and matched to the
+    # eager ops they replace.
+    run = report.runs["compile"]
+    assert any("relu" in name and "relu" in str(ops) for name, ops in (run.fused_kernels or {}).items())
