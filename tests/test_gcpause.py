@@ -142,6 +142,24 @@ def test_garbage_made_before_an_import_is_collected_not_frozen(modules: Modules)
     assert garbage() is None
 
 
+def test_once_memprof_froze_an_import_does_not_count_the_frozen_objects(
+    modules: Modules, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gc.get_freeze_count()`` walks every frozen object (a million once torch is imported):
+    asked at each module a compile loads, it cost a warm compile of the GPT example about a
+    second. Once memprof froze, it knows the frozen objects are its own without counting them."""
+    first, second = modules("first", "VALUE = 1\n"), modules("second", "VALUE = 2\n")
+    with imports_frozen():
+        __import__(first)
+    assert gcpause._memprof_froze
+    counted: list[int] = []
+    real = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+    with imports_frozen():
+        module = __import__(second)
+    assert counted == [] and module.VALUE == 2
+
+
 def test_modules_already_loaded_neither_collect_nor_freeze() -> None:
     garbage = weakref.ref(Cycle())
     with imports_frozen():
