@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memprof.analysis.lifetimes import NEVER, Backward, Lifetimes, Window, cover
-from memprof.core.records import FORWARD, PHASES, RECOMPUTE, TrackedFacts
+from memprof.core.records import BACKWARD, FORWARD, PHASES, RECOMPUTE, TrackedFacts
 from memprof.model.explanation import CATEGORIES, EAGER_GRAPH, ENTRY_KEY, AtPeak, AtPeakEntry, Unattributed
 
 # Kind bits of a lifetime, from the tracker's observations.
@@ -262,8 +262,11 @@ def live_at_peak(
             # (its line, module, op and shape are not this tensor's); a storage still names it,
             # the statement that ran it its lines.
             ran = graph_of.eager_statement(int(lt.start[index]), origin)
+            caller = graph_of.backward_caller(int(lt.start[index]), origin)
             if ran >= 0:
                 described = describe.statement(ran)
+            elif caller is not None and what.fact[index] < 0:
+                described = describe.at_sites(*caller, phase=BACKWARD)
             else:
                 described = describe.eager(origin, int(what.fact[index]), nbytes)
         else:
@@ -318,6 +321,18 @@ class _GraphOf:
             return ""
         at = int(np.searchsorted(self.starts, time, side="right")) - 1
         return self.graphs[at] if at >= 0 and time <= self.ends[at] else EAGER_GRAPH
+
+    def backward_caller(self, time: int, origin: int) -> tuple[int, int] | None:
+        """The (site, user site) that ran backward when eager code made a tensor between two
+        compiled backward graphs at ``time`` (autograd's engine or AOTAutograd's runtime: a
+        gradient made contiguous for the next graph, the loss's seed gradient): the caller of
+        the next graph call, the user's ``loss.backward()``. None outside backward or unknown."""
+        facts = self.facts
+        if origin < 0 or facts.ops.phase[origin] != BACKWARD or len(facts.graph_callers) != len(self.graphs):
+            return None
+        at = min(int(np.searchsorted(self.starts, time, side="left")), len(self.graphs) - 1)
+        site, user = facts.graph_callers[at] if at >= 0 else (-1, -1)
+        return (site, user) if site >= 0 else None
 
     def eager_statement(self, time: int, origin: int) -> int:
         """The statement that ran eager forward code at a graph break allocating at ``time``
@@ -450,16 +465,21 @@ class _Describer:
     def statement(self, index: int) -> tuple[str, ...]:
         """The description of what a statement made outside any op: its module, phase and
         lines; no op, shape or dtype (the tracker saw no tensor of it)."""
-        statements, sites = self.facts.statements, self.facts.sites
+        statements = self.facts.statements
         call = int(statements.module_call[index])
+        module = self.call_paths[call] if call >= 0 else ""
         site, user = int(statements.site[index]), int(statements.user_site[index])
+        return self.at_sites(site, user, int(statements.phase[index]), module)
+
+    def at_sites(self, site: int, user: int, phase: int, module: str = "") -> tuple[str, ...]:
+        """The description of what was made on a line with no op, shape or dtype known: its
+        lines (indices into the sites), phase and module."""
+        sites = self.facts.sites
         source, text = (sites[site].source, sites[site].text) if site >= 0 else ("", "")
         user_source, user_text = (sites[user].source, sites[user].text) if user >= 0 else ("", "")
         if user_source == source:
             user_source = user_text = ""
-        module = self.call_paths[call] if call >= 0 else ""
-        phase = PHASES[int(statements.phase[index])]
-        return module, phase, source, text, "", "", "", user_source, user_text, ""
+        return module, PHASES[phase], source, text, "", "", "", user_source, user_text, ""
 
     def _shape_of_size(self, forward: int, nbytes: int) -> tuple[str, str, int]:
         """(shape, dtype, site or -1) of the first argument or result of ``forward`` with

@@ -415,6 +415,10 @@ class TrackedFacts:
     graph_calls: tuple[tuple[int, int, str], ...] = ()
     """Compiled runs: (start, end, graph) of each compiled graph's call, in order of start; the
     graph as Dynamo's id of it and the function it compiled (``0/1 step (train.py:12)``)."""
+    graph_callers: tuple[tuple[int, int], ...] = ()
+    """Compiled runs: for each of ``graph_calls``, the (site, user site) of its caller, the
+    innermost statement of a library's or the user's code on the stack and the user's own
+    (indices into ``sites``; -1: none): ``loss.backward()`` for a backward graph."""
 
 
 def string_codes(values: Sequence[Any] | np.ndarray) -> tuple[list[str], np.ndarray]:

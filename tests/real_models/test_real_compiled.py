@@ -91,3 +91,17 @@ def test_each_entry_made_during_the_step_names_its_graph(compiled: Any) -> None:
     assert logits.graph.split(" ")[1] == "forward"
     assert any(e.graph.split(" ")[1] == "ForCausalLMLoss" for e in during)
     assert {e.graph for e in compiled.run.at_peak.entries if e.before_call} == {""}
+
+
+def test_backward_work_between_compiled_graphs_is_on_the_backward_call(compiled: Any) -> None:
+    """What autograd's engine or AOTAutograd's runtime makes between two compiled backward
+    graphs (GPT-2's: a gradient of the logits and the loss's seed gradient) ran eagerly while
+    the user's ``loss.backward()`` ran: it is on that line, phase backward, with no op."""
+    lines, first = inspect.getsourcelines(workloads.train_step)
+    (line,) = [first + n for n, text in enumerate(lines) if text.strip() == "out.loss.backward()"]
+    entries = compiled.run.at_peak.entries
+    between = [e for e in entries if e.graph == "eager, between graphs" and e.phase == "backward"]
+    assert between, [(e.graph, e.phase) for e in entries]
+    for entry in between:
+        assert entry.source.endswith(f"workloads.py:{line}"), entry
+        assert (entry.source_text, entry.op, entry.user_source) == ("out.loss.backward()", "", "")

@@ -521,9 +521,12 @@ def compiled_facts(
     names = sorted({k.name for k in kernels})
     code = {name: i for i, name in enumerate(names)}
     origins = [k.origin for k in kernels if k.origin is not None]
+    spans = graph_calls(read.graph_spans, paired)
+    callers = _callers(spans, calls_made or [])
     where = sorted(
         {w for o in origins for w in (o.where, o.user_where) if w}
         | {r[3] for o in origins for r in o.results if r[3]}
+        | {w for caller in callers for w in caller if w}
     )
     sites = resolve_sites([(w.rpartition(":")[0], int(w.rpartition(":")[2])) for w in where])
     site_of = {w: i for i, w in enumerate(where)}
@@ -570,8 +573,21 @@ def compiled_facts(
         inputs_site=int_array([site_of[r[3]] if r[3] else -1 for _, r in results]),
         shape_numel=tuple(math.prod(int(n) for n in re.findall(r"\d+", shape)) for shape in shapes),
         dtype_bytes=tuple(torch.empty(0, dtype=getattr(torch, d)).element_size() for d in dtypes),
-        graph_calls=graph_calls(read.graph_spans, paired),
+        graph_calls=spans,
+        graph_callers=tuple((site_of.get(w, -1), site_of.get(u, -1)) for w, u in callers),
     )
+
+
+def _callers(spans: tuple[tuple[int, int, str], ...], calls: list[GraphCall]) -> list[tuple[str, str]]:
+    """(statement, user's statement) of the caller of each graph call in ``spans``: the graph
+    call noted last before the call's span starts (the span is the wrapper's range inside it)."""
+    by_time = sorted(calls, key=lambda call: call.time_ns)
+    starts = [call.time_ns for call in by_time]
+    found = []
+    for start, _, _ in spans:
+        at = bisect.bisect_right(starts, start) - 1
+        found.append((by_time[at].where, by_time[at].user_where) if at >= 0 else ("", ""))
+    return found
 
 
 class _Kernel(NamedTuple):
