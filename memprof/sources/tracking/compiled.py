@@ -17,10 +17,7 @@ import math
 import os
 import re
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable
-from types import BuiltinFunctionType, FrameType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,8 +34,9 @@ from memprof.core.records import (
 )
 from memprof.core.records import TrackedStorage as TrackedStorage
 from memprof.sources.live.tree import ProfileRead, int_array
-from memprof.sources.tracking.graph_regions import graph_calls
-from memprof.sources.tracking.lines import _TORCH_DIR, LIBRARY, USER, frame_kind, resolve_sites
+from memprof.sources.tracking.graph_regions import GraphCall, graph_call, graph_callers, graph_calls
+from memprof.sources.tracking.kernel_ranges import mark_kernels
+from memprof.sources.tracking.lines import _TORCH_DIR, frame_kind, resolve_sites
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
@@ -199,7 +197,7 @@ class CompileTracking:
             return found
 
         def call(graph: Any, inputs: Any) -> Any:
-            calls.append(_graph_call(sys._getframe(1)))
+            calls.append(graph_call(sys._getframe(1)))
             graphs.setdefault(id(graph), graph)
             mark(graph)
             return original(graph, inputs)
@@ -210,25 +208,13 @@ class CompileTracking:
         self._stack.callback(setattr, CompiledFxGraph, "post_compile", original_ready)
 
     def _mark_kernels(self, graph: Any) -> None:
-        """Give each C++ kernel of a compiled graph its own profiler range, as Inductor gives
-        each Triton kernel it launches (its buffers are tied to the kernel by that range), until
-        the tracking ends: the kernels in the graph's Python wrapper are wrapped there. Inductor's
-        own way, ``cpp.enable_kernel_profile``, puts the range in each kernel's C++ source,
-        which makes a cold compile about a quarter slower (a heavier header per kernel file)
-        and compiles other kernels than a run without memprof does: with this, memprof and the
-        user's own runs compile and cache the same kernels."""
-        if id(graph) in self._marked or getattr(graph, "current_callable", None) is None:
-            return  # marked, or its module not loaded yet (it is by its first call)
+        """Each C++ kernel of ``graph`` in its own profiler range until the tracking ends
+        (:func:`~memprof.sources.tracking.kernel_ranges.mark_kernels`); a graph whose module
+        is not loaded yet is marked at its first call."""
+        if id(graph) in self._marked or not mark_kernels(graph, self._stack):
+            return
         self._marked.add(id(graph))
         self._stack.callback(self._marked.discard, id(graph))
-        if (namespace := _wrapper_namespace(graph)) is None:
-            return
-        graph_id = (getattr(graph, "fx_kwargs", None) or {}).get("graph_id")
-        prefix = f"graph_{graph_id}_" if isinstance(graph_id, int) else ""
-        for name, kernel in list(namespace.items()):
-            if _CPP_KERNEL.match(name) and isinstance(kernel, BuiltinFunctionType):
-                namespace[name] = _ranged(prefix + name, kernel)
-                self._stack.callback(namespace.__setitem__, name, kernel)
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
@@ -269,39 +255,6 @@ class CompileTracking:
         )
 
 
-_CPP_KERNEL = re.compile(r"^(cpp_|kernel_cpp_)\w+$")
-"""A C++ kernel in a compiled graph's Python wrapper (``cpp_fused_gelu_0``; without
-descriptive names, ``kernel_cpp_0``)."""
-
-
-def _wrapper_namespace(graph: Any) -> dict[str, Any] | None:
-    """The globals of a compiled graph's Python wrapper module, where its kernels are bound
-    (None: no such module, as with the C++ wrapper)."""
-    key = getattr(graph, "cache_key", None)
-    with contextlib.suppress(ImportError, AttributeError):
-        from torch._inductor.codecache import PyCodeCache
-
-        for module in reversed(PyCodeCache.modules):
-            if key and module.__name__.rpartition(".")[2] == key:
-                return vars(module)
-    namespace = getattr(getattr(graph, "current_callable", None), "__globals__", None)
-    return namespace if isinstance(namespace, dict) and "call" in namespace else None
-
-
-def _ranged(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """``kernel`` in a profiler range named ``name`` while a profiler records."""
-    profiler = torch.autograd.profiler
-    record = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.profiler.record_function
-
-    def ranged(*args: Any) -> Any:
-        if profiler._is_profiler_enabled:
-            with record(name):
-                return kernel(*args)
-        return kernel(*args)
-
-    return ranged
-
-
 def sites_digest(gm: Any) -> str:
     """A digest of where each node of an FX graph comes from: its stack trace and its module
     stack (empty for no graph)."""
@@ -338,45 +291,6 @@ def _kept(graph: Any) -> tuple[dict[str, NodeMeta], list[tuple[str, tuple[str, .
     except (ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None
     return metas, kernels
-
-
-class GraphCall(NamedTuple):
-    """A call of a compiled graph: when (the tracker's clock), the innermost statement of a
-    library's or the user's code on the caller's stack and the user's own, as ``file:line``,
-    and the module whose forward called it (its ``id``, or its path once named)."""
-
-    time_ns: int
-    where: str
-    user_where: str
-    module: int | str
-
-    def named(self, paths: dict[int, str]) -> GraphCall:
-        if isinstance(self.module, int):
-            return self._replace(module=paths.get(self.module, ""))
-        return self
-
-
-def _graph_call(frame: FrameType | None) -> GraphCall:
-    """Who called a compiled graph, read from its caller's stack."""
-    now = time.time_ns()
-    where = user_where = ""
-    module = 0
-    while frame is not None and not (where and user_where and module):
-        code = frame.f_code
-        if not module and code.co_name in _MODULE_CALLS and frame.f_code.co_filename.endswith(_MODULE_FILE):
-            owner = frame.f_locals.get("self")
-            module = id(owner) if owner is not None else 0
-        kind = frame_kind(code.co_filename)
-        if kind in (USER, LIBRARY) and not where:
-            where = f"{code.co_filename}:{frame.f_lineno}"
-        if kind == USER and not user_where:
-            user_where = f"{code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return GraphCall(now, where, user_where, module)
-
-
-_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
-_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
 
 
 def profiled_name(kernel: str) -> str:
@@ -522,7 +436,7 @@ def compiled_facts(
     code = {name: i for i, name in enumerate(names)}
     origins = [k.origin for k in kernels if k.origin is not None]
     spans = graph_calls(read.graph_spans, paired)
-    callers = _callers(spans, calls_made or [])
+    callers = graph_callers(spans, calls_made or [])
     where = sorted(
         {w for o in origins for w in (o.where, o.user_where) if w}
         | {r[3] for o in origins for r in o.results if r[3]}
@@ -576,18 +490,6 @@ def compiled_facts(
         graph_calls=spans,
         graph_callers=tuple((site_of.get(w, -1), site_of.get(u, -1)) for w, u in callers),
     )
-
-
-def _callers(spans: tuple[tuple[int, int, str], ...], calls: list[GraphCall]) -> list[tuple[str, str]]:
-    """(statement, user's statement) of the caller of each graph call in ``spans``: the graph
-    call noted last before the call's span starts (the span is the wrapper's range inside it)."""
-    by_time = sorted(calls, key=lambda call: call.time_ns)
-    starts = [call.time_ns for call in by_time]
-    found = []
-    for start, _, _ in spans:
-        at = bisect.bisect_right(starts, start) - 1
-        found.append((by_time[at].where, by_time[at].user_where) if at >= 0 else ("", ""))
-    return found
 
 
 class _Kernel(NamedTuple):
