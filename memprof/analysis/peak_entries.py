@@ -325,7 +325,7 @@ class _GraphOf:
     def backward_caller(self, time: int, origin: int) -> tuple[int, int] | None:
         """The (site, user site) that ran backward when eager code made a tensor between two
         compiled backward graphs at ``time`` (autograd's engine or AOTAutograd's runtime: a
-        gradient made contiguous for the next graph, the loss's seed gradient): the caller of
+        gradient summed or copied for the next graph, the loss's seed gradient): the caller of
         the next graph call, the user's ``loss.backward()``. None outside backward or unknown."""
         facts = self.facts
         if origin < 0 or facts.ops.phase[origin] != BACKWARD or len(facts.graph_callers) != len(self.graphs):

@@ -95,7 +95,7 @@ def test_each_entry_made_during_the_step_names_its_graph(compiled: Any) -> None:
 
 def test_backward_work_between_compiled_graphs_is_on_the_backward_call(compiled: Any) -> None:
     """What autograd's engine or AOTAutograd's runtime makes between two compiled backward
-    graphs (GPT-2's: a gradient of the logits and the loss's seed gradient) ran eagerly while
+    graphs (65,540 B of GPT-2's compiled step, outside every graph's call) ran eagerly while
     the user's ``loss.backward()`` ran: it is on that line, phase backward, with no op."""
     lines, first = inspect.getsourcelines(workloads.train_step)
     (line,) = [first + n for n, text in enumerate(lines) if text.strip() == "out.loss.backward()"]
