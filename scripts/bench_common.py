@@ -34,15 +34,19 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     return seconds, cpu
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
+def cpu_name(default: str) -> str:
+    """The processor's model name from /proc/cpuinfo (``default`` where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return default
+
+
+def machine() -> str:
+    cpu = cpu_name(platform.processor() or platform.machine())
     ram = ""
     try:
         kb = next(

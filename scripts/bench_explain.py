@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_common import cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 
 COMMON = textwrap.dedent(
@@ -121,14 +123,7 @@ def run(code: str) -> dict[str, Any]:
 
 
 def machine() -> str:
-    cpu = platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name(platform.machine())
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     import torch
 
