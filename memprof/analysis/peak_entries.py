@@ -258,17 +258,8 @@ def live_at_peak(
         if statement >= 0:
             described = describe.statement(statement)
         elif graph == EAGER_GRAPH:
-            # Allocated by eager code at a graph break: the kernel after it did not make it
-            # (its line, module, op and shape are not this tensor's); a storage still names it,
-            # the statement that ran it its lines.
-            ran = graph_of.eager_statement(int(lt.start[index]), origin)
-            caller = graph_of.backward_caller(int(lt.start[index]), origin)
-            if ran >= 0:
-                described = describe.statement(ran)
-            elif caller is not None and what.fact[index] < 0:
-                described = describe.at_sites(*caller, phase=BACKWARD)
-            else:
-                described = describe.eager(origin, int(what.fact[index]), nbytes)
+            fact = int(what.fact[index])
+            described = _eager_described(graph_of, describe, int(lt.start[index]), origin, fact, nbytes)
         else:
             described = describe(origin, int(what.maker[index]), int(what.fact[index]), nbytes)
         _add(groups, (category, *described, before, graph), nbytes)
@@ -302,6 +293,22 @@ def live_at_peak(
         ),
         live,
     )
+
+
+def _eager_described(
+    graph_of: _GraphOf, describe: _Describer, start: int, origin: int, fact: int, nbytes: int
+) -> tuple[str, ...]:
+    """What eager code at a graph break allocated at ``start``: the kernel after it did not
+    make it (its line, module, op and shape are not this tensor's); a storage still names it
+    (``fact``), the statement that ran it its lines, in backward the statement that ran
+    backward."""
+    ran = graph_of.eager_statement(start, origin)
+    if ran >= 0:
+        return describe.statement(ran)
+    caller = graph_of.backward_caller(start, origin) if fact < 0 else None
+    if caller is not None:
+        return describe.at_sites(*caller, phase=BACKWARD)
+    return describe.eager(origin, fact, nbytes)
 
 
 class _GraphOf:

@@ -9,7 +9,6 @@ saw into the op table of the attribution, one compiled graph call at a time.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import json
@@ -34,7 +33,13 @@ from memprof.core.records import (
 )
 from memprof.core.records import TrackedStorage as TrackedStorage
 from memprof.sources.live.tree import ProfileRead, int_array
-from memprof.sources.tracking.graph_regions import GraphCall, graph_call, graph_callers, graph_calls
+from memprof.sources.tracking.graph_regions import (
+    CallsByTime,
+    GraphCall,
+    graph_call,
+    graph_callers,
+    graph_calls,
+)
 from memprof.sources.tracking.kernel_ranges import mark_kernels
 from memprof.sources.tracking.lines import _TORCH_DIR, frame_kind, resolve_sites
 
@@ -430,13 +435,14 @@ def compiled_facts(
     the graph's call, ``calls_made``; ``root``: the name of the outermost module, its path
     for the tracker); modules as one call per path (``classes``: each path's class)."""
     paired: dict[int, int] = {}
-    kernels = _with_callers(_matched_kernels(read, graphs, notes), calls_made or [], root, paired)
+    by_time = CallsByTime(calls_made or [])
+    kernels = _with_callers(_matched_kernels(read, graphs, notes), by_time, root, paired)
     kernels.sort(key=lambda k: k.t1)
     names = sorted({k.name for k in kernels})
     code = {name: i for i, name in enumerate(names)}
     origins = [k.origin for k in kernels if k.origin is not None]
     spans = graph_calls(read.graph_spans, paired)
-    callers = graph_callers(spans, calls_made or [])
+    callers = graph_callers(spans, by_time)
     where = sorted(
         {w for o in origins for w in (o.where, o.user_where) if w}
         | {r[3] for o in origins for r in o.results if r[3]}
@@ -502,7 +508,7 @@ class _Kernel(NamedTuple):
 
 
 def _with_callers(
-    kernels: list[_Kernel], calls: list[GraphCall], root: str, paired: dict[int, int] | None = None
+    kernels: list[_Kernel], calls: CallsByTime, root: str, paired: dict[int, int] | None = None
 ) -> list[_Kernel]:
     """Each kernel's origin completed with its graph call's caller: the user's line when its
     nodes' stack traces stop short of it (a graph after a graph break), the caller's statement
@@ -511,10 +517,8 @@ def _with_callers(
     relative to that module. A forward wrapper call is the graph call that began last before
     it; a backward one takes the module of the forward call it pairs with (:func:`backward_pair`:
     backward runs in the reverse order), noted in ``paired`` (backward wrapper: forward's)."""
-    if not calls:
+    if not calls.calls:
         return kernels
-    by_time = sorted(calls, key=lambda call: call.time_ns)
-    starts = [call.time_ns for call in by_time]
     wrappers: dict[int, list[_Kernel]] = {}
     for kernel in kernels:
         wrappers.setdefault(kernel.wrapper, []).append(kernel)
@@ -522,8 +526,7 @@ def _with_callers(
     base: dict[int, str | None] = {}  # the calling module's path ("": the root; None: unknown)
     waiting: list[tuple[frozenset[str], GraphCall | None, str | None, int]] = []  # forward calls, in order
     for wrapper, group in sorted(wrappers.items(), key=lambda item: min(k.t0 for k in item[1])):
-        at = bisect.bisect_right(starts, min(k.t0 for k in group)) - 1
-        call = by_time[at] if at >= 0 else None
+        call = calls.before(min(k.t0 for k in group))
         names = frozenset(k.origin.module for k in group if k.origin and k.origin.module.startswith(_SELF))
         if group[0].phase == BACKWARD:
             # Backward's lines are its forward's, as in eager runs: the pair's caller.

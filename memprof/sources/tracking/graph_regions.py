@@ -104,13 +104,24 @@ _MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
 
 
-def graph_callers(spans: tuple[tuple[int, int, str], ...], calls: list[GraphCall]) -> list[tuple[str, str]]:
+class CallsByTime:
+    """The graph calls in order of time, to find the one noted last before a moment: the call
+    a wrapper's range or its first kernel belongs to (both begin inside it)."""
+
+    def __init__(self, calls: list[GraphCall]) -> None:
+        self.calls = sorted(calls, key=lambda call: call.time_ns)
+        self.starts = [call.time_ns for call in self.calls]
+
+    def before(self, time_ns: int) -> GraphCall | None:
+        at = bisect.bisect_right(self.starts, time_ns) - 1
+        return self.calls[at] if at >= 0 else None
+
+
+def graph_callers(spans: tuple[tuple[int, int, str], ...], calls: CallsByTime) -> list[tuple[str, str]]:
     """(statement, user's statement) of the caller of each graph call in ``spans``: the graph
     call noted last before the call's span starts (the span is the wrapper's range inside it)."""
-    by_time = sorted(calls, key=lambda call: call.time_ns)
-    starts = [call.time_ns for call in by_time]
     found = []
     for start, _, _ in spans:
-        at = bisect.bisect_right(starts, start) - 1
-        found.append((by_time[at].where, by_time[at].user_where) if at >= 0 else ("", ""))
+        call = calls.before(start)
+        found.append((call.where, call.user_where) if call is not None else ("", ""))
     return found
