@@ -8,9 +8,11 @@ section are covered by tests/test_report_compile_section.py."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -169,7 +171,7 @@ def forward(x):
 
 @pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")  # torch's, of the plain compile
 def test_the_kernels_compiled_are_those_of_a_compile_without_memprof(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    make_module: Callable[[str], str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The C++ Inductor generates for a compiled run is the C++ of the same compile without
     memprof: no profiler range is compiled into a kernel (memprof opens each kernel's range from
@@ -189,9 +191,8 @@ def test_the_kernels_compiled_are_those_of_a_compile_without_memprof(
         return original(cls, main_code, *args, **kwargs)
 
     monkeypatch.setattr(CppCodeCache, "load_async", classmethod(noted))
-    (tmp_path / "kernels_step.py").write_text(KERNELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = __import__("kernels_step")
+    monkeypatch.syspath_prepend(str(tmp_path))  # where make_module writes
+    module = importlib.import_module(make_module(KERNELS))
     x = torch.randn(32, 64, generator=torch.Generator().manual_seed(2))
     try:
         with inductor_config.patch(force_disable_caches=True):  # both compile every kernel
@@ -201,7 +202,6 @@ def test_the_kernels_compiled_are_those_of_a_compile_without_memprof(
             torch._dynamo.reset()
             torch.compile(module.forward)(x)
     finally:
-        sys.modules.pop("kernels_step", None)
         torch._dynamo.reset()
     assert under_memprof and under_memprof == sorted(sources)
     assert not [s for s in under_memprof if "RecordFunction" in s]
